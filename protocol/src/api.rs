@@ -1,0 +1,77 @@
+//! The API versions Strand serves: the intersection of what Kafka 3.7 serves and
+//! what kafka-protocol 0.18 can decode. Only implemented APIs are listed, since
+//! clients (librdkafka 2.12+) send whatever is advertised.
+
+use kafka_protocol::messages::ApiKey;
+
+/// (api, min version, max version) as advertised in ApiVersions.
+///
+/// Produce advertises min 0 although only v3+ is decoded: librdkafka treats a
+/// Produce range without v0-v2 as a broker too old for compression (KAFKA-18659);
+/// Kafka 4 advertises the same way and refuses the old versions.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 10),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The advertised range for `key`, if we serve it.
+pub fn advertised(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, lo, hi)| (*lo, *hi))
+}
+
+/// Whether a request of this key and version can be decoded and served.
+/// Stricter than `advertised` where the advertised minimum is below what the
+/// codec decodes (Produce v0-v2).
+pub fn is_served(key: ApiKey, version: i16) -> bool {
+    match advertised(key) {
+        Some((lo, hi)) => {
+            let decodable = key.valid_versions();
+            version >= lo.max(decodable.min) && version <= hi.min(decodable.max)
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_ranges_are_decodable() {
+        for (key, lo, hi) in SUPPORTED {
+            let v = key.valid_versions();
+            assert!(*hi <= v.max, "{key:?} max {hi} beyond codec {}", v.max);
+            assert!(lo <= hi);
+            if *key != ApiKey::Produce {
+                assert!(*lo >= v.min, "{key:?} min {lo} below codec {}", v.min);
+            }
+        }
+    }
+
+    #[test]
+    fn produce_old_versions_advertised_but_not_served() {
+        assert_eq!(advertised(ApiKey::Produce), Some((0, 10)));
+        assert!(!is_served(ApiKey::Produce, 2));
+        assert!(is_served(ApiKey::Produce, 3));
+        assert!(is_served(ApiKey::Produce, 10));
+        assert!(!is_served(ApiKey::Produce, 11));
+        assert!(!is_served(ApiKey::JoinGroup, 0));
+    }
+}

@@ -1,0 +1,21 @@
+//! Kafka wire protocol pieces Strand owns itself: framing limits, the table of
+//! API versions we serve, error codes, and views over magic-v2 record batches
+//! with in-place offset/epoch assignment. Message bodies are encoded and decoded
+//! by the `kafka-protocol` crate; this crate never re-encodes record data.
+
+pub mod api;
+pub mod batch;
+pub mod frame;
+pub mod testing;
+
+pub use kafka_protocol;
+/// Kafka error codes; `ErrorCode::code()` gives the wire value.
+pub use kafka_protocol::error::ResponseError as ErrorCode;
+
+/// The wire value for "no error".
+pub const NONE: i16 = 0;
+
+/// Wire code of an optional error (None = success).
+pub fn code(err: Option<ErrorCode>) -> i16 {
+    err.map(|e| e.code()).unwrap_or(NONE)
+}
