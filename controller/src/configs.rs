@@ -1,0 +1,494 @@
+//! Topic config definitions: Kafka 3.7's topic-level configs with their
+//! defaults, types, broker-level synonyms and validation. The controller uses
+//! them to validate CreateTopics/AlterConfigs; brokers use them to answer
+//! DescribeConfigs and to derive each partition's log settings.
+
+/// Kafka's config types with their DescribeConfigs wire values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+    Class = 8,
+    Password = 9,
+}
+
+#[derive(Debug)]
+pub struct TopicConfigDef {
+    pub name: &'static str,
+    /// Broker property whose value is this config's default when set.
+    pub broker_synonym: Option<&'static str>,
+    pub default: &'static str,
+    pub kind: ConfigType,
+    /// Smallest accepted numeric value, where there is one.
+    pub min: Option<i64>,
+    /// Accepted values for enumerations (case-sensitive, as Kafka).
+    pub one_of: &'static [&'static str],
+    pub doc: &'static str,
+}
+
+const fn def(
+    name: &'static str,
+    broker_synonym: Option<&'static str>,
+    default: &'static str,
+    kind: ConfigType,
+    min: Option<i64>,
+    one_of: &'static [&'static str],
+    doc: &'static str,
+) -> TopicConfigDef {
+    TopicConfigDef {
+        name,
+        broker_synonym,
+        default,
+        kind,
+        min,
+        one_of,
+        doc,
+    }
+}
+
+const LMAX: &str = "9223372036854775807";
+
+use ConfigType::{Boolean, Class, Double, Int, List, Long, Password, Short};
+/// Kafka 3.7's topic configs, sorted by name.
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "cleanup.policy",
+        Some("log.cleanup.policy"),
+        "delete",
+        List,
+        None,
+        &["delete", "compact"],
+        "Retention policy: delete, compact, or both.",
+    ),
+    def(
+        "compression.type",
+        Some("compression.type"),
+        "producer",
+        ConfigType::String,
+        None,
+        &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
+        "Final compression type for the topic.",
+    ),
+    def(
+        "delete.retention.ms",
+        Some("log.cleaner.delete.retention.ms"),
+        "86400000",
+        Long,
+        Some(0),
+        &[],
+        "How long delete tombstones are retained on compacted topics.",
+    ),
+    def(
+        "file.delete.delay.ms",
+        Some("log.segment.delete.delay.ms"),
+        "60000",
+        Long,
+        Some(0),
+        &[],
+        "Delay before a deleted segment file is removed.",
+    ),
+    def(
+        "flush.messages",
+        Some("log.flush.interval.messages"),
+        LMAX,
+        Long,
+        Some(1),
+        &[],
+        "Force an fsync after this many messages.",
+    ),
+    def(
+        "flush.ms",
+        Some("log.flush.interval.ms"),
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Force an fsync after this much time.",
+    ),
+    def(
+        "follower.replication.throttled.replicas",
+        Some("follower.replication.throttled.replicas"),
+        "",
+        List,
+        None,
+        &[],
+        "Replicas throttled on the follower side.",
+    ),
+    def(
+        "index.interval.bytes",
+        Some("log.index.interval.bytes"),
+        "4096",
+        Int,
+        Some(0),
+        &[],
+        "Bytes between offset index entries.",
+    ),
+    def(
+        "leader.replication.throttled.replicas",
+        Some("leader.replication.throttled.replicas"),
+        "",
+        List,
+        None,
+        &[],
+        "Replicas throttled on the leader side.",
+    ),
+    def(
+        "local.retention.bytes",
+        Some("log.local.retention.bytes"),
+        "-2",
+        Long,
+        Some(-2),
+        &[],
+        "Local retention bytes for tiered storage.",
+    ),
+    def(
+        "local.retention.ms",
+        Some("log.local.retention.ms"),
+        "-2",
+        Long,
+        Some(-2),
+        &[],
+        "Local retention time for tiered storage.",
+    ),
+    def(
+        "max.compaction.lag.ms",
+        Some("log.cleaner.max.compaction.lag.ms"),
+        LMAX,
+        Long,
+        Some(1),
+        &[],
+        "Maximum time a message stays uncompacted.",
+    ),
+    def(
+        "max.message.bytes",
+        Some("message.max.bytes"),
+        "1048588",
+        Int,
+        Some(0),
+        &[],
+        "Largest record batch size allowed.",
+    ),
+    def(
+        "message.downconversion.enable",
+        Some("log.message.downconversion.enable"),
+        "true",
+        Boolean,
+        None,
+        &[],
+        "Whether down-conversion is enabled.",
+    ),
+    def(
+        "message.format.version",
+        Some("log.message.format.version"),
+        "3.0-IV1",
+        ConfigType::String,
+        None,
+        &[],
+        "Message format version (ignored with inter-broker protocol 3.0+).",
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        Some("log.message.timestamp.after.max.ms"),
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Allowed timestamp lead over the broker's clock.",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        Some("log.message.timestamp.before.max.ms"),
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Allowed timestamp lag behind the broker's clock.",
+    ),
+    def(
+        "message.timestamp.difference.max.ms",
+        Some("log.message.timestamp.difference.max.ms"),
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Deprecated: allowed timestamp difference.",
+    ),
+    def(
+        "message.timestamp.type",
+        Some("log.message.timestamp.type"),
+        "CreateTime",
+        ConfigType::String,
+        None,
+        &["CreateTime", "LogAppendTime"],
+        "CreateTime or LogAppendTime.",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        Some("log.cleaner.min.cleanable.ratio"),
+        "0.5",
+        Double,
+        None,
+        &[],
+        "Dirty ratio before compaction.",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        Some("log.cleaner.min.compaction.lag.ms"),
+        "0",
+        Long,
+        Some(0),
+        &[],
+        "Minimum time a message stays uncompacted.",
+    ),
+    def(
+        "min.insync.replicas",
+        Some("min.insync.replicas"),
+        "1",
+        Int,
+        Some(1),
+        &[],
+        "Minimum in-sync replicas for acks=all.",
+    ),
+    def(
+        "preallocate",
+        Some("log.preallocate"),
+        "false",
+        Boolean,
+        None,
+        &[],
+        "Preallocate segment files.",
+    ),
+    def(
+        "remote.storage.enable",
+        None,
+        "false",
+        Boolean,
+        None,
+        &[],
+        "Tiered storage for the topic.",
+    ),
+    def(
+        "retention.bytes",
+        Some("log.retention.bytes"),
+        "-1",
+        Long,
+        None,
+        &[],
+        "Maximum partition size before old segments are deleted.",
+    ),
+    def(
+        "retention.ms",
+        Some("log.retention.ms"),
+        "604800000",
+        Long,
+        Some(-1),
+        &[],
+        "Maximum age of a segment before deletion.",
+    ),
+    def(
+        "segment.bytes",
+        Some("log.segment.bytes"),
+        "1073741824",
+        Int,
+        Some(14),
+        &[],
+        "Segment file size.",
+    ),
+    def(
+        "segment.index.bytes",
+        Some("log.index.size.max.bytes"),
+        "10485760",
+        Int,
+        Some(4),
+        &[],
+        "Offset index size.",
+    ),
+    def(
+        "segment.jitter.ms",
+        Some("log.roll.jitter.ms"),
+        "0",
+        Long,
+        Some(0),
+        &[],
+        "Random jitter subtracted from segment.ms.",
+    ),
+    def(
+        "segment.ms",
+        Some("log.roll.ms"),
+        "604800000",
+        Long,
+        Some(1),
+        &[],
+        "Time after which a segment is rolled.",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        Some("unclean.leader.election.enable"),
+        "false",
+        Boolean,
+        None,
+        &[],
+        "Allow out-of-sync replicas to become leader.",
+    ),
+];
+
+pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Validates one topic config value; the error names what is wrong.
+pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
+    let Some(d) = topic_config(name) else {
+        return Err(format!("Unknown topic config name: {name}"));
+    };
+    validate_value(d, value)
+}
+
+fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
+    let bad = || format!("Invalid value {value} for configuration {}", d.name);
+    match d.kind {
+        Boolean => {
+            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
+                return Err(format!(
+                    "{}: Expected value to be either true or false",
+                    bad()
+                ));
+            }
+        }
+        Int | Long | Short => {
+            let v: i64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("{}: Not a number of type {:?}", bad(), d.kind))?;
+            if d.kind == Int && (v < i32::MIN as i64 || v > i32::MAX as i64) {
+                return Err(format!("{}: Not a number of type INT", bad()));
+            }
+            if let Some(min) = d.min {
+                if v < min {
+                    return Err(format!("{}: Value must be at least {min}", bad()));
+                }
+            }
+        }
+        Double => {
+            value
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{}: Not a number of type DOUBLE", bad()))?;
+        }
+        List => {
+            if !d.one_of.is_empty() {
+                for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if !d.one_of.contains(&item) {
+                        return Err(format!(
+                            "{}: String must be one of: {}",
+                            bad(),
+                            d.one_of.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        ConfigType::String | Class | Password => {
+            if !d.one_of.is_empty() && !d.one_of.contains(&value) {
+                return Err(format!(
+                    "{}: String must be one of: {}",
+                    bad(),
+                    d.one_of.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a config's effective value comes from, with Kafka's wire values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    DynamicTopic = 1,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+/// Resolves a topic config: the topic's override, else the broker's static
+/// setting of the synonym, else the built-in default.
+pub fn resolve_topic_config<'a>(
+    d: &'a TopicConfigDef,
+    overrides: &'a crate::records::ConfigMap,
+    broker_static: &'a std::collections::BTreeMap<String, String>,
+) -> (&'a str, ConfigSource) {
+    if let Some(v) = overrides.get(d.name) {
+        return (v, ConfigSource::DynamicTopic);
+    }
+    if let Some(v) = d.broker_synonym.and_then(|s| broker_static.get(s)) {
+        return (v, ConfigSource::StaticBroker);
+    }
+    (d.default, ConfigSource::Default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn configs_are_sorted_and_defaults_valid() {
+        for w in TOPIC_CONFIGS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        for d in TOPIC_CONFIGS {
+            assert_eq!(validate_value(d, d.default), Ok(()), "{}", d.name);
+        }
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases = [
+            ("retention.ms", "1000", true),
+            ("retention.ms", "-1", true),
+            ("retention.ms", "-5", false),
+            ("retention.ms", "abc", false),
+            ("max.message.bytes", "3000000000", false),
+            ("cleanup.policy", "compact,delete", true),
+            ("cleanup.policy", "shred", false),
+            ("message.timestamp.type", "LogAppendTime", true),
+            ("message.timestamp.type", "Wallclock", false),
+            ("preallocate", "TRUE", true),
+            ("preallocate", "yes", false),
+            ("no.such.config", "1", false),
+            ("min.cleanable.dirty.ratio", "0.1", true),
+        ];
+        for (name, value, ok) in cases {
+            assert_eq!(
+                validate_topic_config(name, value).is_ok(),
+                ok,
+                "{name}={value}"
+            );
+        }
+    }
+
+    #[test]
+    fn resolution_order() {
+        let d = topic_config("retention.ms").unwrap();
+        let mut overrides = BTreeMap::new();
+        let mut broker = BTreeMap::new();
+        assert_eq!(
+            resolve_topic_config(d, &overrides, &broker),
+            ("604800000", ConfigSource::Default)
+        );
+        broker.insert("log.retention.ms".to_string(), "5".to_string());
+        assert_eq!(
+            resolve_topic_config(d, &overrides, &broker),
+            ("5", ConfigSource::StaticBroker)
+        );
+        overrides.insert("retention.ms".to_string(), "7".to_string());
+        assert_eq!(
+            resolve_topic_config(d, &overrides, &broker),
+            ("7", ConfigSource::DynamicTopic)
+        );
+    }
+}
