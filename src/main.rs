@@ -1,1 +1,123 @@
-fn main() {}
+//! `strand`: a Kafka-wire-compatible broker. With no arguments it runs a
+//! durable single node (broker and controller) on 127.0.0.1:9092 with its data
+//! in ./data. `strand server.properties --override key=value ...` takes Kafka's
+//! property names.
+
+mod broker;
+mod config;
+mod handlers;
+mod server;
+
+use broker::{now_ms, Broker};
+use config::BrokerConfig;
+use std::sync::Arc;
+use std::time::Duration;
+use strand_controller::manager::ControllerConfig;
+use strand_controller::records::BrokerRecord;
+use tokio::signal::unix::{signal, SignalKind};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("usage: strand [server.properties] [--override key=value]...");
+        return;
+    }
+    let config = match BrokerConfig::from_args(&args) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!("strand: configuration error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("strand: cannot start runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(run(config)) {
+        eprintln!("strand: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
+    let log_dir = config.log_dirs[0].clone();
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
+    let controller_config = ControllerConfig {
+        node_id: config.node_id,
+        num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
+        producer_id_block_size: 1000,
+    };
+    let (controller, _controller_task) =
+        strand_controller::start(&log_dir.join("__cluster_metadata-0"), controller_config).map_err(|e| format!("controller start failed: {e}"))?;
+    let advertised = config.advertised().clone();
+    controller
+        .register_broker(BrokerRecord { broker_id: config.node_id, broker_epoch: 0, host: advertised.host.clone(), port: advertised.port, rack: config.broker_rack.clone() })
+        .await
+        .map_err(|e| format!("broker registration failed: {}", e.message))?;
+    let broker = Arc::new(Broker::new(config.clone(), controller.clone()));
+    let image = broker.image();
+    broker.remove_orphan_dirs(&image);
+    broker.reconcile(&image);
+    tracing::info!(partitions = broker.all_partitions().len(), "partitions opened");
+
+    // Keep the partitions in line with every image the controller publishes.
+    let mut images = controller.subscribe();
+    let b = broker.clone();
+    tokio::spawn(async move {
+        while images.changed().await.is_ok() {
+            let image = images.borrow_and_update().clone();
+            let b = b.clone();
+            let _ = tokio::task::spawn_blocking(move || b.reconcile(&image)).await;
+        }
+    });
+
+    // Housekeeping: time-based roll and flush every second, retention at its interval.
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut last_retention = now_ms();
+        loop {
+            tick.tick().await;
+            let now = now_ms();
+            let retention = now - last_retention >= b.config.log_retention_check_interval_ms;
+            if retention {
+                last_retention = now;
+            }
+            let b = b.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                for p in b.all_partitions() {
+                    p.housekeeping(now, retention);
+                }
+            })
+            .await;
+        }
+    });
+
+    let listener_cfg = config.client_listener().clone();
+    let addr = listener_cfg.bind_addr().map_err(|e| format!("invalid listener address: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    tracing::info!(%addr, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(server::serve(listener, broker.clone(), shutdown_rx));
+
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    let _ = shutdown_tx.send(true);
+    let _ = server.await;
+    let b = broker.clone();
+    let _ = tokio::task::spawn_blocking(move || b.shutdown()).await;
+    tracing::info!("clean shutdown complete");
+    Ok(())
+}

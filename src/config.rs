@@ -1,0 +1,342 @@
+//! Broker configuration: a `server.properties`-style file with Kafka's property
+//! names, overridden by `--override key=value` arguments. Unknown keys and bad
+//! values stop start-up with a message naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use strand_controller::configs::{topic_config, validate_topic_config, TOPIC_CONFIGS};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown configuration key '{0}'")]
+    UnknownKey(String),
+    #[error("invalid value '{value}' for configuration '{key}': {reason}")]
+    InvalidValue { key: String, value: String, reason: String },
+    #[error("cannot read {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("malformed line {line} in {path}: '{text}' (expected key=value)")]
+    Malformed { path: String, line: usize, text: String },
+    #[error("malformed override '{0}' (expected key=value)")]
+    MalformedOverride(String),
+}
+
+/// A listener: name, bind host and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn bind_addr(&self) -> Result<SocketAddr, String> {
+        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        format!("{host}:{}", self.port).parse().map_err(|e| format!("{e}"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub process_roles: Vec<String>,
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub message_max_bytes: i32,
+    pub socket_request_max_bytes: usize,
+    pub min_insync_replicas: i32,
+    pub log_retention_check_interval_ms: i64,
+    pub producer_id_expiration_ms: i64,
+    pub broker_rack: Option<String>,
+    /// Every key set in the file or on the command line, as given: the
+    /// "static broker config" that DescribeConfigs reports and that topic
+    /// configs inherit through their broker synonyms.
+    pub static_props: BTreeMap<String, String>,
+}
+
+/// Broker properties that are not topic-config synonyms, with defaults.
+const BROKER_KEYS: &[(&str, &str)] = &[
+    ("node.id", "1"),
+    ("broker.id", "1"),
+    ("process.roles", "broker,controller"),
+    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+    ("advertised.listeners", ""),
+    ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+    ("controller.listener.names", "CONTROLLER"),
+    ("inter.broker.listener.name", "PLAINTEXT"),
+    ("log.dirs", "./data"),
+    ("log.dir", "./data"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+    ("auto.create.topics.enable", "true"),
+    ("socket.request.max.bytes", "104857600"),
+    ("log.retention.check.interval.ms", "300000"),
+    ("log.retention.hours", "168"),
+    ("log.retention.minutes", ""),
+    ("log.roll.hours", "168"),
+    ("producer.id.expiration.ms", "86400000"),
+    ("broker.rack", ""),
+    ("offsets.topic.replication.factor", "3"),
+    ("transaction.state.log.replication.factor", "3"),
+    ("transaction.state.log.min.isr", "2"),
+    ("group.initial.rebalance.delay.ms", "3000"),
+    ("num.network.threads", "3"),
+    ("num.io.threads", "8"),
+    ("delete.topic.enable", "true"),
+];
+
+const ALWAYS_POSITIVE_INT: &[&str] = &["num.partitions", "default.replication.factor", "socket.request.max.bytes", "num.network.threads", "num.io.threads", "offsets.topic.replication.factor", "transaction.state.log.replication.factor", "transaction.state.log.min.isr"];
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue { key: key.into(), value: value.into(), reason: reason.into() }
+}
+
+/// Checks one key and value; topic-config synonyms use the topic validator.
+fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
+    if let Some(d) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
+        return validate_topic_config(d.name, value).map_err(|r| invalid(key, value, r));
+    }
+    if !BROKER_KEYS.iter().any(|(k, _)| *k == key) {
+        return Err(ConfigError::UnknownKey(key.into()));
+    }
+    let int = |min: i64| -> Result<(), ConfigError> {
+        let v: i64 = value.trim().parse().map_err(|_| invalid(key, value, "not an integer"))?;
+        if v < min {
+            return Err(invalid(key, value, format!("must be at least {min}")));
+        }
+        Ok(())
+    };
+    match key {
+        "auto.create.topics.enable" | "delete.topic.enable" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid(key, value, "expected true or false")),
+        },
+        "listeners" | "advertised.listeners" => parse_listeners(key, value).map(|_| ()),
+        "process.roles" => {
+            for r in value.split(',').map(str::trim) {
+                if r != "broker" && r != "controller" {
+                    return Err(invalid(key, value, "roles are 'broker' and/or 'controller'"));
+                }
+            }
+            Ok(())
+        }
+        "node.id" | "broker.id" => int(0),
+        "log.retention.check.interval.ms" => int(1),
+        "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
+        "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
+            if value.is_empty() {
+                Ok(())
+            } else {
+                int(0)
+            }
+        }
+        k if ALWAYS_POSITIVE_INT.contains(&k) => int(1),
+        _ => Ok(()),
+    }
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item.split_once("://").ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let (host, port) = rest.rsplit_once(':').ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let port: u16 = port.parse().map_err(|_| invalid(key, value, format!("bad port '{port}'")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        out.push(Listener { name: name.to_string(), host, port });
+    }
+    Ok(out)
+}
+
+/// Parses `key=value` lines; `#` and `!` start comments, as Java properties.
+pub fn parse_properties(path: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
+            return Err(ConfigError::Malformed { path: path.into(), line: i + 1, text: line.into() });
+        };
+        out.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
+impl BrokerConfig {
+    /// Builds the config from command-line arguments:
+    /// `[server.properties] [--override key=value]...`.
+    pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
+        let mut pairs = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if a == "--override" {
+                let kv = args.get(i + 1).ok_or_else(|| ConfigError::MalformedOverride(String::new()))?;
+                let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
+                pairs.push((k.trim().to_string(), v.trim().to_string()));
+                i += 2;
+            } else if let Some(kv) = a.strip_prefix("--override=") {
+                let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::MalformedOverride(kv.into()))?;
+                pairs.push((k.trim().to_string(), v.trim().to_string()));
+                i += 1;
+            } else {
+                let text = std::fs::read_to_string(a).map_err(|e| ConfigError::Unreadable { path: a.clone(), reason: e.to_string() })?;
+                // File settings come first so that overrides win.
+                let mut file_pairs = parse_properties(a, &text)?;
+                file_pairs.append(&mut pairs);
+                pairs = file_pairs;
+                i += 1;
+            }
+        }
+        Self::from_pairs(pairs)
+    }
+
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<BrokerConfig, ConfigError> {
+        let mut props = BTreeMap::new();
+        for (k, v) in pairs {
+            validate_key(&k, &v)?;
+            props.insert(k, v);
+        }
+        let get = |k: &str| -> String {
+            props.get(k).cloned().unwrap_or_else(|| BROKER_KEYS.iter().find(|(key, _)| *key == k).map(|(_, d)| d.to_string()).unwrap_or_default())
+        };
+        // Already validated, so these parses cannot fail; fall back to defaults regardless.
+        let node_id = props.get("node.id").or(props.get("broker.id")).and_then(|v| v.parse().ok()).unwrap_or(1);
+        let listeners = parse_listeners("listeners", &get("listeners"))?;
+        if listeners.is_empty() {
+            return Err(invalid("listeners", &get("listeners"), "no listener given"));
+        }
+        let mut advertised = parse_listeners("advertised.listeners", &get("advertised.listeners"))?;
+        if advertised.is_empty() {
+            advertised = listeners.iter().filter(|l| l.name != "CONTROLLER").cloned().collect();
+        }
+        for l in &mut advertised {
+            if l.host.is_empty() || l.host == "0.0.0.0" {
+                l.host = "127.0.0.1".into();
+            }
+        }
+        let log_dirs_raw = props.get("log.dirs").or(props.get("log.dir")).cloned().unwrap_or_else(|| "./data".into());
+        let log_dirs: Vec<PathBuf> = log_dirs_raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
+        if log_dirs.is_empty() {
+            return Err(invalid("log.dirs", &log_dirs_raw, "no directory given"));
+        }
+        // Kafka's retention precedence: log.retention.ms > .minutes > .hours.
+        let mut static_props = props.clone();
+        if !props.contains_key("log.retention.ms") {
+            if let Some(m) = props.get("log.retention.minutes").filter(|v| !v.is_empty()) {
+                static_props.insert("log.retention.ms".into(), (m.parse::<i64>().unwrap_or(10080) * 60_000).to_string());
+            } else if let Some(h) = props.get("log.retention.hours") {
+                static_props.insert("log.retention.ms".into(), (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string());
+            }
+        }
+        if !props.contains_key("log.roll.ms") {
+            if let Some(h) = props.get("log.roll.hours") {
+                static_props.insert("log.roll.ms".into(), (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string());
+            }
+        }
+        let topic_default = |name: &str| -> String {
+            let d = topic_config(name).expect("known topic config");
+            d.broker_synonym.and_then(|s| static_props.get(s)).cloned().unwrap_or_else(|| d.default.to_string())
+        };
+        Ok(BrokerConfig {
+            node_id,
+            process_roles: get("process.roles").split(',').map(|s| s.trim().to_string()).collect(),
+            listeners,
+            advertised_listeners: advertised,
+            log_dirs,
+            num_partitions: get("num.partitions").parse().unwrap_or(1),
+            default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
+            auto_create_topics_enable: get("auto.create.topics.enable") == "true",
+            message_max_bytes: topic_default("max.message.bytes").parse().unwrap_or(1048588),
+            socket_request_max_bytes: get("socket.request.max.bytes").parse().unwrap_or(104857600),
+            min_insync_replicas: topic_default("min.insync.replicas").parse().unwrap_or(1),
+            log_retention_check_interval_ms: get("log.retention.check.interval.ms").parse().unwrap_or(300000),
+            producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
+            broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
+            static_props,
+        })
+    }
+
+    /// The listener clients connect to (the first non-controller one).
+    pub fn client_listener(&self) -> &Listener {
+        self.listeners.iter().find(|l| l.name != "CONTROLLER").unwrap_or(&self.listeners[0])
+    }
+
+    pub fn advertised(&self) -> &Listener {
+        let name = &self.client_listener().name;
+        self.advertised_listeners.iter().find(|l| &l.name == name).unwrap_or(&self.advertised_listeners[0])
+    }
+
+    /// Every broker config with its effective value and whether it was set
+    /// explicitly, for DescribeConfigs on the broker resource.
+    pub fn describe(&self) -> Vec<(String, String, bool)> {
+        let mut out = BTreeMap::new();
+        for (k, d) in BROKER_KEYS {
+            out.insert(k.to_string(), (d.to_string(), false));
+        }
+        for d in TOPIC_CONFIGS {
+            if let Some(s) = d.broker_synonym {
+                out.insert(s.to_string(), (d.default.to_string(), false));
+            }
+        }
+        for (k, v) in &self.static_props {
+            out.insert(k.clone(), (v.clone(), true));
+        }
+        out.into_iter().map(|(k, (v, set))| (k, v, set)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn defaults_are_a_single_local_node() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(c.client_listener().bind_addr().unwrap().to_string(), "127.0.0.1:9092");
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
+        assert_eq!(c.message_max_bytes, 1048588);
+        assert!(c.auto_create_topics_enable);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert_eq!(cfg(&[("no.such.key", "1")]).unwrap_err(), ConfigError::UnknownKey("no.such.key".into()));
+        let bad = [("num.partitions", "0"), ("num.partitions", "x"), ("log.segment.bytes", "abc"), ("listeners", "nonsense"), ("auto.create.topics.enable", "maybe"), ("min.insync.replicas", "0"), ("log.retention.ms", "-7")];
+        for (k, v) in bad {
+            match cfg(&[(k, v)]) {
+                Err(ConfigError::InvalidValue { key, .. }) => assert_eq!(key, k),
+                other => panic!("{k}={v}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn synonyms_and_overrides() {
+        let c = cfg(&[("message.max.bytes", "2000"), ("log.retention.hours", "1"), ("listeners", "PLAINTEXT://0.0.0.0:19092")]).unwrap();
+        assert_eq!(c.message_max_bytes, 2000);
+        assert_eq!(c.static_props["log.retention.ms"], "3600000");
+        assert_eq!(c.advertised().host, "127.0.0.1");
+        assert_eq!(c.advertised().port, 19092);
+        let args: Vec<String> = ["--override", "num.partitions=4", "--override=node.id=3"].iter().map(|s| s.to_string()).collect();
+        let c = BrokerConfig::from_args(&args).unwrap();
+        assert_eq!((c.num_partitions, c.node_id), (4, 3));
+    }
+
+    #[test]
+    fn properties_file_syntax() {
+        let p = parse_properties("f", "# c\n! c\n a = 1 \nb:2\n\n").unwrap();
+        assert_eq!(p, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert!(matches!(parse_properties("f", "novalue"), Err(ConfigError::Malformed { line: 1, .. })));
+    }
+}

@@ -1,0 +1,142 @@
+//! Fetch for consumers: whole batches up to the HW (or LSO under
+//! read_committed), honouring max_bytes, partition_max_bytes, min_bytes and
+//! max_wait_ms. A fetch that has less than min_bytes waits (DelayedFetch) and
+//! completes as soon as an append moves the LEO/HW of one of its partitions.
+
+use crate::broker::{Broker, Partition};
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{EpochEndOffset, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use std::time::Duration;
+use strand_protocol::ErrorCode;
+use strand_replication::rules::fetch_can_complete;
+
+struct Target {
+    topic: usize,
+    fetch_offset: i64,
+    partition_max_bytes: usize,
+    last_fetched_epoch: i32,
+    partition: Result<Arc<Partition>, ErrorCode>,
+}
+
+pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
+    let image = broker.image();
+    let read_committed = req.isolation_level == 1;
+    let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
+    let mut targets: Vec<(i32, i32, Target)> = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        // Topic ids from v13; names before.
+        let name = if version >= 13 { image.topic_by_id(t.topic_id).map(|t| t.name.clone()) } else { Some(t.topic.0.to_string()) };
+        topics.push((t.topic.clone(), t.topic_id));
+        for p in &t.partitions {
+            let partition = match &name {
+                None => Err(ErrorCode::UnknownTopicId),
+                Some(n) => broker.leader_partition(n, p.partition).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)),
+            };
+            targets.push((ti as i32, p.partition, Target { topic: ti, fetch_offset: p.fetch_offset, partition_max_bytes: p.partition_max_bytes.max(0) as usize, last_fetched_epoch: p.last_fetched_epoch, partition }));
+        }
+    }
+    let max_bytes = if req.max_bytes <= 0 { usize::MAX } else { req.max_bytes as usize };
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    // Subscribe before the first read so an append between read and wait is not missed.
+    let mut watches: Vec<_> = targets.iter().filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe())).collect();
+    let parts = loop {
+        for w in &mut watches {
+            w.borrow_and_update();
+        }
+        let (parts, bytes, errors) = read_all(&targets, max_bytes, read_committed);
+        if errors || fetch_can_complete(bytes, min_bytes) || watches.is_empty() || tokio::time::Instant::now() >= deadline {
+            break parts;
+        }
+        let changed = futures_any_changed(&mut watches);
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let (parts, _, _) = read_all(&targets, max_bytes, read_committed);
+            break parts;
+        }
+    };
+    let mut responses: Vec<FetchableTopicResponse> = topics.into_iter().map(|(name, id)| FetchableTopicResponse::default().with_topic(name).with_topic_id(id)).collect();
+    for (t, pd) in parts {
+        responses[t].partitions.push(pd);
+    }
+    FetchResponse::default().with_responses(responses).with_session_id(0)
+}
+
+/// Resolves when any of the watched partitions publishes new offsets.
+async fn futures_any_changed(watches: &mut [tokio::sync::watch::Receiver<crate::broker::PartitionOffsets>]) {
+    let futs = watches.iter_mut().map(|w| Box::pin(w.changed()));
+    let _ = futures_util::future::select_all(futs).await;
+}
+
+fn read_all(targets: &[(i32, i32, Target)], max_bytes: usize, read_committed: bool) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let mut out = Vec::with_capacity(targets.len());
+    let mut total = 0usize;
+    let mut errors = false;
+    for (_, index, t) in targets {
+        let mut pd = PartitionData::default().with_partition_index(*index).with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1).with_preferred_read_replica(BrokerId(-1));
+        match &t.partition {
+            Err(code) => {
+                pd.error_code = code.code();
+                errors = true;
+            }
+            Ok(p) => {
+                let offsets = p.offsets();
+                pd.high_watermark = offsets.high_watermark;
+                pd.last_stable_offset = offsets.high_watermark;
+                pd.log_start_offset = offsets.log_start_offset;
+                if read_committed {
+                    pd.aborted_transactions = Some(Vec::new());
+                }
+                if let Some(diverging) = diverging_epoch(p, t.last_fetched_epoch, t.fetch_offset) {
+                    pd.diverging_epoch = diverging;
+                    pd.records = Some(Bytes::new());
+                    out.push((t.topic, pd));
+                    continue;
+                }
+                let upper = p.fetch_upper_bound(read_committed);
+                let remaining = max_bytes.saturating_sub(total);
+                let limit = t.partition_max_bytes.min(remaining);
+                // At least one batch in the first partition that has data, so
+                // a batch larger than the limits still makes progress.
+                let min_one = total == 0;
+                match p.log.read().read(t.fetch_offset, limit, upper, min_one) {
+                    Ok(r) => {
+                        total += r.records.len();
+                        pd.records = Some(r.records);
+                    }
+                    Err(strand_log::LogError::OffsetOutOfRange { .. }) => {
+                        pd.error_code = ErrorCode::OffsetOutOfRange.code();
+                        pd.records = Some(Bytes::new());
+                        errors = true;
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
+                        pd.error_code = ErrorCode::KafkaStorageError.code();
+                        errors = true;
+                    }
+                }
+            }
+        }
+        out.push((t.topic, pd));
+    }
+    (out, total, errors)
+}
+
+/// KIP-320: when the consumer's last fetched epoch ends before its fetch offset
+/// in our log, tell it where that epoch ends so it can truncate.
+fn diverging_epoch(p: &Partition, last_fetched_epoch: i32, fetch_offset: i64) -> Option<EpochEndOffset> {
+    if last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = p.log.read().end_offset_for_epoch(last_fetched_epoch);
+    if epoch < 0 || end_offset < fetch_offset || epoch < last_fetched_epoch {
+        Some(EpochEndOffset::default().with_epoch(epoch).with_end_offset(end_offset))
+    } else {
+        None
+    }
+}
+
+#[allow(dead_code)]
+fn _unused(_: StrBytes) {}

@@ -1,0 +1,126 @@
+//! ListOffsets, DeleteRecords, OffsetForLeaderEpoch and InitProducerId.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::*;
+use strand_protocol::ErrorCode;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+
+pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+    let read_committed = req.isolation_level == 1;
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1).with_leader_epoch(-1);
+                    let part = match broker.leader_partition(t.name.0.as_str(), p.partition_index).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)) {
+                        Ok(part) => part,
+                        Err(code) => {
+                            r.error_code = code.code();
+                            return r;
+                        }
+                    };
+                    r.leader_epoch = part.leader_epoch();
+                    let offsets = part.offsets();
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((part.fetch_upper_bound(read_committed), -1))),
+                        EARLIEST => Ok(Some((offsets.log_start_offset, -1))),
+                        MAX_TIMESTAMP => part.log.read().max_timestamp_and_offset(),
+                        ts if ts >= 0 => part.log.read().offset_for_timestamp(ts),
+                        _ => {
+                            r.error_code = ErrorCode::InvalidRequest.code();
+                            return r;
+                        }
+                    };
+                    match found {
+                        // Only offsets below the HW are visible to clients.
+                        Ok(Some((offset, ts))) if offset <= offsets.high_watermark => {
+                            r.offset = offset;
+                            r.timestamp = ts;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!(error = %e, "list offsets read failed");
+                            r.error_code = ErrorCode::KafkaStorageError.code();
+                        }
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+pub fn delete_records(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut r = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
+                    match broker.leader_partition(t.name.0.as_str(), p.partition_index).and_then(|part| part.delete_records(p.offset)) {
+                        Ok(low) => r.low_watermark = low,
+                        Err(code) => r.error_code = code.code(),
+                    }
+                    r
+                })
+                .collect();
+            DeleteRecordsTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+pub fn offset_for_leader_epoch(broker: &Broker, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut r = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                    match broker.leader_partition(t.topic.0.as_str(), p.partition).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)) {
+                        Ok(part) => {
+                            let (epoch, end) = part.log.read().end_offset_for_epoch(p.leader_epoch);
+                            r.leader_epoch = epoch;
+                            r.end_offset = end;
+                        }
+                        Err(code) => r.error_code = code.code(),
+                    }
+                    r
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default().with_topic(t.topic.clone()).with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+pub async fn init_producer_id(broker: &Broker, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    if req.transactional_id.is_some() {
+        // No transaction coordinator yet.
+        return resp.with_error_code(ErrorCode::CoordinatorNotAvailable.code());
+    }
+    // Idempotent producers get a fresh id with epoch 0, whatever they held before.
+    match broker.next_producer_id().await {
+        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Err(code) => resp.with_error_code(code.code()),
+    }
+}

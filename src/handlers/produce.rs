@@ -1,0 +1,126 @@
+//! Produce: validate and append each partition's batch, then for acks=all wait
+//! in the DelayedProduce purgatory until every partition's HW passes its
+//! required offset (or the request times out).
+
+use crate::broker::{AppendOutcome, Broker, Partition, PartitionError};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use std::time::Duration;
+use strand_controller::manager::validate_topic_name;
+use strand_protocol::ErrorCode;
+use strand_replication::rules::{Acks, PartitionAckState};
+
+/// A partition's place in the response and what happened to it.
+struct Pending {
+    topic: usize,
+    partition: Arc<Partition>,
+    outcome: AppendOutcome,
+}
+
+pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Result<Option<ProduceResponse>, String> {
+    let acks = match Acks::from_i16(req.acks) {
+        Ok(a) => a,
+        Err(_) => return Ok(Some(error_response(&req, ErrorCode::InvalidRequiredAcks))),
+    };
+    if req.transactional_id.is_some() {
+        // Transactions are not served yet (no coordinator is advertised).
+        return Ok(Some(error_response(&req, ErrorCode::TransactionalIdAuthorizationFailed)));
+    }
+    let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut any_error = false;
+    for (ti, topic) in req.topic_data.iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::with_capacity(topic.partition_data.len());
+        for pd in &topic.partition_data {
+            let result = append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version);
+            let mut resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
+            match result {
+                Ok((partition, outcome)) => {
+                    resp.base_offset = outcome.base_offset;
+                    resp.log_append_time_ms = outcome.log_append_time;
+                    resp.log_start_offset = outcome.log_start_offset;
+                    if acks == Acks::All {
+                        pending.push(Pending { topic: ti, partition, outcome });
+                    }
+                }
+                Err(e) => {
+                    any_error = true;
+                    resp.error_code = e.code.code();
+                    resp.error_message = Some(StrBytes::from_string(e.message));
+                }
+            }
+            parts.push(resp);
+        }
+        responses.push(TopicProduceResponse::default().with_name(topic.name.clone()).with_topic_id(topic.topic_id).with_partition_responses(parts));
+    }
+    if acks == Acks::None {
+        // Kafka closes an acks=0 connection on error so the client notices.
+        return if any_error { Err("acks=0 produce failed".into()) } else { Ok(None) };
+    }
+    if !pending.is_empty() {
+        wait_for_acks(&pending, &mut responses, req.timeout_ms).await;
+    }
+    Ok(Some(ProduceResponse::default().with_responses(responses)))
+}
+
+fn append_one(broker: &Broker, topic: &str, index: i32, records: Option<&bytes::Bytes>, acks: Acks, version: i16) -> Result<(Arc<Partition>, AppendOutcome), PartitionError> {
+    let err = |code: ErrorCode, msg: &str| PartitionError { code, message: msg.to_string() };
+    if let Err(e) = validate_topic_name(topic) {
+        return Err(err(e.code, &e.message));
+    }
+    let partition = broker.leader_partition(topic, index).map_err(|c| err(c, "partition not available on this broker"))?;
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Err(err(ErrorCode::CorruptMessage, "empty record set"));
+    };
+    let outcome = partition.append(records, acks, version)?;
+    Ok((partition, outcome))
+}
+
+/// DelayedProduce: completes when every partition is done per the purgatory
+/// rule, woken by HW changes; REQUEST_TIMED_OUT for those still pending at the timeout.
+async fn wait_for_acks(pending: &[Pending], responses: &mut [TopicProduceResponse], timeout_ms: i32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
+    for p in pending {
+        let mut rx = p.partition.subscribe();
+        let state = loop {
+            let state = p.partition.ack_state(p.outcome.required_offset);
+            if !matches!(state, PartitionAckState::Pending) {
+                break state;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => break PartitionAckState::Pending,
+            }
+        };
+        let code = match state {
+            PartitionAckState::Done(None) => None,
+            PartitionAckState::Done(Some(code)) => Some(code),
+            PartitionAckState::Pending => Some(ErrorCode::RequestTimedOut),
+        };
+        if let Some(code) = code {
+            let topic = &mut responses[p.topic];
+            if let Some(r) = topic.partition_responses.iter_mut().find(|r| r.index == p.partition.index) {
+                r.error_code = code.code();
+            }
+        }
+    }
+}
+
+fn error_response(req: &ProduceRequest, code: ErrorCode) -> ProduceResponse {
+    let responses = req
+        .topic_data
+        .iter()
+        .map(|t| {
+            let parts = t
+                .partition_data
+                .iter()
+                .map(|p| PartitionProduceResponse::default().with_index(p.index).with_error_code(code.code()).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1))
+                .collect();
+            TopicProduceResponse::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partition_responses(parts)
+        })
+        .collect();
+    ProduceResponse::default().with_responses(responses)
+}

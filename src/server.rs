@@ -1,0 +1,131 @@
+//! Listener and connections. Each connection reads size-prefixed frames,
+//! answers requests strictly in order (like Kafka, one request in flight per
+//! connection), and is closed where Kafka closes it: an oversized or malformed
+//! frame, an unknown API key, an unsupported version of an API other than
+//! ApiVersions. Connections are served concurrently, one task each.
+
+use crate::broker::Broker;
+use crate::handlers;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use std::sync::Arc;
+use strand_protocol::api::{is_served, SUPPORTED};
+use strand_protocol::frame::check_frame_len;
+use strand_protocol::ErrorCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let broker = broker.clone();
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(async move {
+                        if let Err(reason) = connection(stream, broker, shutdown).await {
+                            tracing::debug!(%peer, %reason, "connection closed");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Why a connection was closed.
+#[derive(Debug, thiserror::Error)]
+enum Closed {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Protocol(String),
+    #[error("shutting down")]
+    Shutdown,
+}
+
+async fn connection(mut stream: TcpStream, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) -> Result<(), Closed> {
+    let max = broker.config.socket_request_max_bytes;
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let mut prefix = [0u8; 4];
+        tokio::select! {
+            r = stream.read_exact(&mut prefix) => { r?; }
+            _ = shutdown.changed() => return Err(Closed::Shutdown),
+        }
+        let len = check_frame_len(prefix, max).map_err(|e| {
+            tracing::warn!(error = %e, "closing connection");
+            Closed::Protocol(e.to_string())
+        })?;
+        let mut frame = BytesMut::zeroed(len);
+        stream.read_exact(&mut frame).await?;
+        let frame = frame.freeze();
+        out.clear();
+        if handle_frame(&broker, frame, &mut out).await? {
+            stream.write_all(&out).await?;
+        }
+    }
+}
+
+/// Decodes one request frame, runs it and encodes the response into `out`.
+/// Returns false when no response is sent (acks=0 produce).
+async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> Result<bool, Closed> {
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let key = ApiKey::try_from(api_key).map_err(|_| Closed::Protocol(format!("unknown api key {api_key}")))?;
+    if key == ApiKey::ApiVersions && !is_served(key, version) {
+        // KIP-511: answer in v0 with our ranges so the client can pick a version.
+        let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
+        encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
+        return Ok(true);
+    }
+    if !is_served(key, version) {
+        return Err(Closed::Protocol(format!("unsupported version {version} of {key:?}")));
+    }
+    let header_version = key.request_header_version(version);
+    let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| Closed::Protocol(format!("bad request header: {e}")))?;
+    let request = RequestKind::decode(key, &mut frame, version).map_err(|e| Closed::Protocol(format!("malformed {key:?} v{version}: {e}")))?;
+    let ctx = handlers::RequestContext { version, client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default() };
+    let Some(response) = handlers::dispatch(broker, &ctx, request).await.map_err(Closed::Protocol)? else {
+        return Ok(false);
+    };
+    let response_header_version = key.response_header_version(version);
+    encode_response(out, correlation_id, response_header_version, version, &response);
+    Ok(true)
+}
+
+fn encode_response(out: &mut BytesMut, correlation_id: i32, header_version: i16, version: i16, response: &ResponseKind) {
+    out.put_i32(0);
+    let start = out.len();
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    // Encoding our own well-formed structs cannot fail except on a bug; a
+    // failure is logged and the frame left empty-bodied rather than panicking.
+    if let Err(e) = header.encode(out, header_version) {
+        tracing::error!(error = %e, "response header encode failed");
+    }
+    if let Err(e) = response.encode(out, version) {
+        tracing::error!(error = %e, "response encode failed");
+    }
+    let len = (out.len() - start) as i32;
+    out[start - 4..start].copy_from_slice(&len.to_be_bytes());
+}
+
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED
+        .iter()
+        .map(|(k, lo, hi)| ApiVersion::default().with_api_key(*k as i16).with_min_version(*lo).with_max_version(*hi))
+        .collect();
+    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(api_keys)
+}
+
+#[allow(dead_code)]
+fn _assert_buf(b: &mut Bytes) -> usize {
+    b.remaining()
+}
