@@ -1,1 +1,22 @@
-//! placeholder
+//! Strand compatibility tests: start `strand` brokers ([`harness::Broker`]) and run
+//! upstream client suites against them (librdkafka's own test suite, see
+//! [`rdkafka_suite`] and the `librdkafka-suite` / `strand-bench` binaries).
+//!
+//! Build the suite first: `compat-tests/scripts/build-librdkafka.sh`.
+
+pub mod harness;
+pub mod rdkafka_suite;
+
+pub use harness::Broker;
+
+/// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:
+/// `$STRAND_CACHE/librdkafka-2.12.1`, `$STRAND_CACHE` defaulting to `$HOME/.cache/strand`.
+pub fn default_suite_dir() -> std::path::PathBuf {
+    let cache = std::env::var_os("STRAND_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/strand")
+        });
+    cache.join("librdkafka-2.12.1")
+}

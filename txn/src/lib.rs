@@ -1,1 +1,49 @@
-//! placeholder
+//! Idempotent-producer state for one partition, and producer-id allocation.
+//!
+//! This crate holds the pure rules of Kafka's idempotent producer
+//! (Kafka 3.7 `ProducerStateManager` / `ProducerAppendInfo` / `ProducerStateEntry`
+//! semantics) and the block-based producer-id allocator. It does no I/O: the log
+//! crate calls [`ProducerStateManager::check`] before an append, appends, then
+//! calls [`ProducerStateManager::record`] with the offsets the log assigned, and
+//! persists [`ProducerStateManager::snapshot`] bytes next to its segments.
+//!
+//! # Sequence rules ([`check_sequence`])
+//! Per (producer id, partition) the broker remembers the producer epoch and the
+//! last [`MAX_REMEMBERED_BATCHES`] batches (sequence range and offsets).
+//!
+//! | state | incoming batch | result |
+//! |---|---|---|
+//! | no entry (never seen, or expired) | any sequence | `Append` (Kafka 3.x accepts; KIP-360 retired `UNKNOWN_PRODUCER_ID` on this path) |
+//! | entry epoch is `NO_PRODUCER_EPOCH` (-1) | any sequence | `Append` |
+//! | same epoch, identical `(first_seq, last_seq)` to a remembered batch | | `Duplicate(original metadata)` – nothing is appended, the original offsets are returned |
+//! | `epoch < current` | | `INVALID_PRODUCER_EPOCH` (47); Kafka >= 2.7 answers produce with this, not `PRODUCER_FENCED` |
+//! | `epoch > current` | `first_seq == 0` | `Append` |
+//! | `epoch > current` | `first_seq != 0` | `OUT_OF_ORDER_SEQUENCE_NUMBER` (45) |
+//! | same epoch | `first_seq == last remembered last_seq + 1` (`i32::MAX` wraps to 0) | `Append` |
+//! | same epoch, entry has no batches (e.g. after an epoch-bumping marker) | `first_seq == 0` | `Append` (Kafka compares with `NO_SEQUENCE` = -1, so only 0 is in sequence) |
+//! | same epoch | anything else | `OUT_OF_ORDER_SEQUENCE_NUMBER` (45) |
+//!
+//! [`ProducerStateManager::check`] adds Kafka's transactional rule: a
+//! non-transactional batch from a producer with an open transaction is
+//! `INVALID_TXN_STATE` (48).
+//!
+//! # Truncation
+//! There is no in-place `truncate_to`: like Kafka's `truncateAndReload`, the log
+//! rebuilds the state after a truncation to offset `o` by loading the newest
+//! snapshot whose [`ProducerStateManager::map_end_offset`] is `<= o` (or
+//! [`ProducerStateManager::new`]) and replaying the batches in `[map_end_offset, o)`
+//! through [`ProducerStateManager::record`]. Removing batches from an entry in
+//! place cannot restore the older batches that the five-batch window forgot.
+
+mod producer_id;
+mod producer_state;
+mod snapshot;
+
+pub use producer_id::{
+    next_block_after, ProducerIdAllocator, ProducerIdBlock, ProducerIdError, PRODUCER_ID_BLOCK_SIZE,
+};
+pub use producer_state::{
+    check_sequence, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,
+    ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
+};
+pub use snapshot::{SnapshotError, SNAPSHOT_VERSION};

@@ -1,0 +1,511 @@
+//! Run librdkafka 2.12.1's own test suite (tests/test-runner) against Strand, one test
+//! number at a time, each against a freshly started broker. See `--help`.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use strand_compat_tests::harness::{tail_file, Broker};
+use strand_compat_tests::rdkafka_suite::{
+    normalize_test_number, parse_output, parse_test_list, strip_ansi, verdict, Outcome, RunEnd,
+};
+
+const USAGE: &str = "\
+usage: librdkafka-suite (--strand BIN | --broker ADDR) [options] [TESTNUM ...]
+
+Runs librdkafka's tests/test-runner once per test number, sequentially. Unless --broker
+is given, every test number gets a fresh Strand (num.partitions=4,
+auto.create.topics.enable=true, default.replication.factor=1).
+
+options:
+  --strand BIN           strand binary to start for each test
+  --broker ADDR          use an already running broker at ADDR (host:port) instead
+  --suite DIR            librdkafka tree built by compat-tests/scripts/build-librdkafka.sh
+                         (default: $STRAND_CACHE/librdkafka-2.12.1, $STRAND_CACHE
+                         defaulting to ~/.cache/strand)
+  --list FILE            test numbers, one per line, '#' comments (combinable with
+                         positional numbers)
+  --must-pass FILE       exit nonzero iff a test listed here was run and did not PASS;
+                         if no tests are given otherwise, runs exactly this list
+  --timeout SECS         per-test time limit (default 300); on expiry the runner's
+                         process group is killed and the test counts as FAIL
+  --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log, results.tsv
+                         (default target/librdkafka-results)
+  --kafka-version V      TEST_KAFKA_VERSION (default 3.7.1)
+  --timeout-multiplier F write test.timeout.multiplier=F into test.conf
+  --conf KEY=VALUE       extra test.conf line (repeatable)
+  --override KEY=VALUE   extra strand --override (repeatable; ignored with --broker)
+  -h, --help             this text
+
+output: one line per test `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then
+`N passed, N failed[, N skipped]`. Exit status: 0, or 1 if a must-pass test failed,
+2 on usage errors. Environment variables (SUBTESTS, TEST_DEBUG, TEST_LEVEL,
+TEST_CONSUMER_GROUP_PROTOCOL, ...) pass through to the test-runner.";
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+struct Args {
+    strand: Option<PathBuf>,
+    broker: Option<String>,
+    suite: PathBuf,
+    tests: Vec<String>,
+    must_pass: Vec<String>,
+    timeout: u64,
+    out: PathBuf,
+    kafka_version: String,
+    multiplier: Option<f64>,
+    conf: Vec<String>,
+    overrides: Vec<(String, String)>,
+}
+
+fn usage_err(msg: impl std::fmt::Display) -> String {
+    format!("librdkafka-suite: {msg}\n(see --help)")
+}
+
+fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
+    let mut strand = None;
+    let mut broker = None;
+    let mut suite = None;
+    let mut tests = Vec::new();
+    let mut list_files = Vec::new();
+    let mut must_pass_file = None;
+    let mut timeout = 300u64;
+    let mut out = PathBuf::from("target/librdkafka-results");
+    let mut kafka_version = "3.7.1".to_string();
+    let mut multiplier = None;
+    let mut conf = Vec::new();
+    let mut overrides = Vec::new();
+
+    let mut it = argv.into_iter();
+    while let Some(a) = it.next() {
+        // accept --flag=value as well as --flag value
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if a.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut val = |name: &str| -> Result<String, String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it
+                    .next()
+                    .ok_or_else(|| usage_err(format!("{name} needs a value"))),
+            }
+        };
+        match flag.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "--strand" => strand = Some(PathBuf::from(val("--strand")?)),
+            "--broker" => broker = Some(val("--broker")?),
+            "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
+            "--list" => list_files.push(PathBuf::from(val("--list")?)),
+            "--must-pass" => must_pass_file = Some(PathBuf::from(val("--must-pass")?)),
+            "--timeout" => {
+                let v = val("--timeout")?;
+                timeout = v.parse().ok().filter(|t| *t > 0).ok_or_else(|| {
+                    usage_err(format!(
+                        "--timeout: not a positive number of seconds: {v:?}"
+                    ))
+                })?;
+            }
+            "--out" => out = PathBuf::from(val("--out")?),
+            "--kafka-version" => kafka_version = val("--kafka-version")?,
+            "--timeout-multiplier" => {
+                let v = val("--timeout-multiplier")?;
+                multiplier = Some(v.parse::<f64>().ok().filter(|m| *m > 0.0).ok_or_else(|| {
+                    usage_err(format!(
+                        "--timeout-multiplier: not a positive number: {v:?}"
+                    ))
+                })?);
+            }
+            "--conf" => {
+                let v = val("--conf")?;
+                if !v.contains('=') {
+                    return Err(usage_err(format!("--conf expects KEY=VALUE, got {v:?}")));
+                }
+                conf.push(v);
+            }
+            "--override" => {
+                let v = val("--override")?;
+                let (k, x) = v
+                    .split_once('=')
+                    .ok_or_else(|| usage_err(format!("--override expects KEY=VALUE, got {v:?}")))?;
+                overrides.push((k.to_string(), x.to_string()));
+            }
+            s if s.starts_with('-') => return Err(usage_err(format!("unknown option {s:?}"))),
+            s => tests.push(normalize_test_number(s).map_err(usage_err)?),
+        }
+    }
+
+    for f in &list_files {
+        let text =
+            fs::read_to_string(f).map_err(|e| usage_err(format!("--list {}: {e}", f.display())))?;
+        tests.extend(
+            parse_test_list(&text)
+                .map_err(|e| usage_err(format!("--list {}: {e}", f.display())))?,
+        );
+    }
+    let must_pass = match &must_pass_file {
+        Some(f) => {
+            let text = fs::read_to_string(f)
+                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?;
+            parse_test_list(&text)
+                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?
+        }
+        None => Vec::new(),
+    };
+    if tests.is_empty() {
+        if must_pass.is_empty() {
+            return Err(usage_err(
+                "no tests given: pass test numbers, --list FILE or --must-pass FILE",
+            ));
+        }
+        tests = must_pass.clone();
+    }
+    // dedup, keep order
+    let mut seen = std::collections::HashSet::new();
+    tests.retain(|t| seen.insert(t.clone()));
+
+    match (&strand, &broker) {
+        (None, None) => {
+            return Err(usage_err(
+                "either --strand BIN or --broker ADDR is required",
+            ))
+        }
+        (Some(_), Some(_)) => {
+            return Err(usage_err("--strand and --broker are mutually exclusive"))
+        }
+        (Some(s), None) => {
+            if s.is_file() {
+                strand = Some(
+                    s.canonicalize()
+                        .map_err(|e| usage_err(format!("--strand {}: {e}", s.display())))?,
+                );
+            } else if s.components().count() > 1 || find_in_path(&s.to_string_lossy()).is_none() {
+                return Err(usage_err(format!("--strand {}: no such file", s.display())));
+            }
+        }
+        (None, Some(b)) => {
+            if !b.contains(':') {
+                return Err(usage_err(format!("--broker expects host:port, got {b:?}")));
+            }
+        }
+    }
+    let suite = suite.unwrap_or_else(strand_compat_tests::default_suite_dir);
+    let runner = suite.join("tests/test-runner");
+    if !runner.is_file() {
+        return Err(usage_err(format!(
+            "{} not found; build it with compat-tests/scripts/build-librdkafka.sh or pass --suite DIR",
+            runner.display()
+        )));
+    }
+    let suite = suite
+        .canonicalize()
+        .map_err(|e| usage_err(format!("--suite: {e}")))?;
+    Ok(Some(Args {
+        strand,
+        broker,
+        suite,
+        tests,
+        must_pass,
+        timeout,
+        out,
+        kafka_version,
+        multiplier,
+        conf,
+        overrides,
+    }))
+}
+
+fn find_in_path(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(prog))
+            .find(|f| f.is_file())
+    })
+}
+
+fn exit_code(st: ExitStatus) -> i32 {
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+/// Run the test-runner for one number; returns how it ended and its wall time.
+fn run_runner(
+    args: &Args,
+    num: &str,
+    addr: &str,
+    conf: &Path,
+    log: &Path,
+) -> io::Result<(RunEnd, f64)> {
+    let tests_dir = args.suite.join("tests");
+    let ld = {
+        let mut v = format!(
+            "{}:{}",
+            args.suite.join("src").display(),
+            args.suite.join("src-cpp").display()
+        );
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+            if !old.is_empty() {
+                v.push(':');
+                v.push_str(&old.to_string_lossy());
+            }
+        }
+        v
+    };
+    let logf = fs::File::create(log)?;
+    // stdbuf: keep stdout line buffered so the summary table survives the runner's
+    // final abort() (it asserts when a test failed or threads leaked).
+    let mut cmd = match find_in_path("stdbuf") {
+        Some(sb) => {
+            let mut c = Command::new(sb);
+            c.args(["-oL", "-eL", "./test-runner"]);
+            c
+        }
+        None => Command::new("./test-runner"),
+    };
+    cmd.args(["-p1", "-L"])
+        .current_dir(&tests_dir)
+        .env("TESTS", num)
+        .env("TEST_KAFKA_VERSION", &args.kafka_version)
+        .env("RDKAFKA_TEST_CONF", conf)
+        .env("TEST_SCENARIO", "default")
+        .env("BROKERS", addr)
+        .env("LD_LIBRARY_PATH", ld)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(logf.try_clone()?))
+        .stderr(Stdio::from(logf))
+        .process_group(0);
+    let t0 = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = fs::write(log, format!("failed to start test-runner: {e}\n"));
+            return Ok((RunEnd::NotStarted, 0.0));
+        }
+    };
+    let pgid = child.id() as libc::pid_t;
+    let limit = Duration::from_secs(args.timeout);
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok((RunEnd::Exited(exit_code(st)), t0.elapsed().as_secs_f64()));
+        }
+        let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+        if t0.elapsed() >= limit || interrupted {
+            // SAFETY: signals the process group we created for this child only.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            let _ = child.wait();
+            let mut f = fs::OpenOptions::new().append(true).open(log)?;
+            let _ = writeln!(
+                f,
+                "\n==== librdkafka-suite: {} after {}s; killed process group {pgid} ====",
+                if interrupted {
+                    "interrupted"
+                } else {
+                    "timed out"
+                },
+                t0.elapsed().as_secs()
+            );
+            return Ok((RunEnd::TimedOut(args.timeout), t0.elapsed().as_secs_f64()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1).collect()) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+
+    let logs = args.out.join("logs");
+    if let Err(e) = fs::create_dir_all(&logs) {
+        eprintln!("librdkafka-suite: cannot create {}: {e}", logs.display());
+        return ExitCode::from(2);
+    }
+    let out = args.out.canonicalize().unwrap_or_else(|_| args.out.clone());
+    let logs = out.join("logs");
+    let mut tsv = String::from("test\tresult\tsecs\treason\n");
+
+    let overrides: Vec<(String, String)> = [
+        ("num.partitions", "4"),
+        ("auto.create.topics.enable", "true"),
+        ("default.replication.factor", "1"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .chain(args.overrides.iter().cloned())
+    .collect();
+    let ov: Vec<(&str, &str)> = overrides
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+
+    eprintln!(
+        "librdkafka-suite: {} test(s), suite {}, results {}",
+        args.tests.len(),
+        args.suite.display(),
+        out.display()
+    );
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut must_fail = Vec::new();
+    for num in &args.tests {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            eprintln!("librdkafka-suite: interrupted; not running {num} and later tests");
+            break;
+        }
+        let log = logs.join(format!("{num}.log"));
+        let conf_path = logs.join(format!("{num}.test.conf"));
+        let t0 = Instant::now();
+
+        // broker
+        let mut broker = None;
+        let addr = match (&args.broker, &args.strand) {
+            (Some(a), _) => a.clone(),
+            (None, Some(bin)) => match Broker::start(bin, &ov) {
+                Ok(b) => {
+                    let a = b.addr();
+                    broker = Some(b);
+                    a
+                }
+                Err(e) => {
+                    let first = e.to_string().lines().next().unwrap_or("").to_string();
+                    let reason = format!(
+                        "strand did not start: {}",
+                        first.split("; log tail").next().unwrap_or("")
+                    );
+                    println!("{num} FAIL {:.1}s {reason}", t0.elapsed().as_secs_f64());
+                    print!("  strand startup error:\n{}", indent(&e.to_string()));
+                    tsv.push_str(&format!(
+                        "{num}\tFAIL\t{:.1}\t{reason}\n",
+                        t0.elapsed().as_secs_f64()
+                    ));
+                    failed += 1;
+                    if args.must_pass.contains(num) {
+                        must_fail.push(num.clone());
+                    }
+                    continue;
+                }
+            },
+            (None, None) => unreachable!(),
+        };
+
+        // test.conf
+        let mut conf = format!("bootstrap.servers={addr}\n");
+        if let Some(m) = args.multiplier {
+            conf.push_str(&format!("test.timeout.multiplier={m}\n"));
+        }
+        for c in &args.conf {
+            conf.push_str(c);
+            conf.push('\n');
+        }
+        if let Err(e) = fs::write(&conf_path, conf) {
+            eprintln!("librdkafka-suite: writing {}: {e}", conf_path.display());
+            return ExitCode::from(2);
+        }
+
+        let (end, secs) = match run_runner(&args, num, &addr, &conf_path, &log) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("librdkafka-suite: running test-runner for {num}: {e}");
+                (RunEnd::NotStarted, 0.0)
+            }
+        };
+        let raw = fs::read(&log).unwrap_or_default();
+        let parsed = parse_output(&String::from_utf8_lossy(&raw), num);
+        let mut v = verdict(&parsed, end);
+
+        // broker post-mortem
+        let mut broker_tail = String::new();
+        if let Some(b) = broker.as_mut() {
+            if let Some(st) = b.try_exit_status() {
+                v.reason = format!(
+                    "{}{}strand exited during the test ({st})",
+                    v.reason,
+                    if v.reason.is_empty() { "" } else { "; " }
+                );
+                if v.outcome != Outcome::Fail {
+                    v.outcome = Outcome::Fail;
+                }
+            } else if let Err(e) = b.terminate() {
+                eprintln!("  note: {e}");
+            }
+            broker_tail = b.log_tail_lines(30);
+            let _ = fs::copy(b.log_path(), logs.join(format!("{num}.strand.log")));
+        }
+        drop(broker);
+
+        let reason = v.reason.replace(['\n', '\t'], " ");
+        println!(
+            "{num} {} {secs:.1}s{}{}",
+            v.outcome.as_str(),
+            if reason.is_empty() { "" } else { " " },
+            reason
+        );
+        tsv.push_str(&format!(
+            "{num}\t{}\t{secs:.1}\t{reason}\n",
+            v.outcome.as_str()
+        ));
+        match v.outcome {
+            Outcome::Pass => passed += 1,
+            Outcome::Fail => failed += 1,
+            Outcome::Skip => skipped += 1,
+        }
+        if v.outcome == Outcome::Fail {
+            let tail = strip_ansi(&tail_file(&log, 30));
+            print!(
+                "  --- last 30 lines of {}:\n{}",
+                log.display(),
+                indent(&tail)
+            );
+            if args.strand.is_some() {
+                print!(
+                    "  --- strand log tail ({}):\n{}",
+                    logs.join(format!("{num}.strand.log")).display(),
+                    indent(&broker_tail)
+                );
+            }
+        }
+        if v.outcome != Outcome::Pass && args.must_pass.contains(num) {
+            must_fail.push(num.clone());
+        }
+        let _ = io::stdout().flush();
+    }
+    let _ = fs::write(out.join("results.tsv"), tsv);
+    if !must_fail.is_empty() {
+        println!("must-pass tests that did not pass: {}", must_fail.join(" "));
+    }
+    if skipped > 0 {
+        println!("{passed} passed, {failed} failed, {skipped} skipped");
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
+    if !must_fail.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,241 @@
+//! Pure replication rules: acks, min ISR, high watermark, ISR membership,
+//! purgatory completion checks and the ack decision. No I/O, no clocks: every
+//! function is a decision from (state, observation).
+
+use strand_protocol::ErrorCode;
+use thiserror::Error;
+
+/// `acks` of a produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Acks {
+    /// `acks=0`: no response is sent.
+    None,
+    /// `acks=1`: respond after the leader's local append.
+    Leader,
+    /// `acks=-1` (`all`): respond once HW >= required offset.
+    All,
+}
+
+/// A produce request's `acks` is not one of 0, 1, -1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("invalid required acks {0}: must be 0, 1 or -1")]
+pub struct InvalidRequiredAcks(pub i16);
+
+impl InvalidRequiredAcks {
+    /// `INVALID_REQUIRED_ACKS` (21).
+    pub fn error_code(&self) -> ErrorCode {
+        ErrorCode::InvalidRequiredAcks
+    }
+}
+
+impl Acks {
+    pub fn from_i16(acks: i16) -> Result<Acks, InvalidRequiredAcks> {
+        match acks {
+            0 => Ok(Acks::None),
+            1 => Ok(Acks::Leader),
+            -1 => Ok(Acks::All),
+            other => Err(InvalidRequiredAcks(other)),
+        }
+    }
+
+    pub fn as_i16(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// `min(min.insync.replicas, replica count)`: a partition with fewer replicas
+/// than the configured minimum is not permanently unwritable (the leader counts
+/// as a replica). Never below 1.
+pub fn effective_min_isr(min_insync_replicas: i32, replica_count: usize) -> usize {
+    (min_insync_replicas.max(1) as usize).min(replica_count.max(1))
+}
+
+/// Before appending with `acks=all`: `NOT_ENOUGH_REPLICAS` if |ISR| < effective
+/// min ISR; nothing is appended then. Other acks are never refused here
+/// (Kafka `Partition.appendRecordsToLeader`).
+pub fn check_min_isr_before_append(
+    acks: Acks,
+    isr_len: usize,
+    effective_min_isr: usize,
+) -> Result<(), ErrorCode> {
+    if acks == Acks::All && isr_len < effective_min_isr {
+        Err(ErrorCode::NotEnoughReplicas)
+    } else {
+        Ok(())
+    }
+}
+
+/// Completion state of one partition of a DelayedProduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartitionAckState {
+    /// HW has not reached the required offset yet.
+    Pending,
+    /// Done: `None` (success) or `NOT_ENOUGH_REPLICAS_AFTER_APPEND` (the records
+    /// are in the log but the ISR had shrunk below min ISR).
+    Done(Option<ErrorCode>),
+}
+
+/// Kafka's `Partition.checkEnoughReplicasReachOffset`: once HW >= required
+/// offset (last offset of the append + 1) the partition is done, successfully
+/// iff min ISR <= |maximal ISR|.
+pub fn produce_partition_state(
+    hw: i64,
+    required_offset: i64,
+    maximal_isr_len: usize,
+    effective_min_isr: usize,
+) -> PartitionAckState {
+    if hw < required_offset {
+        PartitionAckState::Pending
+    } else if effective_min_isr <= maximal_isr_len {
+        PartitionAckState::Done(None)
+    } else {
+        PartitionAckState::Done(Some(ErrorCode::NotEnoughReplicasAfterAppend))
+    }
+}
+
+/// The HW after an observation of the LEOs of the maximal ISR: min LEO over
+/// the ISR (leader included; `isr_follower_leos` are the LEOs of the other
+/// members, so |ISR| = `isr_follower_leos.len() + 1`). The HW never moves
+/// backwards and is not advanced while |ISR| < effective min ISR.
+pub fn advance_high_watermark(
+    current_hw: i64,
+    leader_leo: i64,
+    isr_follower_leos: &[i64],
+    effective_min_isr: usize,
+) -> i64 {
+    let isr_len = isr_follower_leos.len() + 1;
+    if isr_len < effective_min_isr {
+        return current_hw;
+    }
+    let min_leo = isr_follower_leos.iter().copied().fold(leader_leo, i64::min);
+    current_hw.max(min_leo)
+}
+
+/// What the leader knows about one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    pub replica_id: i32,
+    /// Last time (ms) the follower's fetch reached the leader's LEO of that moment.
+    pub last_caught_up_time_ms: i64,
+    pub log_end_offset: i64,
+}
+
+/// Kafka `Replica.isCaughtUp`: at the leader's LEO, or caught up within the last
+/// `replica_lag_time_max_ms`.
+pub fn is_caught_up(
+    follower: &FollowerState,
+    leader_leo: i64,
+    now_ms: i64,
+    replica_lag_time_max_ms: i64,
+) -> bool {
+    follower.log_end_offset == leader_leo
+        || now_ms.saturating_sub(follower.last_caught_up_time_ms) <= replica_lag_time_max_ms
+}
+
+/// ISR shrink: the ISR followers that are out of sync (`replica.lag.time.max.ms`).
+/// Pass only followers currently in the ISR.
+pub fn out_of_sync_replicas(
+    now_ms: i64,
+    replica_lag_time_max_ms: i64,
+    isr_followers: &[FollowerState],
+    leader_leo: i64,
+) -> Vec<i32> {
+    isr_followers
+        .iter()
+        .filter(|f| !is_caught_up(f, leader_leo, now_ms, replica_lag_time_max_ms))
+        .map(|f| f.replica_id)
+        .collect()
+}
+
+/// ISR expand (Kafka `Partition.isFollowerInSync`): a follower outside the ISR
+/// may rejoin once its LEO >= HW and it has reached the start offset of the
+/// leader's current epoch (it has fetched in this epoch). `None` = the leader
+/// epoch's start offset is unknown: do not expand. Broker liveness (fenced or
+/// shutting down) is the caller's check.
+pub fn can_rejoin_isr(follower_leo: i64, hw: i64, leader_epoch_start_offset: Option<i64>) -> bool {
+    follower_leo >= hw && leader_epoch_start_offset.is_some_and(|start| follower_leo >= start)
+}
+
+/// DelayedFetch: complete once enough bytes are available. Errors, leadership
+/// or epoch changes, and a diverging epoch also complete a fetch; the I/O
+/// layer checks those first.
+pub fn fetch_can_complete(bytes_available: usize, min_bytes: usize) -> bool {
+    bytes_available >= min_bytes
+}
+
+/// Kafka `Partition.getLocalLog`: a request carrying `current_leader_epoch`
+/// (Fetch, ListOffsets, OffsetForLeaderEpoch) against this replica's epoch.
+/// `None` (-1 on the wire) skips the check.
+pub fn check_request_leader_epoch(
+    request_epoch: Option<i32>,
+    current_leader_epoch: i32,
+) -> Result<(), ErrorCode> {
+    match request_epoch {
+        Some(e) if e < current_leader_epoch => Err(ErrorCode::FencedLeaderEpoch),
+        Some(e) if e > current_leader_epoch => Err(ErrorCode::UnknownLeaderEpoch),
+        _ => Ok(()),
+    }
+}
+
+/// One observation of a partition for the ack decision of one pending append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckObservation {
+    /// Leader epoch under which the append was authorised.
+    pub authority_epoch: i32,
+    /// The partition's leader epoch now.
+    pub current_leader_epoch: i32,
+    /// This broker is the partition's leader now and holds write authority.
+    pub is_leader: bool,
+    pub local_leo: i64,
+    pub hw: i64,
+    /// Last offset of the append + 1.
+    pub required_offset: i64,
+    /// |maximal ISR|, leader included.
+    pub isr_len: usize,
+    pub effective_min_isr: usize,
+}
+
+/// The ack decision for one pending append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckDecision {
+    /// Authority lost: the append is not acknowledged (it may or may not survive).
+    Reject(ErrorCode),
+    /// Replication has not reached the required offset yet.
+    Wait,
+    /// Acknowledge with the proven HW; `error` is `NOT_ENOUGH_REPLICAS_AFTER_APPEND`
+    /// when the ISR shrank below min ISR.
+    Ack { hw: i64, error: Option<ErrorCode> },
+}
+
+/// The ack decision as one pure function of one observation (brief, RocketMQ
+/// seeds): stale or lost authority -> `Reject(NOT_LEADER_OR_FOLLOWER)`; HW short
+/// of the required offset -> `Wait`; else `Ack` as [`produce_partition_state`].
+///
+/// Produce requests carry no leader epoch, so a leadership change answers
+/// `NOT_LEADER_OR_FOLLOWER` (what Kafka's DelayedProduce returns when the
+/// partition is no longer led locally); FENCED_LEADER_EPOCH is for requests
+/// that carry an epoch, see [`check_request_leader_epoch`]. Unlike Kafka, an
+/// epoch change while the request waits is a rejection even if this broker
+/// leads again: offsets written under the old epoch may have been truncated and
+/// rewritten.
+pub fn ack_decision(obs: &AckObservation) -> AckDecision {
+    if !obs.is_leader || obs.authority_epoch != obs.current_leader_epoch {
+        return AckDecision::Reject(ErrorCode::NotLeaderOrFollower);
+    }
+    if obs.local_leo < obs.required_offset {
+        return AckDecision::Wait;
+    }
+    match produce_partition_state(
+        obs.hw,
+        obs.required_offset,
+        obs.isr_len,
+        obs.effective_min_isr,
+    ) {
+        PartitionAckState::Pending => AckDecision::Wait,
+        PartitionAckState::Done(error) => AckDecision::Ack { hw: obs.hw, error },
+    }
+}

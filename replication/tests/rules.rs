@@ -1,0 +1,432 @@
+use proptest::prelude::*;
+use strand_protocol::ErrorCode;
+use strand_replication::*;
+
+#[test]
+fn acks_from_i16() {
+    assert_eq!(Acks::from_i16(0), Ok(Acks::None));
+    assert_eq!(Acks::from_i16(1), Ok(Acks::Leader));
+    assert_eq!(Acks::from_i16(-1), Ok(Acks::All));
+    for bad in [2, -2, 3, i16::MAX, i16::MIN] {
+        let err = Acks::from_i16(bad).unwrap_err();
+        assert_eq!(err, InvalidRequiredAcks(bad));
+        assert_eq!(err.error_code().code(), 21);
+    }
+    for a in [Acks::None, Acks::Leader, Acks::All] {
+        assert_eq!(Acks::from_i16(a.as_i16()), Ok(a));
+    }
+}
+
+#[test]
+fn effective_min_isr_table() {
+    // (min.insync.replicas, replicas, effective)
+    for (cfg, replicas, want) in [
+        (1, 1, 1),
+        (2, 1, 1),
+        (2, 3, 2),
+        (3, 3, 3),
+        (5, 3, 3),
+        (1, 3, 1),
+    ] {
+        assert_eq!(
+            effective_min_isr(cfg, replicas),
+            want,
+            "cfg={cfg} replicas={replicas}"
+        );
+    }
+}
+
+#[test]
+fn min_isr_before_append_table() {
+    let cases = [
+        (Acks::All, 1, 2, Err(ErrorCode::NotEnoughReplicas)),
+        (Acks::All, 2, 2, Ok(())),
+        (Acks::All, 3, 2, Ok(())),
+        (Acks::Leader, 1, 2, Ok(())),
+        (Acks::None, 1, 2, Ok(())),
+        (Acks::All, 1, 1, Ok(())),
+    ];
+    for (acks, isr, min, want) in cases {
+        assert_eq!(
+            check_min_isr_before_append(acks, isr, min),
+            want,
+            "{acks:?} isr={isr} min={min}"
+        );
+    }
+    assert_eq!(ErrorCode::NotEnoughReplicas.code(), 19);
+}
+
+#[test]
+fn produce_partition_state_table() {
+    use PartitionAckState::*;
+    let cases = [
+        // (hw, required, maximal isr, min isr, want)
+        (103, 105, 3, 2, Pending),
+        (104, 105, 1, 2, Pending),
+        (105, 105, 3, 2, Done(None)),
+        (110, 105, 2, 2, Done(None)),
+        (
+            105,
+            105,
+            1,
+            2,
+            Done(Some(ErrorCode::NotEnoughReplicasAfterAppend)),
+        ),
+        (105, 105, 1, 1, Done(None)),
+    ];
+    for (hw, req, isr, min, want) in cases {
+        assert_eq!(
+            produce_partition_state(hw, req, isr, min),
+            want,
+            "hw={hw} req={req} isr={isr} min={min}"
+        );
+    }
+    assert_eq!(ErrorCode::NotEnoughReplicasAfterAppend.code(), 20);
+}
+
+#[test]
+fn advance_high_watermark_table() {
+    let cases: [(i64, i64, &[i64], usize, i64); 7] = [
+        // (current hw, leader leo, follower leos, min isr, new hw)
+        (103, 105, &[103, 103], 2, 103),
+        (103, 105, &[105, 104], 2, 104),
+        (103, 105, &[105, 105], 2, 105),
+        (105, 110, &[], 2, 105),    // ISR shrunk below min ISR: frozen
+        (105, 110, &[], 1, 110),    // single member ISR allowed
+        (105, 110, &[100], 2, 105), // never backwards
+        (0, 0, &[], 1, 0),
+    ];
+    for (hw, leo, followers, min, want) in cases {
+        assert_eq!(
+            advance_high_watermark(hw, leo, followers, min),
+            want,
+            "hw={hw} leo={leo} f={followers:?} min={min}"
+        );
+    }
+}
+
+/// Seed 004 vectors.
+#[test]
+fn seed_004_vectors() {
+    let min_isr = effective_min_isr(2, 3);
+    // LEO [105,103,103], ISR [0,1,2], HW 103, required 105 -> wait, HW stays 103.
+    let hw = advance_high_watermark(103, 105, &[103, 103], min_isr);
+    assert_eq!(hw, 103);
+    assert_eq!(
+        produce_partition_state(hw, 105, 3, min_isr),
+        PartitionAckState::Pending
+    );
+    let mut obs = AckObservation {
+        authority_epoch: 4,
+        current_leader_epoch: 4,
+        is_leader: true,
+        local_leo: 105,
+        hw,
+        required_offset: 105,
+        isr_len: 3,
+        effective_min_isr: min_isr,
+    };
+    assert_eq!(ack_decision(&obs), AckDecision::Wait);
+    // LEO [105,105,105] -> HW 105, acknowledge.
+    let hw = advance_high_watermark(hw, 105, &[105, 105], min_isr);
+    assert_eq!(hw, 105);
+    assert_eq!(
+        produce_partition_state(hw, 105, 3, min_isr),
+        PartitionAckState::Done(None)
+    );
+    obs.hw = hw;
+    assert_eq!(
+        ack_decision(&obs),
+        AckDecision::Ack {
+            hw: 105,
+            error: None
+        }
+    );
+    // ISR shrinks to [0] with min ISR 2: another pending request (required 105)
+    // completes with NOT_ENOUGH_REPLICAS_AFTER_APPEND; HW stays 105 even as the leader appends.
+    let hw = advance_high_watermark(hw, 108, &[], min_isr);
+    assert_eq!(hw, 105);
+    assert_eq!(
+        produce_partition_state(hw, 105, 1, min_isr),
+        PartitionAckState::Done(Some(ErrorCode::NotEnoughReplicasAfterAppend))
+    );
+    let shrunk = AckObservation {
+        isr_len: 1,
+        local_leo: 108,
+        ..obs
+    };
+    assert_eq!(
+        ack_decision(&shrunk),
+        AckDecision::Ack {
+            hw: 105,
+            error: Some(ErrorCode::NotEnoughReplicasAfterAppend)
+        }
+    );
+    // A request needing 108 waits (HW frozen), and new acks=all appends are refused.
+    assert_eq!(
+        ack_decision(&AckObservation {
+            required_offset: 108,
+            ..shrunk
+        }),
+        AckDecision::Wait
+    );
+    assert_eq!(
+        check_min_isr_before_append(Acks::All, 1, min_isr),
+        Err(ErrorCode::NotEnoughReplicas)
+    );
+}
+
+#[test]
+fn single_node_hw_follows_leo() {
+    let min_isr = effective_min_isr(2, 1);
+    assert_eq!(min_isr, 1);
+    let mut hw = 0;
+    let mut leo = 0;
+    for n in [1, 5, 3, 10] {
+        assert_eq!(check_min_isr_before_append(Acks::All, 1, min_isr), Ok(()));
+        leo += n;
+        hw = advance_high_watermark(hw, leo, &[], min_isr);
+        assert_eq!(hw, leo);
+        assert_eq!(
+            produce_partition_state(hw, leo, 1, min_isr),
+            PartitionAckState::Done(None)
+        );
+    }
+}
+
+#[test]
+fn ack_decision_table() {
+    let base = AckObservation {
+        authority_epoch: 3,
+        current_leader_epoch: 3,
+        is_leader: true,
+        local_leo: 50,
+        hw: 50,
+        required_offset: 50,
+        isr_len: 2,
+        effective_min_isr: 2,
+    };
+    let cases = [
+        (
+            "acked",
+            base,
+            AckDecision::Ack {
+                hw: 50,
+                error: None,
+            },
+        ),
+        (
+            "not leader",
+            AckObservation {
+                is_leader: false,
+                ..base
+            },
+            AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+        ),
+        (
+            "stale authority",
+            AckObservation {
+                current_leader_epoch: 4,
+                ..base
+            },
+            AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+        ),
+        (
+            "epoch from the future",
+            AckObservation {
+                current_leader_epoch: 2,
+                ..base
+            },
+            AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+        ),
+        (
+            "stale authority beats progress",
+            AckObservation {
+                current_leader_epoch: 4,
+                hw: 10,
+                ..base
+            },
+            AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+        ),
+        (
+            "hw short",
+            AckObservation { hw: 49, ..base },
+            AckDecision::Wait,
+        ),
+        (
+            "local log short",
+            AckObservation {
+                local_leo: 49,
+                hw: 49,
+                ..base
+            },
+            AckDecision::Wait,
+        ),
+        (
+            "isr below min",
+            AckObservation { isr_len: 1, ..base },
+            AckDecision::Ack {
+                hw: 50,
+                error: Some(ErrorCode::NotEnoughReplicasAfterAppend),
+            },
+        ),
+        (
+            "hw beyond",
+            AckObservation {
+                hw: 60,
+                local_leo: 70,
+                ..base
+            },
+            AckDecision::Ack {
+                hw: 60,
+                error: None,
+            },
+        ),
+    ];
+    for (name, obs, want) in cases {
+        assert_eq!(ack_decision(&obs), want, "{name}");
+    }
+}
+
+#[test]
+fn isr_shrink_and_expand() {
+    let f = |id, caught_up, leo| FollowerState {
+        replica_id: id,
+        last_caught_up_time_ms: caught_up,
+        log_end_offset: leo,
+    };
+    let followers = [
+        f(1, 1_000, 100),
+        f(2, 40_000, 90),
+        f(3, 1_000, 90),
+        f(4, 10_000, 90),
+    ];
+    // lag max 30s, now 40s: 1 is at the leader's LEO, 2 caught up recently, 4 exactly at the limit.
+    assert_eq!(
+        out_of_sync_replicas(40_000, 30_000, &followers, 100),
+        vec![3]
+    );
+    assert_eq!(
+        out_of_sync_replicas(40_001, 30_000, &followers, 100),
+        vec![3, 4]
+    );
+
+    assert!(can_rejoin_isr(100, 100, Some(80)));
+    assert!(can_rejoin_isr(105, 100, Some(80)));
+    assert!(!can_rejoin_isr(99, 100, Some(80)), "below HW");
+    assert!(
+        !can_rejoin_isr(100, 100, Some(101)),
+        "not yet in the leader's epoch"
+    );
+    assert!(!can_rejoin_isr(100, 100, None));
+}
+
+#[test]
+fn fetch_completion_and_request_epochs() {
+    assert!(fetch_can_complete(0, 0));
+    assert!(!fetch_can_complete(0, 1));
+    assert!(fetch_can_complete(1024, 1024));
+    assert!(!fetch_can_complete(1023, 1024));
+
+    assert_eq!(check_request_leader_epoch(None, 5), Ok(()));
+    assert_eq!(check_request_leader_epoch(Some(5), 5), Ok(()));
+    assert_eq!(
+        check_request_leader_epoch(Some(4), 5),
+        Err(ErrorCode::FencedLeaderEpoch)
+    );
+    assert_eq!(
+        check_request_leader_epoch(Some(6), 5),
+        Err(ErrorCode::UnknownLeaderEpoch)
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Leader appends n records.
+    Append(i64),
+    /// Follower i fetches up to some fraction of the leader's LEO.
+    Fetch(usize, u8),
+    /// Follower i drops out of the ISR.
+    Shrink(usize),
+    /// Follower i asks to rejoin.
+    Expand(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (1i64..20).prop_map(Step::Append),
+        (0usize..4, any::<u8>()).prop_map(|(i, f)| Step::Fetch(i, f)),
+        (0usize..4).prop_map(Step::Shrink),
+        (0usize..4).prop_map(Step::Expand),
+    ]
+}
+
+proptest! {
+    /// A leader with four followers under random appends, fetches and ISR
+    /// changes (expansion gated by can_rejoin_isr): HW never decreases,
+    /// HW <= min LEO of the ISR, HW <= leader LEO.
+    #[test]
+    fn hw_invariants(steps in prop::collection::vec(step(), 1..200), min_cfg in 1i32..5) {
+        let min_isr = effective_min_isr(min_cfg, 5);
+        let mut leader_leo = 0i64;
+        let mut leos = [0i64; 4];
+        let mut in_isr = [true; 4];
+        let mut hw = 0i64;
+        for s in steps {
+            match s {
+                Step::Append(n) => leader_leo += n,
+                Step::Fetch(i, f) => {
+                    // Fetch offsets only move forward, up to the leader's LEO.
+                    let target = leos[i] + (leader_leo - leos[i]) * f as i64 / 255;
+                    leos[i] = target.max(leos[i]);
+                }
+                Step::Shrink(i) => in_isr[i] = false,
+                Step::Expand(i) => {
+                    if !in_isr[i] && can_rejoin_isr(leos[i], hw, Some(0)) {
+                        in_isr[i] = true;
+                    }
+                }
+            }
+            let followers: Vec<i64> = (0..4).filter(|&i| in_isr[i]).map(|i| leos[i]).collect();
+            let new_hw = advance_high_watermark(hw, leader_leo, &followers, min_isr);
+            prop_assert!(new_hw >= hw, "HW went back: {} -> {}", hw, new_hw);
+            prop_assert!(new_hw <= leader_leo);
+            let min_isr_leo = followers.iter().copied().fold(leader_leo, i64::min);
+            prop_assert!(new_hw <= min_isr_leo, "HW {} above ISR min LEO {}", new_hw, min_isr_leo);
+            if followers.len() + 1 < min_isr {
+                prop_assert_eq!(new_hw, hw);
+            } else {
+                prop_assert_eq!(new_hw, hw.max(min_isr_leo));
+            }
+            hw = new_hw;
+        }
+    }
+
+    /// The ack decision agrees with produce_partition_state when authority holds,
+    /// and never acknowledges without authority or below the required offset.
+    #[test]
+    fn ack_decision_consistent(
+        auth in 0i32..4, cur in 0i32..4, is_leader in any::<bool>(),
+        hw in 0i64..100, extra in 0i64..10, req in 0i64..110,
+        isr_len in 1usize..4, min_isr in 1usize..4,
+    ) {
+        let obs = AckObservation {
+            authority_epoch: auth, current_leader_epoch: cur, is_leader,
+            local_leo: hw + extra, hw, required_offset: req, isr_len, effective_min_isr: min_isr,
+        };
+        let d = ack_decision(&obs);
+        if !is_leader || auth != cur {
+            prop_assert_eq!(d, AckDecision::Reject(ErrorCode::NotLeaderOrFollower));
+        } else {
+            match (d, produce_partition_state(hw, req, isr_len, min_isr)) {
+                (AckDecision::Wait, PartitionAckState::Pending) => {}
+                (AckDecision::Ack { hw: h, error }, PartitionAckState::Done(e)) => {
+                    prop_assert_eq!(h, hw);
+                    prop_assert!(h >= req);
+                    prop_assert_eq!(error, e);
+                }
+                other => prop_assert!(false, "mismatch {:?}", other),
+            }
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! Per-partition producer state: entries, the sequence check, and recording appends.
+
+use std::collections::{HashMap, VecDeque};
+
+use strand_protocol::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
+use strand_protocol::ErrorCode;
+use thiserror::Error;
+
+/// How many recent batches per producer are remembered for duplicate detection
+/// (Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`; clients cap in-flight
+/// requests per connection at 5 with idempotence).
+pub const MAX_REMEMBERED_BATCHES: usize = 5;
+
+/// Sequence range and offsets of one appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMetadata {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Max timestamp of the batch (what Kafka returns for a duplicate).
+    pub timestamp: i64,
+}
+
+/// State of one producer id on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerEntry {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// The last (at most [`MAX_REMEMBERED_BATCHES`]) batches of the current epoch, oldest first.
+    pub batches: VecDeque<BatchMetadata>,
+    /// Timestamp of the last batch or marker; drives expiration. -1 = none.
+    pub last_timestamp: i64,
+    /// Epoch of the transaction coordinator that wrote the last marker. -1 = none.
+    pub coordinator_epoch: i32,
+    /// First offset of the open transaction, if one is open.
+    pub current_txn_first_offset: Option<i64>,
+}
+
+impl ProducerEntry {
+    /// An entry with an epoch and nothing else.
+    pub fn new(producer_id: i64, producer_epoch: i16) -> Self {
+        ProducerEntry {
+            producer_id,
+            producer_epoch,
+            batches: VecDeque::with_capacity(MAX_REMEMBERED_BATCHES),
+            last_timestamp: -1,
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        }
+    }
+
+    /// Last sequence of the newest remembered batch, or `NO_SEQUENCE` (-1).
+    pub fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// Last offset of the newest remembered batch, or -1.
+    pub fn last_offset(&self) -> i64 {
+        self.batches.back().map_or(-1, |b| b.last_offset)
+    }
+
+    /// The remembered batch with exactly this epoch and sequence range, if any.
+    pub fn find_duplicate(
+        &self,
+        producer_epoch: i16,
+        first_seq: i32,
+        last_seq: i32,
+    ) -> Option<BatchMetadata> {
+        if producer_epoch != self.producer_epoch {
+            return None;
+        }
+        self.batches
+            .iter()
+            .find(|b| b.first_seq == first_seq && b.last_seq == last_seq)
+            .copied()
+    }
+
+    /// Moves to `epoch`; a different epoch forgets the remembered batches
+    /// (Kafka's `maybeUpdateProducerEpoch`).
+    fn update_epoch(&mut self, epoch: i16) {
+        if self.producer_epoch != epoch {
+            self.batches.clear();
+            self.producer_epoch = epoch;
+        }
+    }
+
+    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        self.update_epoch(epoch);
+        if self.batches.len() == MAX_REMEMBERED_BATCHES {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(batch);
+        self.last_timestamp = batch.timestamp;
+    }
+}
+
+/// Outcome of a successful check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// The batch is new and in sequence: append it.
+    Append,
+    /// The batch was already appended: answer with these offsets, append nothing.
+    Duplicate(BatchMetadata),
+}
+
+/// Why a producer's batch or marker is rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProducerStateError {
+    /// The batch's epoch is older than the one the partition has seen (a fenced
+    /// zombie). Kafka >= 2.7 answers produce with `INVALID_PRODUCER_EPOCH`.
+    #[error("producer epoch {producer_epoch} is older than the current epoch {current_epoch}")]
+    InvalidProducerEpoch {
+        producer_epoch: i16,
+        current_epoch: i16,
+    },
+    /// The batch does not continue the producer's sequence.
+    #[error(
+        "out of order sequence for producer epoch {producer_epoch}: first sequence {first_seq}, expected {expected_seq}"
+    )]
+    OutOfOrderSequence {
+        producer_epoch: i16,
+        first_seq: i32,
+        expected_seq: i32,
+    },
+    /// A non-transactional batch arrived while the producer has an open transaction.
+    #[error("expected a transactional batch from producer {producer_id}: a transaction is open")]
+    InvalidTxnState { producer_id: i64 },
+    /// A transaction marker from an older coordinator epoch.
+    #[error("coordinator epoch {coordinator_epoch} is older than the current {current_coordinator_epoch}")]
+    TransactionCoordinatorFenced {
+        coordinator_epoch: i32,
+        current_coordinator_epoch: i32,
+    },
+}
+
+impl ProducerStateError {
+    /// The Kafka error code to put in the response.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            ProducerStateError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            ProducerStateError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
+            ProducerStateError::InvalidTxnState { .. } => ErrorCode::InvalidTxnState,
+            ProducerStateError::TransactionCoordinatorFenced { .. } => {
+                ErrorCode::TransactionCoordinatorFenced
+            }
+        }
+    }
+}
+
+/// Pure: checks one incoming client batch against the producer's entry
+/// (`None` = the partition has no state for this producer). See the crate docs
+/// for the rule table.
+pub fn check_sequence(
+    entry: Option<&ProducerEntry>,
+    producer_epoch: i16,
+    first_seq: i32,
+    last_seq: i32,
+) -> Result<SequenceCheck, ProducerStateError> {
+    let Some(entry) = entry else {
+        // Kafka 3.x: no state (never seen, expired, or removed with the log) -> accept any sequence.
+        return Ok(SequenceCheck::Append);
+    };
+    if let Some(dup) = entry.find_duplicate(producer_epoch, first_seq, last_seq) {
+        return Ok(SequenceCheck::Duplicate(dup));
+    }
+    let current = entry.producer_epoch;
+    if current == NO_PRODUCER_EPOCH {
+        return Ok(SequenceCheck::Append);
+    }
+    if producer_epoch < current {
+        return Err(ProducerStateError::InvalidProducerEpoch {
+            producer_epoch,
+            current_epoch: current,
+        });
+    }
+    // A new epoch starts at 0; the same epoch continues the last remembered
+    // batch (an entry without batches has last_seq = NO_SEQUENCE, so expects 0).
+    let expected_seq = if producer_epoch != current || entry.last_seq() == i32::MAX {
+        0
+    } else {
+        entry.last_seq() + 1
+    };
+    if first_seq == expected_seq {
+        Ok(SequenceCheck::Append)
+    } else {
+        Err(ProducerStateError::OutOfOrderSequence {
+            producer_epoch,
+            first_seq,
+            expected_seq,
+        })
+    }
+}
+
+/// A transaction ended by a marker: its offset range, for the aborted-transaction index / LSO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// Offset of the marker.
+    pub last_offset: i64,
+}
+
+/// Producer state of one partition: producer id -> [`ProducerEntry`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerStateManager {
+    pub(crate) entries: HashMap<i64, ProducerEntry>,
+    /// One past the last offset whose batch has been recorded (Kafka's `lastMapOffset`).
+    pub(crate) map_end_offset: i64,
+}
+
+impl ProducerStateManager {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks one batch of a produce request against the current state. Does not
+    /// mutate. Batches without a producer id (`pid < 0`) always `Append`.
+    pub fn check(&self, h: &BatchHeader) -> Result<SequenceCheck, ProducerStateError> {
+        check_batch(self.entries.get(&h.producer_id), h)
+    }
+
+    /// Checks all batches of one partition's record set, as Kafka's
+    /// `analyzeAndValidateProducerState` does: each batch is checked against the
+    /// state updated by the batches before it, duplicates are looked up in the
+    /// state before the request, and the first duplicate makes the whole record
+    /// set a duplicate. `base_offset`s need not be assigned yet.
+    pub fn check_batches(
+        &self,
+        headers: &[BatchHeader],
+    ) -> Result<SequenceCheck, ProducerStateError> {
+        let mut scratch: HashMap<i64, ProducerEntry> = HashMap::new();
+        for h in headers.iter().filter(|h| h.has_producer_id()) {
+            let before = self.entries.get(&h.producer_id);
+            if let Some(dup) = before.and_then(|e| {
+                e.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence())
+            }) {
+                return Ok(SequenceCheck::Duplicate(dup));
+            }
+            let current = scratch.get(&h.producer_id).or(before);
+            check_batch(current, h)?;
+            let mut updated = current
+                .cloned()
+                .unwrap_or_else(|| ProducerEntry::new(h.producer_id, h.producer_epoch));
+            apply_data_batch(&mut updated, h, -1);
+            scratch.insert(h.producer_id, updated);
+        }
+        Ok(SequenceCheck::Append)
+    }
+
+    /// Records an appended batch whose header carries its real base offset. Used
+    /// after a leader append, on followers, and when replaying the log at
+    /// start-up; it does not validate. `timestamp` is the batch's max timestamp.
+    /// A control batch is recorded as a transaction marker keeping the entry's
+    /// coordinator epoch; callers that parsed the marker use
+    /// [`record_end_txn_marker`](Self::record_end_txn_marker) instead.
+    pub fn record(&mut self, h: &BatchHeader, timestamp: i64) -> Option<CompletedTxn> {
+        self.map_end_offset = self.map_end_offset.max(h.next_offset());
+        if !h.has_producer_id() {
+            return None;
+        }
+        if h.is_control() {
+            let coordinator_epoch = self
+                .entries
+                .get(&h.producer_id)
+                .map_or(-1, |e| e.coordinator_epoch);
+            return self.record_end_txn_marker(
+                h.producer_id,
+                h.producer_epoch,
+                coordinator_epoch,
+                h.base_offset,
+                timestamp,
+            );
+        }
+        let entry = self
+            .entries
+            .entry(h.producer_id)
+            .or_insert_with(|| ProducerEntry::new(h.producer_id, h.producer_epoch));
+        apply_data_batch(entry, h, timestamp);
+        None
+    }
+
+    /// Checks a transaction marker (WriteTxnMarkers) before it is appended.
+    pub fn check_end_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), ProducerStateError> {
+        let Some(entry) = self.entries.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.producer_epoch {
+            return Err(ProducerStateError::InvalidProducerEpoch {
+                producer_epoch,
+                current_epoch: entry.producer_epoch,
+            });
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(ProducerStateError::TransactionCoordinatorFenced {
+                coordinator_epoch,
+                current_coordinator_epoch: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records an appended commit/abort marker at `marker_offset`; returns the
+    /// transaction it closed, if one was open.
+    pub fn record_end_txn_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        marker_offset: i64,
+        timestamp: i64,
+    ) -> Option<CompletedTxn> {
+        self.map_end_offset = self.map_end_offset.max(marker_offset + 1);
+        let entry = self
+            .entries
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry::new(producer_id, producer_epoch));
+        entry.update_epoch(producer_epoch);
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.last_timestamp = timestamp;
+        entry
+            .current_txn_first_offset
+            .take()
+            .map(|first_offset| CompletedTxn {
+                producer_id,
+                first_offset,
+                last_offset: marker_offset,
+            })
+    }
+
+    /// Notes that the log now ends at `offset` (e.g. after appending batches
+    /// without a producer id through another path).
+    pub fn update_map_end_offset(&mut self, offset: i64) {
+        self.map_end_offset = self.map_end_offset.max(offset);
+    }
+
+    /// One past the last recorded offset; a snapshot taken now covers `[0, map_end_offset)`.
+    pub fn map_end_offset(&self) -> i64 {
+        self.map_end_offset
+    }
+
+    pub fn entry(&self, producer_id: i64) -> Option<&ProducerEntry> {
+        self.entries.get(&producer_id)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &ProducerEntry> {
+        self.entries.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// First offset of the earliest open transaction on this partition (bounds the LSO).
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.entries
+            .values()
+            .filter_map(|e| e.current_txn_first_offset)
+            .min()
+    }
+
+    /// Removes producers idle for at least `producer_id_expiration_ms`
+    /// (`producer.id.expiration.ms`, default 1 day) that have no open
+    /// transaction, as Kafka's `removeExpiredProducers` does. Returns how many.
+    pub fn expire(&mut self, now_ms: i64, producer_id_expiration_ms: i64) -> usize {
+        let before = self.entries.len();
+        self.entries.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < producer_id_expiration_ms
+        });
+        before - self.entries.len()
+    }
+}
+
+fn check_batch(
+    entry: Option<&ProducerEntry>,
+    h: &BatchHeader,
+) -> Result<SequenceCheck, ProducerStateError> {
+    if !h.has_producer_id() {
+        return Ok(SequenceCheck::Append);
+    }
+    let result = check_sequence(entry, h.producer_epoch, h.base_sequence, h.last_sequence())?;
+    if result == SequenceCheck::Append
+        && !h.is_transactional()
+        && entry.is_some_and(|e| e.current_txn_first_offset.is_some())
+    {
+        return Err(ProducerStateError::InvalidTxnState {
+            producer_id: h.producer_id,
+        });
+    }
+    Ok(result)
+}
+
+fn apply_data_batch(entry: &mut ProducerEntry, h: &BatchHeader, timestamp: i64) {
+    entry.add_batch(
+        h.producer_epoch,
+        BatchMetadata {
+            first_seq: h.base_sequence,
+            last_seq: h.last_sequence(),
+            first_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            timestamp,
+        },
+    );
+    if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+        entry.current_txn_first_offset = Some(h.base_offset);
+    }
+}

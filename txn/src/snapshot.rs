@@ -1,0 +1,146 @@
+//! Binary snapshot of a [`ProducerStateManager`].
+//!
+//! Layout (big-endian), version 1:
+//! ```text
+//! version i16 | crc u32 (CRC32C of every byte after this field)
+//! map_end_offset i64 | entry_count i32
+//! entry_count x {
+//!   producer_id i64 | producer_epoch i16 | last_timestamp i64 | coordinator_epoch i32
+//!   current_txn_first_offset i64 (-1 = none) | batch_count i8 (0..=5)
+//!   batch_count x { first_seq i32 | last_seq i32 | first_offset i64 | last_offset i64 | timestamp i64 }
+//! }
+//! ```
+//! Unlike Kafka's snapshot (which keeps only each producer's last batch) all
+//! remembered batches are stored, so duplicate detection survives a restart.
+//! Entries are written in producer-id order, so equal states give equal bytes.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::{Buf, BufMut};
+use thiserror::Error;
+
+use crate::producer_state::{BatchMetadata, ProducerEntry, ProducerStateManager};
+use crate::MAX_REMEMBERED_BATCHES;
+
+/// The snapshot format version written by [`ProducerStateManager::snapshot`].
+pub const SNAPSHOT_VERSION: i16 = 1;
+
+const HEADER_LEN: usize = 2 + 4;
+const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 4 + 8 + 1;
+const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
+
+/// A snapshot that cannot be loaded; the caller rebuilds the state from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SnapshotError {
+    #[error("producer snapshot truncated")]
+    Truncated,
+    #[error("unsupported producer snapshot version {0}")]
+    UnsupportedVersion(i16),
+    #[error("producer snapshot CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("malformed producer snapshot: {0}")]
+    Malformed(&'static str),
+}
+
+impl ProducerStateManager {
+    /// Serialises the state (see the module docs for the format).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut ids: Vec<&i64> = self.entries.keys().collect();
+        ids.sort_unstable();
+        let mut body = Vec::with_capacity(12 + ids.len() * (ENTRY_FIXED_LEN + BATCH_LEN));
+        body.put_i64(self.map_end_offset);
+        body.put_i32(ids.len() as i32);
+        for id in ids {
+            let e = &self.entries[id];
+            body.put_i64(e.producer_id);
+            body.put_i16(e.producer_epoch);
+            body.put_i64(e.last_timestamp);
+            body.put_i32(e.coordinator_epoch);
+            body.put_i64(e.current_txn_first_offset.unwrap_or(-1));
+            body.put_i8(e.batches.len() as i8);
+            for b in &e.batches {
+                body.put_i32(b.first_seq);
+                body.put_i32(b.last_seq);
+                body.put_i64(b.first_offset);
+                body.put_i64(b.last_offset);
+                body.put_i64(b.timestamp);
+            }
+        }
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+        out.put_i16(SNAPSHOT_VERSION);
+        out.put_u32(crc32c::crc32c(&body));
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Loads a snapshot written by [`snapshot`](Self::snapshot). Any damage
+    /// (truncation, bit flips, unknown version, trailing bytes) is an error.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        let mut buf = bytes;
+        need(buf, HEADER_LEN)?;
+        let version = buf.get_i16();
+        if version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::UnsupportedVersion(version));
+        }
+        let stored = buf.get_u32();
+        let computed = crc32c::crc32c(buf);
+        if stored != computed {
+            return Err(SnapshotError::CrcMismatch { stored, computed });
+        }
+        need(buf, 12)?;
+        let map_end_offset = buf.get_i64();
+        let count = buf.get_i32();
+        if count < 0 {
+            return Err(SnapshotError::Malformed("negative entry count"));
+        }
+        let mut entries = HashMap::with_capacity((count as usize).min(buf.len() / ENTRY_FIXED_LEN));
+        for _ in 0..count {
+            need(buf, ENTRY_FIXED_LEN)?;
+            let producer_id = buf.get_i64();
+            let producer_epoch = buf.get_i16();
+            let last_timestamp = buf.get_i64();
+            let coordinator_epoch = buf.get_i32();
+            let txn_first = buf.get_i64();
+            let batch_count = buf.get_i8();
+            if !(0..=MAX_REMEMBERED_BATCHES as i8).contains(&batch_count) {
+                return Err(SnapshotError::Malformed("batch count out of range"));
+            }
+            need(buf, batch_count as usize * BATCH_LEN)?;
+            let batches: VecDeque<BatchMetadata> = (0..batch_count)
+                .map(|_| BatchMetadata {
+                    first_seq: buf.get_i32(),
+                    last_seq: buf.get_i32(),
+                    first_offset: buf.get_i64(),
+                    last_offset: buf.get_i64(),
+                    timestamp: buf.get_i64(),
+                })
+                .collect();
+            let entry = ProducerEntry {
+                producer_id,
+                producer_epoch,
+                batches,
+                last_timestamp,
+                coordinator_epoch,
+                current_txn_first_offset: (txn_first >= 0).then_some(txn_first),
+            };
+            if entries.insert(producer_id, entry).is_some() {
+                return Err(SnapshotError::Malformed("duplicate producer id"));
+            }
+        }
+        if buf.has_remaining() {
+            return Err(SnapshotError::Malformed("trailing bytes"));
+        }
+        Ok(ProducerStateManager {
+            entries,
+            map_end_offset,
+        })
+    }
+}
+
+fn need(buf: &[u8], n: usize) -> Result<(), SnapshotError> {
+    if buf.len() < n {
+        Err(SnapshotError::Truncated)
+    } else {
+        Ok(())
+    }
+}
