@@ -22,7 +22,10 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Per-topic settings a partition needs on its produce path.
@@ -32,6 +35,8 @@ pub struct PartitionSettings {
     pub max_message_bytes: usize,
     pub log_append_time: bool,
     pub min_insync_replicas: i32,
+    /// cleanup.policy includes compact: records must have keys.
+    pub compacted: bool,
 }
 
 /// Offsets published on every change, so waiting produces and fetches
@@ -78,24 +83,39 @@ pub struct AppendOutcome {
 pub struct PartitionError {
     pub code: ErrorCode,
     pub message: String,
+    /// Per-record errors (index within the batch, message), as Produce v8+ reports them.
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl PartitionError {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        PartitionError { code, message: message.into() }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        PartitionError {
+            code,
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
     }
 }
 
 fn storage_error(e: LogError) -> PartitionError {
     tracing::error!(error = %e, "log I/O failed");
     match e {
-        LogError::OffsetOutOfRange { .. } => PartitionError::new(ErrorCode::OffsetOutOfRange, e.to_string()),
+        LogError::OffsetOutOfRange { .. } => {
+            PartitionError::new(ErrorCode::OffsetOutOfRange, e.to_string())
+        }
         _ => PartitionError::new(ErrorCode::KafkaStorageError, e.to_string()),
     }
 }
 
 impl Partition {
-    fn open(dir: &Path, topic: &str, topic_id: Uuid, index: i32, replica: ReplicaState, settings: PartitionSettings) -> Result<Partition, LogError> {
+    fn open(
+        dir: &Path,
+        topic: &str,
+        topic_id: Uuid,
+        index: i32,
+        replica: ReplicaState,
+        settings: PartitionSettings,
+    ) -> Result<Partition, LogError> {
         let log = PartitionLog::open(dir, settings.log.clone())?;
         write_partition_metadata(dir, topic_id)?;
         // Producer state: the latest snapshot, then every batch after it.
@@ -107,7 +127,9 @@ impl Partition {
                     producers = Some(p);
                     replay_from = offset;
                 }
-                Err(e) => tracing::warn!(topic, index, error = %e, "producer snapshot unreadable; rebuilding from the log"),
+                Err(e) => {
+                    tracing::warn!(topic, index, error = %e, "producer snapshot unreadable; rebuilding from the log")
+                }
             }
         }
         let mut producers = producers.unwrap_or_default();
@@ -117,7 +139,11 @@ impl Partition {
             }
         }
         // One replica: everything in the recovered log is on the whole ISR.
-        let offsets = PartitionOffsets { high_watermark: log.log_end_offset(), log_end_offset: log.log_end_offset(), log_start_offset: log.log_start_offset() };
+        let offsets = PartitionOffsets {
+            high_watermark: log.log_end_offset(),
+            log_end_offset: log.log_end_offset(),
+            log_start_offset: log.log_start_offset(),
+        };
         Ok(Partition {
             topic: topic.to_string(),
             topic_id,
@@ -155,20 +181,40 @@ impl Partition {
     }
 
     /// Validates and appends one partition's record set as leader.
-    pub fn append(&self, records: &Bytes, acks: Acks, produce_version: i16) -> Result<AppendOutcome, PartitionError> {
+    pub fn append(
+        &self,
+        records: &Bytes,
+        acks: Acks,
+        produce_version: i16,
+    ) -> Result<AppendOutcome, PartitionError> {
         let headers = validate_record_set(records).map_err(|e| match e {
-            BatchError::UnsupportedMagic(_) => PartitionError::new(ErrorCode::UnsupportedForMessageFormat, e.to_string()),
+            BatchError::UnsupportedMagic(_) => {
+                PartitionError::new(ErrorCode::UnsupportedForMessageFormat, e.to_string())
+            }
             _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
         })?;
         let settings = self.settings.read().clone();
-        if let Some(h) = headers.iter().find(|h| h.total_size() > settings.max_message_bytes) {
+        if let Some(h) = headers
+            .iter()
+            .find(|h| h.total_size() > settings.max_message_bytes)
+        {
             return Err(PartitionError::new(
                 ErrorCode::MessageTooLarge,
-                format!("The batch size {} is larger than the maximum allowed {}", h.total_size(), settings.max_message_bytes),
+                format!(
+                    "The batch size {} is larger than the maximum allowed {}",
+                    h.total_size(),
+                    settings.max_message_bytes
+                ),
             ));
         }
+        if settings.compacted {
+            check_keys_for_compaction(records, &self.topic, self.index)?;
+        }
         if produce_version >= 3 && headers.len() != 1 {
-            return Err(PartitionError::new(ErrorCode::InvalidRecord, "Produce requests v3+ must contain exactly one record batch per partition"));
+            return Err(PartitionError::new(
+                ErrorCode::InvalidRecord,
+                "Produce requests v3+ must contain exactly one record batch per partition",
+            ));
         }
         let (leader_epoch, isr_len, replica_count) = {
             let r = self.replica.lock();
@@ -187,7 +233,12 @@ impl Partition {
                 Ok(SequenceCheck::Append) => {}
                 Ok(SequenceCheck::Duplicate(meta)) => {
                     // Already appended: answer with the original offsets, append nothing.
-                    return Ok(AppendOutcome { base_offset: meta.first_offset, required_offset: meta.last_offset + 1, log_append_time: -1, log_start_offset: log.log_start_offset() });
+                    return Ok(AppendOutcome {
+                        base_offset: meta.first_offset,
+                        required_offset: meta.last_offset + 1,
+                        log_append_time: -1,
+                        log_start_offset: log.log_start_offset(),
+                    });
                 }
                 Err(e) => return Err(producer_error(e)),
             }
@@ -195,7 +246,9 @@ impl Partition {
         // One copy of the client's bytes so offsets and epoch can be written in place.
         let mut buf = BytesMut::from(&records[..]);
         let append_time = settings.log_append_time.then(now_ms);
-        let info = log.append_as_leader(&mut buf, &headers, leader_epoch, append_time).map_err(storage_error)?;
+        let info = log
+            .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
+            .map_err(storage_error)?;
         for (_, h) in BatchIter::new(&buf) {
             if h.has_producer_id() {
                 producers.record(&h, h.max_timestamp);
@@ -251,7 +304,9 @@ impl Partition {
         if target <= log.log_start_offset() {
             return Ok(log.log_start_offset());
         }
-        let start = log.delete_records_before(target).map_err(|e| storage_error(e).code)?;
+        let start = log
+            .delete_records_before(target)
+            .map_err(|e| storage_error(e).code)?;
         drop(log);
         self.offsets.send_modify(|o| o.log_start_offset = start);
         Ok(start)
@@ -270,10 +325,13 @@ impl Partition {
                     let start = log.log_start_offset();
                     drop(log);
                     tracing::info!(topic = %self.topic, partition = self.index, segments = n, "retention deleted segments");
-                    self.offsets.send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
+                    self.offsets
+                        .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
                 }
                 Ok(_) => {}
-                Err(e) => tracing::error!(topic = %self.topic, partition = self.index, error = %e, "retention failed"),
+                Err(e) => {
+                    tracing::error!(topic = %self.topic, partition = self.index, error = %e, "retention failed")
+                }
             }
         }
     }
@@ -288,6 +346,25 @@ impl Partition {
         log.flush()?;
         Ok(()) // TEMP: log.close_clean() once the log crate has it
     }
+}
+
+/// Compacted topics need a key on every record (INVALID_RECORD otherwise).
+fn check_keys_for_compaction(
+    records: &[u8],
+    topic: &str,
+    index: i32,
+) -> Result<(), PartitionError> {
+    let keyless = strand_protocol::batch::keyless_record_indexes(records)
+        .map_err(|e| PartitionError::new(ErrorCode::CorruptMessage, e))?;
+    if keyless.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+    );
+    let mut err = PartitionError::new(ErrorCode::InvalidRecord, message.clone());
+    err.record_errors = keyless.into_iter().map(|i| (i, message.clone())).collect();
+    Err(err)
 }
 
 fn producer_error(e: ProducerStateError) -> PartitionError {
@@ -309,14 +386,21 @@ fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogError> 
 
 fn read_partition_metadata(dir: &Path) -> Option<Uuid> {
     let text = std::fs::read_to_string(dir.join("partition.metadata")).ok()?;
-    text.lines().find_map(|l| l.strip_prefix("topic_id: ")).and_then(|s| s.trim().parse().ok())
+    text.lines()
+        .find_map(|l| l.strip_prefix("topic_id: "))
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// Derives a partition's settings from its topic's configs and the broker's static config.
-pub fn partition_settings(config: &BrokerConfig, topic_configs: &BTreeMap<String, String>) -> PartitionSettings {
+pub fn partition_settings(
+    config: &BrokerConfig,
+    topic_configs: &BTreeMap<String, String>,
+) -> PartitionSettings {
     let get = |name: &str| -> String {
         let d = topic_config(name).expect("known topic config");
-        resolve_topic_config(d, topic_configs, &config.static_props).0.to_string()
+        resolve_topic_config(d, topic_configs, &config.static_props)
+            .0
+            .to_string()
     };
     let long = |name: &str, dflt: i64| get(name).parse::<i64>().unwrap_or(dflt);
     let log = LogConfig {
@@ -334,6 +418,9 @@ pub fn partition_settings(config: &BrokerConfig, topic_configs: &BTreeMap<String
         max_message_bytes: long("max.message.bytes", 1048588).max(0) as usize,
         log_append_time: get("message.timestamp.type") == "LogAppendTime",
         min_insync_replicas: long("min.insync.replicas", 1) as i32,
+        compacted: get("cleanup.policy")
+            .split(',')
+            .any(|p| p.trim() == "compact"),
     }
 }
 
@@ -351,7 +438,13 @@ pub struct Broker {
 
 impl Broker {
     pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Broker {
-        Broker { config, controller, partitions: RwLock::new(HashMap::new()), reconcile_lock: Mutex::new(()), producer_ids: tokio::sync::Mutex::new((0, 0)) }
+        Broker {
+            config,
+            controller,
+            partitions: RwLock::new(HashMap::new()),
+            reconcile_lock: Mutex::new(()),
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+        }
     }
 
     pub fn image(&self) -> Arc<MetadataImage> {
@@ -371,7 +464,10 @@ impl Broker {
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
-        self.partitions.read().get(&(topic.to_string(), index)).cloned()
+        self.partitions
+            .read()
+            .get(&(topic.to_string(), index))
+            .cloned()
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
@@ -388,7 +484,8 @@ impl Broker {
             // Known to the image but not open here yet: reconcile and retry.
             Some(p) if p.leader == self.node_id() => {
                 self.reconcile(&image);
-                self.partition(topic, index).ok_or(ErrorCode::NotLeaderOrFollower)
+                self.partition(topic, index)
+                    .ok_or(ErrorCode::NotLeaderOrFollower)
             }
             Some(_) => Err(ErrorCode::NotLeaderOrFollower),
             None => Err(ErrorCode::UnknownTopicOrPartition),
@@ -400,17 +497,31 @@ impl Broker {
     pub fn reconcile(&self, image: &MetadataImage) {
         let _guard = self.reconcile_lock.lock();
         let me = self.node_id();
-        let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> = HashMap::new();
+        let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> =
+            HashMap::new();
         for (name, topic) in &image.topics {
             let settings = partition_settings(&self.config, &topic.configs);
             for p in &topic.partitions {
                 if p.replicas.contains(&me) {
-                    let replica = ReplicaState { leader_epoch: p.leader_epoch, replicas: p.replicas.clone(), isr: p.isr.clone(), leader: p.leader };
-                    wanted.insert((name.clone(), p.partition), (topic.topic_id, replica, settings.clone()));
+                    let replica = ReplicaState {
+                        leader_epoch: p.leader_epoch,
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        leader: p.leader,
+                    };
+                    wanted.insert(
+                        (name.clone(), p.partition),
+                        (topic.topic_id, replica, settings.clone()),
+                    );
                 }
             }
         }
-        let current: Vec<(PartitionKey, Arc<Partition>)> = self.partitions.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let current: Vec<(PartitionKey, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (key, part) in current {
             match wanted.get(&key) {
                 Some((id, replica, settings)) if *id == part.topic_id => {
@@ -451,7 +562,9 @@ impl Broker {
                 Ok(p) => {
                     self.partitions.write().insert(key, Arc::new(p));
                 }
-                Err(e) => tracing::error!(dir = %dir.display(), error = %e, "cannot open partition"),
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), error = %e, "cannot open partition")
+                }
             }
         }
     }
@@ -459,10 +572,14 @@ impl Broker {
     /// Removes partition directories on disk that the image does not know
     /// (a topic deleted while this node was down).
     pub fn remove_orphan_dirs(&self, image: &MetadataImage) {
-        let Ok(entries) = std::fs::read_dir(self.log_dir()) else { return };
+        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Some(id) = read_partition_metadata(&path) else { continue };
+            let Some(id) = read_partition_metadata(&path) else {
+                continue;
+            };
             if image.topic_by_id(id).is_none() {
                 tracing::info!(dir = %path.display(), "removing partition directory of a deleted topic");
                 let _ = std::fs::remove_dir_all(&path);
@@ -475,7 +592,11 @@ impl Broker {
     pub async fn next_producer_id(&self) -> Result<i64, ErrorCode> {
         let mut block = self.producer_ids.lock().await;
         if block.0 >= block.1 {
-            let (first, size) = self.controller.allocate_producer_ids(self.node_id()).await.map_err(|e| e.code)?;
+            let (first, size) = self
+                .controller
+                .allocate_producer_ids(self.node_id())
+                .await
+                .map_err(|e| e.code)?;
             *block = (first, first + size);
         }
         let id = block.0;

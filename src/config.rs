@@ -12,11 +12,19 @@ pub enum ConfigError {
     #[error("unknown configuration key '{0}'")]
     UnknownKey(String),
     #[error("invalid value '{value}' for configuration '{key}': {reason}")]
-    InvalidValue { key: String, value: String, reason: String },
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: String, reason: String },
     #[error("malformed line {line} in {path}: '{text}' (expected key=value)")]
-    Malformed { path: String, line: usize, text: String },
+    Malformed {
+        path: String,
+        line: usize,
+        text: String,
+    },
     #[error("malformed override '{0}' (expected key=value)")]
     MalformedOverride(String),
 }
@@ -31,8 +39,14 @@ pub struct Listener {
 
 impl Listener {
     pub fn bind_addr(&self) -> Result<SocketAddr, String> {
-        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
-        format!("{host}:{}", self.port).parse().map_err(|e| format!("{e}"))
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        format!("{host}:{}", self.port)
+            .parse()
+            .map_err(|e| format!("{e}"))
     }
 }
 
@@ -65,7 +79,10 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("process.roles", "broker,controller"),
     ("listeners", "PLAINTEXT://127.0.0.1:9092"),
     ("advertised.listeners", ""),
-    ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+    (
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    ),
     ("controller.listener.names", "CONTROLLER"),
     ("inter.broker.listener.name", "PLAINTEXT"),
     ("log.dirs", "./data"),
@@ -89,10 +106,23 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("delete.topic.enable", "true"),
 ];
 
-const ALWAYS_POSITIVE_INT: &[&str] = &["num.partitions", "default.replication.factor", "socket.request.max.bytes", "num.network.threads", "num.io.threads", "offsets.topic.replication.factor", "transaction.state.log.replication.factor", "transaction.state.log.min.isr"];
+const ALWAYS_POSITIVE_INT: &[&str] = &[
+    "num.partitions",
+    "default.replication.factor",
+    "socket.request.max.bytes",
+    "num.network.threads",
+    "num.io.threads",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+];
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidValue { key: key.into(), value: value.into(), reason: reason.into() }
+    ConfigError::InvalidValue {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
 }
 
 /// Checks one key and value; topic-config synonyms use the topic validator.
@@ -104,7 +134,10 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         return Err(ConfigError::UnknownKey(key.into()));
     }
     let int = |min: i64| -> Result<(), ConfigError> {
-        let v: i64 = value.trim().parse().map_err(|_| invalid(key, value, "not an integer"))?;
+        let v: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| invalid(key, value, "not an integer"))?;
         if v < min {
             return Err(invalid(key, value, format!("must be at least {min}")));
         }
@@ -119,7 +152,11 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         "process.roles" => {
             for r in value.split(',').map(str::trim) {
                 if r != "broker" && r != "controller" {
-                    return Err(invalid(key, value, "roles are 'broker' and/or 'controller'"));
+                    return Err(invalid(
+                        key,
+                        value,
+                        "roles are 'broker' and/or 'controller'",
+                    ));
                 }
             }
             Ok(())
@@ -142,11 +179,24 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
 fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (name, rest) = item.split_once("://").ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
-        let (host, port) = rest.rsplit_once(':').ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
-        let port: u16 = port.parse().map_err(|_| invalid(key, value, format!("bad port '{port}'")))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-        out.push(Listener { name: name.to_string(), host, port });
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(key, value, format!("bad port '{port}'")))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        out.push(Listener {
+            name: name.to_string(),
+            host,
+            port,
+        });
     }
     Ok(out)
 }
@@ -160,7 +210,11 @@ pub fn parse_properties(path: &str, text: &str) -> Result<Vec<(String, String)>,
             continue;
         }
         let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
-            return Err(ConfigError::Malformed { path: path.into(), line: i + 1, text: line.into() });
+            return Err(ConfigError::Malformed {
+                path: path.into(),
+                line: i + 1,
+                text: line.into(),
+            });
         };
         out.push((k.trim().to_string(), v.trim().to_string()));
     }
@@ -176,16 +230,25 @@ impl BrokerConfig {
         while i < args.len() {
             let a = &args[i];
             if a == "--override" {
-                let kv = args.get(i + 1).ok_or_else(|| ConfigError::MalformedOverride(String::new()))?;
-                let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
+                let kv = args
+                    .get(i + 1)
+                    .ok_or_else(|| ConfigError::MalformedOverride(String::new()))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
                 pairs.push((k.trim().to_string(), v.trim().to_string()));
                 i += 2;
             } else if let Some(kv) = a.strip_prefix("--override=") {
-                let (k, v) = kv.split_once('=').ok_or_else(|| ConfigError::MalformedOverride(kv.into()))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| ConfigError::MalformedOverride(kv.into()))?;
                 pairs.push((k.trim().to_string(), v.trim().to_string()));
                 i += 1;
             } else {
-                let text = std::fs::read_to_string(a).map_err(|e| ConfigError::Unreadable { path: a.clone(), reason: e.to_string() })?;
+                let text = std::fs::read_to_string(a).map_err(|e| ConfigError::Unreadable {
+                    path: a.clone(),
+                    reason: e.to_string(),
+                })?;
                 // File settings come first so that overrides win.
                 let mut file_pairs = parse_properties(a, &text)?;
                 file_pairs.append(&mut pairs);
@@ -203,25 +266,48 @@ impl BrokerConfig {
             props.insert(k, v);
         }
         let get = |k: &str| -> String {
-            props.get(k).cloned().unwrap_or_else(|| BROKER_KEYS.iter().find(|(key, _)| *key == k).map(|(_, d)| d.to_string()).unwrap_or_default())
+            props.get(k).cloned().unwrap_or_else(|| {
+                BROKER_KEYS
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, d)| d.to_string())
+                    .unwrap_or_default()
+            })
         };
         // Already validated, so these parses cannot fail; fall back to defaults regardless.
-        let node_id = props.get("node.id").or(props.get("broker.id")).and_then(|v| v.parse().ok()).unwrap_or(1);
+        let node_id = props
+            .get("node.id")
+            .or(props.get("broker.id"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
         let listeners = parse_listeners("listeners", &get("listeners"))?;
         if listeners.is_empty() {
             return Err(invalid("listeners", &get("listeners"), "no listener given"));
         }
         let mut advertised = parse_listeners("advertised.listeners", &get("advertised.listeners"))?;
         if advertised.is_empty() {
-            advertised = listeners.iter().filter(|l| l.name != "CONTROLLER").cloned().collect();
+            advertised = listeners
+                .iter()
+                .filter(|l| l.name != "CONTROLLER")
+                .cloned()
+                .collect();
         }
         for l in &mut advertised {
             if l.host.is_empty() || l.host == "0.0.0.0" {
                 l.host = "127.0.0.1".into();
             }
         }
-        let log_dirs_raw = props.get("log.dirs").or(props.get("log.dir")).cloned().unwrap_or_else(|| "./data".into());
-        let log_dirs: Vec<PathBuf> = log_dirs_raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect();
+        let log_dirs_raw = props
+            .get("log.dirs")
+            .or(props.get("log.dir"))
+            .cloned()
+            .unwrap_or_else(|| "./data".into());
+        let log_dirs: Vec<PathBuf> = log_dirs_raw
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
         if log_dirs.is_empty() {
             return Err(invalid("log.dirs", &log_dirs_raw, "no directory given"));
         }
@@ -229,33 +315,52 @@ impl BrokerConfig {
         let mut static_props = props.clone();
         if !props.contains_key("log.retention.ms") {
             if let Some(m) = props.get("log.retention.minutes").filter(|v| !v.is_empty()) {
-                static_props.insert("log.retention.ms".into(), (m.parse::<i64>().unwrap_or(10080) * 60_000).to_string());
+                static_props.insert(
+                    "log.retention.ms".into(),
+                    (m.parse::<i64>().unwrap_or(10080) * 60_000).to_string(),
+                );
             } else if let Some(h) = props.get("log.retention.hours") {
-                static_props.insert("log.retention.ms".into(), (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string());
+                static_props.insert(
+                    "log.retention.ms".into(),
+                    (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string(),
+                );
             }
         }
         if !props.contains_key("log.roll.ms") {
             if let Some(h) = props.get("log.roll.hours") {
-                static_props.insert("log.roll.ms".into(), (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string());
+                static_props.insert(
+                    "log.roll.ms".into(),
+                    (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string(),
+                );
             }
         }
         let topic_default = |name: &str| -> String {
             let d = topic_config(name).expect("known topic config");
-            d.broker_synonym.and_then(|s| static_props.get(s)).cloned().unwrap_or_else(|| d.default.to_string())
+            d.broker_synonym
+                .and_then(|s| static_props.get(s))
+                .cloned()
+                .unwrap_or_else(|| d.default.to_string())
         };
         Ok(BrokerConfig {
             node_id,
-            process_roles: get("process.roles").split(',').map(|s| s.trim().to_string()).collect(),
+            process_roles: get("process.roles")
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect(),
             listeners,
             advertised_listeners: advertised,
             log_dirs,
             num_partitions: get("num.partitions").parse().unwrap_or(1),
             default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
             auto_create_topics_enable: get("auto.create.topics.enable") == "true",
-            message_max_bytes: topic_default("max.message.bytes").parse().unwrap_or(1048588),
+            message_max_bytes: topic_default("max.message.bytes")
+                .parse()
+                .unwrap_or(1048588),
             socket_request_max_bytes: get("socket.request.max.bytes").parse().unwrap_or(104857600),
             min_insync_replicas: topic_default("min.insync.replicas").parse().unwrap_or(1),
-            log_retention_check_interval_ms: get("log.retention.check.interval.ms").parse().unwrap_or(300000),
+            log_retention_check_interval_ms: get("log.retention.check.interval.ms")
+                .parse()
+                .unwrap_or(300000),
             producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
             broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
             static_props,
@@ -264,12 +369,18 @@ impl BrokerConfig {
 
     /// The listener clients connect to (the first non-controller one).
     pub fn client_listener(&self) -> &Listener {
-        self.listeners.iter().find(|l| l.name != "CONTROLLER").unwrap_or(&self.listeners[0])
+        self.listeners
+            .iter()
+            .find(|l| l.name != "CONTROLLER")
+            .unwrap_or(&self.listeners[0])
     }
 
     pub fn advertised(&self) -> &Listener {
         let name = &self.client_listener().name;
-        self.advertised_listeners.iter().find(|l| &l.name == name).unwrap_or(&self.advertised_listeners[0])
+        self.advertised_listeners
+            .iter()
+            .find(|l| &l.name == name)
+            .unwrap_or(&self.advertised_listeners[0])
     }
 
     /// Every broker config with its effective value and whether it was set
@@ -296,14 +407,22 @@ mod tests {
     use super::*;
 
     fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
-        BrokerConfig::from_pairs(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
     fn defaults_are_a_single_local_node() {
         let c = cfg(&[]).unwrap();
         assert_eq!(c.node_id, 1);
-        assert_eq!(c.client_listener().bind_addr().unwrap().to_string(), "127.0.0.1:9092");
+        assert_eq!(
+            c.client_listener().bind_addr().unwrap().to_string(),
+            "127.0.0.1:9092"
+        );
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
         assert_eq!(c.message_max_bytes, 1048588);
         assert!(c.auto_create_topics_enable);
@@ -311,8 +430,19 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        assert_eq!(cfg(&[("no.such.key", "1")]).unwrap_err(), ConfigError::UnknownKey("no.such.key".into()));
-        let bad = [("num.partitions", "0"), ("num.partitions", "x"), ("log.segment.bytes", "abc"), ("listeners", "nonsense"), ("auto.create.topics.enable", "maybe"), ("min.insync.replicas", "0"), ("log.retention.ms", "-7")];
+        assert_eq!(
+            cfg(&[("no.such.key", "1")]).unwrap_err(),
+            ConfigError::UnknownKey("no.such.key".into())
+        );
+        let bad = [
+            ("num.partitions", "0"),
+            ("num.partitions", "x"),
+            ("log.segment.bytes", "abc"),
+            ("listeners", "nonsense"),
+            ("auto.create.topics.enable", "maybe"),
+            ("min.insync.replicas", "0"),
+            ("log.retention.ms", "-7"),
+        ];
         for (k, v) in bad {
             match cfg(&[(k, v)]) {
                 Err(ConfigError::InvalidValue { key, .. }) => assert_eq!(key, k),
@@ -323,12 +453,20 @@ mod tests {
 
     #[test]
     fn synonyms_and_overrides() {
-        let c = cfg(&[("message.max.bytes", "2000"), ("log.retention.hours", "1"), ("listeners", "PLAINTEXT://0.0.0.0:19092")]).unwrap();
+        let c = cfg(&[
+            ("message.max.bytes", "2000"),
+            ("log.retention.hours", "1"),
+            ("listeners", "PLAINTEXT://0.0.0.0:19092"),
+        ])
+        .unwrap();
         assert_eq!(c.message_max_bytes, 2000);
         assert_eq!(c.static_props["log.retention.ms"], "3600000");
         assert_eq!(c.advertised().host, "127.0.0.1");
         assert_eq!(c.advertised().port, 19092);
-        let args: Vec<String> = ["--override", "num.partitions=4", "--override=node.id=3"].iter().map(|s| s.to_string()).collect();
+        let args: Vec<String> = ["--override", "num.partitions=4", "--override=node.id=3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let c = BrokerConfig::from_args(&args).unwrap();
         assert_eq!((c.num_partitions, c.node_id), (4, 3));
     }
@@ -337,6 +475,9 @@ mod tests {
     fn properties_file_syntax() {
         let p = parse_properties("f", "# c\n! c\n a = 1 \nb:2\n\n").unwrap();
         assert_eq!(p, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
-        assert!(matches!(parse_properties("f", "novalue"), Err(ConfigError::Malformed { line: 1, .. })));
+        assert!(matches!(
+            parse_properties("f", "novalue"),
+            Err(ConfigError::Malformed { line: 1, .. })
+        ));
     }
 }

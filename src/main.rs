@@ -18,7 +18,9 @@ use tokio::signal::unix::{signal, SignalKind};
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,7 +35,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("strand: cannot start runtime: {e}");
@@ -48,7 +53,8 @@ fn main() {
 
 async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let log_dir = config.log_dirs[0].clone();
-    std::fs::create_dir_all(&log_dir).map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
     let controller_config = ControllerConfig {
         node_id: config.node_id,
         num_partitions: config.num_partitions,
@@ -56,17 +62,27 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         producer_id_block_size: 1000,
     };
     let (controller, _controller_task) =
-        strand_controller::start(&log_dir.join("__cluster_metadata-0"), controller_config).map_err(|e| format!("controller start failed: {e}"))?;
+        strand_controller::start(&log_dir.join("__cluster_metadata-0"), controller_config)
+            .map_err(|e| format!("controller start failed: {e}"))?;
     let advertised = config.advertised().clone();
     controller
-        .register_broker(BrokerRecord { broker_id: config.node_id, broker_epoch: 0, host: advertised.host.clone(), port: advertised.port, rack: config.broker_rack.clone() })
+        .register_broker(BrokerRecord {
+            broker_id: config.node_id,
+            broker_epoch: 0,
+            host: advertised.host.clone(),
+            port: advertised.port,
+            rack: config.broker_rack.clone(),
+        })
         .await
         .map_err(|e| format!("broker registration failed: {}", e.message))?;
     let broker = Arc::new(Broker::new(config.clone(), controller.clone()));
     let image = broker.image();
     broker.remove_orphan_dirs(&image);
     broker.reconcile(&image);
-    tracing::info!(partitions = broker.all_partitions().len(), "partitions opened");
+    tracing::info!(
+        partitions = broker.all_partitions().len(),
+        "partitions opened"
+    );
 
     // Keep the partitions in line with every image the controller publishes.
     let mut images = controller.subscribe();
@@ -102,8 +118,12 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     });
 
     let listener_cfg = config.client_listener().clone();
-    let addr = listener_cfg.bind_addr().map_err(|e| format!("invalid listener address: {e}"))?;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let addr = listener_cfg
+        .bind_addr()
+        .map_err(|e| format!("invalid listener address: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(server::serve(listener, broker.clone(), shutdown_rx));

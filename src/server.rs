@@ -8,7 +8,9 @@ use crate::broker::Broker;
 use crate::handlers;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::sync::Arc;
 use strand_protocol::api::{is_served, SUPPORTED};
@@ -18,7 +20,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -50,7 +56,11 @@ enum Closed {
     Shutdown,
 }
 
-async fn connection(mut stream: TcpStream, broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) -> Result<(), Closed> {
+async fn connection(
+    mut stream: TcpStream,
+    broker: Arc<Broker>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), Closed> {
     let max = broker.config.socket_request_max_bytes;
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -75,11 +85,16 @@ async fn connection(mut stream: TcpStream, broker: Arc<Broker>, mut shutdown: wa
 
 /// Decodes one request frame, runs it and encodes the response into `out`.
 /// Returns false when no response is sent (acks=0 produce).
-async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> Result<bool, Closed> {
+async fn handle_frame(
+    broker: &Broker,
+    mut frame: Bytes,
+    out: &mut BytesMut,
+) -> Result<bool, Closed> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let key = ApiKey::try_from(api_key).map_err(|_| Closed::Protocol(format!("unknown api key {api_key}")))?;
+    let key = ApiKey::try_from(api_key)
+        .map_err(|_| Closed::Protocol(format!("unknown api key {api_key}")))?;
     if key == ApiKey::ApiVersions && !is_served(key, version) {
         // KIP-511: answer in v0 with our ranges so the client can pick a version.
         let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
@@ -87,21 +102,47 @@ async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> 
         return Ok(true);
     }
     if !is_served(key, version) {
-        return Err(Closed::Protocol(format!("unsupported version {version} of {key:?}")));
+        return Err(Closed::Protocol(format!(
+            "unsupported version {version} of {key:?}"
+        )));
     }
     let header_version = key.request_header_version(version);
-    let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| Closed::Protocol(format!("bad request header: {e}")))?;
-    let request = RequestKind::decode(key, &mut frame, version).map_err(|e| Closed::Protocol(format!("malformed {key:?} v{version}: {e}")))?;
-    let ctx = handlers::RequestContext { version, client_id: header.client_id.as_ref().map(|s| s.to_string()).unwrap_or_default() };
-    let Some(response) = handlers::dispatch(broker, &ctx, request).await.map_err(Closed::Protocol)? else {
+    let header = RequestHeader::decode(&mut frame, header_version)
+        .map_err(|e| Closed::Protocol(format!("bad request header: {e}")))?;
+    let request = RequestKind::decode(key, &mut frame, version)
+        .map_err(|e| Closed::Protocol(format!("malformed {key:?} v{version}: {e}")))?;
+    let ctx = handlers::RequestContext {
+        version,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+    };
+    let Some(response) = handlers::dispatch(broker, &ctx, request)
+        .await
+        .map_err(Closed::Protocol)?
+    else {
         return Ok(false);
     };
     let response_header_version = key.response_header_version(version);
-    encode_response(out, correlation_id, response_header_version, version, &response);
+    encode_response(
+        out,
+        correlation_id,
+        response_header_version,
+        version,
+        &response,
+    );
     Ok(true)
 }
 
-fn encode_response(out: &mut BytesMut, correlation_id: i32, header_version: i16, version: i16, response: &ResponseKind) {
+fn encode_response(
+    out: &mut BytesMut,
+    correlation_id: i32,
+    header_version: i16,
+    version: i16,
+    response: &ResponseKind,
+) {
     out.put_i32(0);
     let start = out.len();
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -120,9 +161,16 @@ fn encode_response(out: &mut BytesMut, correlation_id: i32, header_version: i16,
 pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
     let api_keys = SUPPORTED
         .iter()
-        .map(|(k, lo, hi)| ApiVersion::default().with_api_key(*k as i16).with_min_version(*lo).with_max_version(*hi))
+        .map(|(k, lo, hi)| {
+            ApiVersion::default()
+                .with_api_key(*k as i16)
+                .with_min_version(*lo)
+                .with_max_version(*hi)
+        })
         .collect();
-    ApiVersionsResponse::default().with_error_code(error_code).with_api_keys(api_keys)
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
 }
 
 #[allow(dead_code)]

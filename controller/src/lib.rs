@@ -165,6 +165,9 @@ impl Controller {
         for r in records {
             self.image.apply(r);
         }
+        // Publish before the event is answered, so a caller that reads the
+        // image after its reply sees its own change.
+        self.publish.send_replace(Arc::new(self.image.clone()));
         Ok(())
     }
 
@@ -258,7 +261,6 @@ impl Controller {
                 let _ = reply.send(self.commit(&records));
             }
         }
-        self.publish.send_replace(Arc::new(self.image.clone()));
     }
 }
 

@@ -1,1 +1,1143 @@
-//! placeholder
+//! One partition's durable log.
+//!
+//! # On-disk layout
+//!
+//! A partition directory holds:
+//!
+//! * `<base>.log` — a segment: record batches (magic v2) stored byte-for-byte as
+//!   the client encoded them, except that the base offset and partition leader
+//!   epoch (outside the CRC) are written in place on append, and LogAppendTime
+//!   stamping rewrites the attributes, max timestamp and CRC. `<base>` is the
+//!   segment's base offset as 20 zero-padded decimal digits.
+//! * `<base>.index` — sparse offset index: big-endian `(relative offset u32,
+//!   file position u32)` entries, one per `index_interval_bytes` of log, pointing
+//!   at the start of a batch whose base offset is `base + relative offset`.
+//! * `<base>.timeindex` — sparse time index: `(timestamp i64, relative offset
+//!   u32)` entries with strictly increasing timestamps: the largest batch max
+//!   timestamp seen so far and the last offset of the batch that first reached it.
+//! * `leader-epoch-checkpoint` (Kafka's text format `0\n<n>\n<epoch> <offset>\n…`),
+//!   `high-watermark`, `log-start-offset`, `recovery-point` (`0\n<value>\n`).
+//! * `<offset>.snapshot` — opaque producer-state snapshots (the latest two kept).
+//! * `.kafka_cleanshutdown` — present only between a clean `close` and the next
+//!   `open`.
+//!
+//! Every small file is written to `<name>.tmp`, fsynced, renamed over `<name>`,
+//! and the directory is fsynced. Index files are plain append-only files whose
+//! entries are also held in memory; lookups binary-search them.
+//!
+//! # Recovery rule
+//!
+//! At `open`, stray `*.tmp` files and index files without a `.log` are removed.
+//! Without the clean-shutdown marker, every segment from the one containing the
+//! persisted recovery point (the offset below which everything was fsynced: the
+//! log is flushed on every roll, on `flush` and at `close`) to the last one is
+//! scanned from its start: each batch must parse as magic v2, fit in the file,
+//! pass its CRC32C, and have a base offset at or above the previous batch's next
+//! offset. The segment is truncated at the first byte that fails (torn write,
+//! flipped bits, garbage or zero fill), its indexes are rebuilt from the valid
+//! batches, and any later segment is deleted (it cannot follow a hole). Other
+//! segments (and all segments after a clean shutdown) only have their indexes
+//! checked (whole entries, strictly increasing, positions inside the file) and
+//! the batches after the last index entry walked; any mismatch sends the segment
+//! through the same full recovery. A missing index file is rebuilt the same way,
+//! and an empty last segment (a crash during a roll) is simply kept. Afterwards
+//! the log end offset is the end of the last valid batch, the log start offset is
+//! `max(checkpoint, first segment base)`, the leader-epoch cache is trimmed to
+//! `[log start, LEO)`, producer snapshots above the LEO are deleted, recovered
+//! segments are fsynced and the recovery point is set to the LEO. Nothing read
+//! from disk can cause a panic: bad data is truncated or reported as
+//! [`LogError::Corrupt`].
+//!
+//! Segment age for `log.roll.ms` is measured from when the segment was created
+//! or loaded (wall clock), not from the first batch's timestamp, so clients with
+//! skewed clocks cannot force a roll on every append.
+
+pub mod epoch;
+pub mod index;
+
+mod checkpoint;
+mod segment;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use strand_protocol::batch::{assign_offset_and_epoch, stamp_log_append_time, BatchHeader};
+use strand_protocol::kafka_protocol::records::RecordBatchDecoder;
+
+use crate::epoch::EpochCache;
+use crate::segment::{Segment, Stop};
+
+const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+const HW_CHECKPOINT_FILE: &str = "high-watermark";
+const LOG_START_CHECKPOINT_FILE: &str = "log-start-offset";
+const RECOVERY_POINT_FILE: &str = "recovery-point";
+const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Producer snapshots kept on disk.
+const SNAPSHOTS_KEPT: usize = 2;
+
+/// Per-partition log configuration (topic configs, Kafka names in comments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes` / `log.segment.bytes`.
+    pub segment_bytes: u64,
+    /// `segment.ms` / `log.roll.ms`.
+    pub segment_ms: i64,
+    /// `retention.ms`; -1 = unlimited.
+    pub retention_ms: i64,
+    /// `retention.bytes`; -1 = unlimited.
+    pub retention_bytes: i64,
+    /// `index.interval.bytes`.
+    pub index_interval_bytes: u64,
+    /// `segment.index.bytes`: maximum size of an index file.
+    pub segment_index_bytes: u64,
+    /// `flush.messages`: fsync after this many unflushed messages.
+    pub flush_interval_messages: u64,
+    /// `flush.ms`: fsync when the last flush is older than this.
+    pub flush_interval_ms: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            index_interval_bytes: 4096,
+            segment_index_bytes: 10 * 1024 * 1024,
+            flush_interval_messages: u64::MAX,
+            flush_interval_ms: i64::MAX,
+        }
+    }
+}
+
+#[derive(thiserror::Error, Debug)]
+pub enum LogError {
+    #[error("log I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    #[error("corrupt log data: {0}")]
+    Corrupt(String),
+    #[error("invalid record set: {0}")]
+    InvalidRecords(String),
+    /// A follower append whose offsets do not continue the log.
+    #[error("unexpected append offset {first_offset}: log end offset is {log_end}")]
+    UnexpectedAppendOffset { first_offset: i64, log_end: i64 },
+}
+
+/// Result of an append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// Largest batch max timestamp appended (-1 if none).
+    pub max_timestamp: i64,
+    /// Offset associated with `max_timestamp` (the batch's last offset for
+    /// CreateTime, the first offset for LogAppendTime).
+    pub offset_of_max_timestamp: i64,
+    /// The stamped LogAppendTime, -1 unless stamped.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+}
+
+/// Result of a read: whole batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    pub records: Bytes,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// The durable log of one partition. Not internally synchronised: callers hold
+/// it behind a lock (`read` and the other `&self` methods only use positional
+/// reads, so they may run concurrently with each other).
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start: i64,
+    leo: i64,
+    hw: i64,
+    recovery_point: i64,
+    /// The recovery point last written to disk (may lag `recovery_point`).
+    persisted_recovery_point: i64,
+    epochs: EpochCache,
+    last_flush_ms: i64,
+    /// Set when a write failed part-way: further writes are refused until the
+    /// log is reopened (and recovered), as Kafka takes a failed log dir offline.
+    failed: bool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Parses a 20-digit base-offset file stem.
+fn parse_base(stem: &str) -> Option<i64> {
+    if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
+        stem.parse().ok()
+    } else {
+        None
+    }
+}
+
+fn remove_if_exists(p: &Path) -> io::Result<()> {
+    match fs::remove_file(p) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that `headers` describe `records` exactly, in order.
+fn check_layout(records: &[u8], headers: &[BatchHeader]) -> Result<(), LogError> {
+    if headers.is_empty() {
+        return Err(LogError::InvalidRecords("no batches".into()));
+    }
+    let mut pos = 0usize;
+    for h in headers {
+        if h.last_offset_delta < 0 || h.batch_length < 0 {
+            return Err(LogError::InvalidRecords(format!("bad batch header {h:?}")));
+        }
+        let size = h.total_size();
+        match records.get(pos..pos + size) {
+            Some(b) if BatchHeader::parse(b).is_ok_and(|p| p.batch_length == h.batch_length) => {}
+            _ => {
+                return Err(LogError::InvalidRecords(
+                    "headers do not match the record bytes".into(),
+                ))
+            }
+        }
+        pos += size;
+    }
+    if pos != records.len() {
+        return Err(LogError::InvalidRecords(format!(
+            "{} trailing bytes after the last batch",
+            records.len() - pos
+        )));
+    }
+    Ok(())
+}
+
+impl PartitionLog {
+    /// Opens the log in `dir` (created if missing), recovering it if the last
+    /// shutdown was not clean. See the crate docs for the recovery rule.
+    pub fn open(dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
+        fs::create_dir_all(dir)?;
+        let now = now_ms();
+        let interval = config.index_interval_bytes;
+        let clean = dir.join(CLEAN_SHUTDOWN_FILE).exists();
+
+        let mut bases = Vec::new();
+        let mut index_files = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(".tmp") {
+                remove_if_exists(&entry.path())?;
+            } else if let Some(base) = name.strip_suffix(".log").and_then(parse_base) {
+                bases.push(base);
+            } else if let Some(base) = name
+                .strip_suffix(".index")
+                .or_else(|| name.strip_suffix(".timeindex"))
+                .and_then(parse_base)
+            {
+                index_files.push((base, entry.path()));
+            }
+        }
+        bases.sort_unstable();
+        for (base, path) in index_files {
+            if bases.binary_search(&base).is_err() {
+                tracing::info!(path = %path.display(), "removing index file without a segment");
+                remove_if_exists(&path)?;
+            }
+        }
+
+        let ckpt_log_start = checkpoint::read_value(&dir.join(LOG_START_CHECKPOINT_FILE))?;
+        let recovery_point = if clean {
+            i64::MAX
+        } else {
+            // A damaged recovery point only widens the scan.
+            checkpoint::read_value(&dir.join(RECOVERY_POINT_FILE))
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        };
+        let hw = checkpoint::read_value(&dir.join(HW_CHECKPOINT_FILE))?.unwrap_or(0);
+        let epochs = EpochCache::new(checkpoint::read_epochs(&dir.join(EPOCH_CHECKPOINT_FILE))?);
+
+        let mut segments = BTreeMap::new();
+        if bases.is_empty() {
+            let base = ckpt_log_start.unwrap_or(0).max(0);
+            segments.insert(base, Segment::open(dir, base, true, now)?);
+        } else {
+            let recover_from = if clean {
+                i64::MAX
+            } else {
+                bases
+                    .iter()
+                    .rev()
+                    .find(|b| **b <= recovery_point)
+                    .copied()
+                    .unwrap_or(bases[0])
+            };
+            let mut prev_next: Option<i64> = None;
+            let mut drop_rest = false;
+            for (i, &base) in bases.iter().enumerate() {
+                let seg = Segment::open(dir, base, false, now)?;
+                if drop_rest || prev_next.is_some_and(|n| base < n) {
+                    tracing::warn!(segment = %seg.log_path().display(), "deleting segment after a recovered hole");
+                    seg.delete_files()?;
+                    drop_rest = true;
+                    continue;
+                }
+                let mut seg = seg;
+                let cut = if base >= recover_from {
+                    seg.recover(interval)?
+                } else {
+                    seg.load(interval)?
+                };
+                if cut > 0 && i + 1 < bases.len() {
+                    drop_rest = true;
+                }
+                prev_next = Some(seg.next_offset);
+                segments.insert(base, seg);
+            }
+        }
+
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start: 0,
+            leo: 0,
+            hw,
+            recovery_point: 0,
+            persisted_recovery_point: -1,
+            epochs,
+            last_flush_ms: now,
+            failed: false,
+        };
+        log.leo = log.active().next_offset;
+        let first_base = *log.segments.keys().next().unwrap_or(&0);
+        log.log_start = ckpt_log_start.unwrap_or(first_base).max(first_base);
+        if log.log_start > log.leo {
+            let start = log.log_start;
+            log.truncate_fully_and_start_at(start)?;
+        } else {
+            log.delete_segments_below_log_start()?;
+        }
+        if ckpt_log_start != Some(log.log_start) {
+            log.write_log_start()?;
+        }
+        let mut changed = log.epochs.truncate_from_end(log.leo);
+        changed |= log.epochs.truncate_from_start(log.log_start);
+        if changed {
+            log.write_epochs()?;
+        }
+        let clamped = log.hw.clamp(log.log_start, log.leo);
+        if clamped != log.hw {
+            log.checkpoint_high_watermark(clamped)?;
+        }
+        log.delete_snapshots_above(log.leo)?;
+        for seg in log.segments.values_mut() {
+            seg.flush()?;
+        }
+        let leo = log.leo;
+        log.set_recovery_point(leo, true)?;
+        remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))?;
+        checkpoint::fsync_dir(dir)?;
+        Ok(log)
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the configuration (topic configs can change at runtime).
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Effective segment size limit (positions are u32, Kafka caps at i32::MAX).
+    fn segment_limit(&self) -> u64 {
+        self.config.segment_bytes.clamp(1, i32::MAX as u64)
+    }
+
+    /// Appends batches from a produce request as the leader: assigns offsets from
+    /// the LEO and `leader_epoch` in place, stamps LogAppendTime when given,
+    /// rolls if needed, writes, indexes, updates the epoch cache, and flushes
+    /// per `flush_interval_messages`.
+    pub fn append_as_leader(
+        &mut self,
+        records: &mut [u8],
+        headers: &[BatchHeader],
+        leader_epoch: i32,
+        log_append_time_ms: Option<i64>,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_as_leader_at(records, headers, leader_epoch, log_append_time_ms, now_ms())
+    }
+
+    /// `append_as_leader` with an explicit wall clock (for roll-by-time).
+    pub fn append_as_leader_at(
+        &mut self,
+        records: &mut [u8],
+        headers: &[BatchHeader],
+        leader_epoch: i32,
+        log_append_time_ms: Option<i64>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        check_layout(records, headers)?;
+        let first = self.leo;
+        let mut offset = first;
+        let mut pos = 0usize;
+        let mut assigned = Vec::with_capacity(headers.len());
+        let mut max_ts = -1i64;
+        let mut offset_of_max = -1i64;
+        for h in headers {
+            let size = h.total_size();
+            let b = &mut records[pos..pos + size];
+            assign_offset_and_epoch(b, offset, leader_epoch);
+            if let Some(t) = log_append_time_ms {
+                stamp_log_append_time(b, h, t);
+            }
+            let nh = BatchHeader::parse(b).map_err(|e| LogError::InvalidRecords(e.to_string()))?;
+            if nh.max_timestamp > max_ts {
+                max_ts = nh.max_timestamp;
+                offset_of_max = if log_append_time_ms.is_some() {
+                    nh.base_offset
+                } else {
+                    nh.last_offset()
+                };
+            }
+            offset = nh.next_offset();
+            pos += size;
+            assigned.push(nh);
+        }
+        self.append_batches(records, &assigned, now_ms)?;
+        Ok(AppendInfo {
+            first_offset: first,
+            last_offset: offset - 1,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: offset_of_max,
+            log_append_time: log_append_time_ms.unwrap_or(-1),
+            log_start_offset: self.log_start,
+        })
+    }
+
+    /// Appends batches fetched from the leader, keeping their offsets and epochs.
+    /// The first base offset must be at or above the LEO and offsets must
+    /// increase; otherwise `UnexpectedAppendOffset` / `InvalidRecords`.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+    ) -> Result<AppendInfo, LogError> {
+        check_layout(records, headers)?;
+        if headers[0].base_offset < self.leo {
+            return Err(LogError::UnexpectedAppendOffset {
+                first_offset: headers[0].base_offset,
+                log_end: self.leo,
+            });
+        }
+        let mut max_ts = -1i64;
+        let mut offset_of_max = -1i64;
+        let mut next = self.leo;
+        for h in headers {
+            if h.base_offset < next {
+                return Err(LogError::InvalidRecords(format!(
+                    "offsets not increasing: batch at {} after {}",
+                    h.base_offset, next
+                )));
+            }
+            next = h.next_offset();
+            if h.max_timestamp > max_ts {
+                max_ts = h.max_timestamp;
+                offset_of_max = h.last_offset();
+            }
+        }
+        self.append_batches(records, headers, now_ms())?;
+        Ok(AppendInfo {
+            first_offset: headers[0].base_offset,
+            last_offset: next - 1,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: offset_of_max,
+            log_append_time: -1,
+            log_start_offset: self.log_start,
+        })
+    }
+
+    fn append_batches(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        if self.failed {
+            return Err(LogError::Io(io::Error::other(
+                "an earlier write to this log failed; reopen it to recover",
+            )));
+        }
+        let result = self.append_batches_inner(records, headers, now_ms);
+        if matches!(result, Err(LogError::Io(_))) {
+            self.failed = true;
+        }
+        result
+    }
+
+    fn append_batches_inner(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let last_offset = headers.last().map(|h| h.last_offset()).unwrap_or(self.leo);
+        let limit = self.segment_limit();
+        let (segment_ms, index_bytes, interval) = (
+            self.config.segment_ms,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+        );
+        let seg = self.active();
+        let should_roll = seg.size > 0
+            && (seg.size + records.len() as u64 > limit
+                || now_ms.saturating_sub(seg.created_ms) > segment_ms
+                || seg.index_full(index_bytes)
+                || !seg.can_hold(last_offset));
+        if should_roll {
+            self.roll(now_ms)?;
+        }
+        let seg = self.active_mut();
+        if !seg.can_hold(last_offset) || seg.size + records.len() as u64 > u32::MAX as u64 {
+            return Err(LogError::InvalidRecords(format!(
+                "batches up to offset {last_offset} do not fit segment {}",
+                seg.base
+            )));
+        }
+        seg.append(records, headers, interval)?;
+        self.leo = last_offset + 1;
+        let mut changed = false;
+        for h in headers {
+            changed |= self.epochs.assign(h.partition_leader_epoch, h.base_offset);
+        }
+        if changed {
+            self.write_epochs()?;
+        }
+        if (self.leo - self.recovery_point).max(0) as u64 >= self.config.flush_interval_messages {
+            self.flush_at(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the active segment (final time-index entry, fsync) and starts a
+    /// new one at the LEO. A no-op when the active segment is empty.
+    fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let leo = self.leo;
+        let seg = self.active_mut();
+        if seg.size == 0 {
+            return Ok(());
+        }
+        seg.maybe_append_time_entry()?;
+        seg.flush()?;
+        let new = Segment::open(&self.dir, leo, true, now_ms)?;
+        checkpoint::fsync_dir(&self.dir)?;
+        tracing::debug!(dir = %self.dir.display(), base = leo, "rolled a new log segment");
+        self.segments.insert(leo, new);
+        self.set_recovery_point(leo, true)?;
+        Ok(())
+    }
+
+    /// Time-based roll for idle partitions (`segment_ms`).
+    pub fn maybe_roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let seg = self.active();
+        if seg.size > 0 && now_ms.saturating_sub(seg.created_ms) > self.config.segment_ms {
+            self.roll(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Whole batches from the one containing `fetch_offset` (which may start
+    /// before it), stopping before any batch whose last offset is `>= max_offset`,
+    /// within `max_bytes` except that with `min_one` the first batch is returned
+    /// whole. `fetch_offset` outside `[log start, LEO]` is `OffsetOutOfRange`.
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one: bool,
+    ) -> Result<ReadResult, LogError> {
+        if fetch_offset < self.log_start || fetch_offset > self.leo {
+            return Err(self.out_of_range(fetch_offset));
+        }
+        let max_offset = max_offset.min(self.leo);
+        let mut out: Vec<u8> = Vec::new();
+        if fetch_offset < max_offset {
+            let start_base = self.floor_base(fetch_offset);
+            let mut first_seg = true;
+            for seg in self.segments.range(start_base..).map(|(_, s)| s) {
+                let start = if first_seg {
+                    first_seg = false;
+                    match seg.find_batch(fetch_offset)? {
+                        Some((pos, _)) => pos,
+                        None => continue,
+                    }
+                } else {
+                    0
+                };
+                let mut end = start;
+                let mut done = false;
+                let taken = out.len();
+                let (_, stop) = seg.walk(start, |pos, h| {
+                    if h.last_offset() >= max_offset {
+                        done = true;
+                        return Ok(false);
+                    }
+                    let size = h.total_size();
+                    let first_batch = taken == 0 && end == start;
+                    if taken + (end - start) as usize + size > max_bytes
+                        && !(min_one && first_batch)
+                    {
+                        done = true;
+                        return Ok(false);
+                    }
+                    end = pos + size as u64;
+                    Ok(true)
+                })?;
+                if matches!(stop, Stop::Invalid | Stop::Incomplete) {
+                    return Err(seg.corrupt(stop));
+                }
+                if end > start {
+                    seg.read_bytes(start, (end - start) as usize, &mut out)?;
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+        Ok(ReadResult {
+            records: Bytes::from(out),
+            log_start_offset: self.log_start,
+            log_end_offset: self.leo,
+        })
+    }
+
+    fn out_of_range(&self, offset: i64) -> LogError {
+        LogError::OffsetOutOfRange {
+            offset,
+            log_start: self.log_start,
+            log_end: self.leo,
+        }
+    }
+
+    /// Base offset of the segment that would hold `offset` (the first segment if
+    /// the offset is below all of them).
+    fn floor_base(&self, offset: i64) -> i64 {
+        self.segments
+            .range(..=offset)
+            .next_back()
+            .or_else(|| self.segments.iter().next())
+            .map(|(b, _)| *b)
+            .unwrap_or(0)
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.leo
+    }
+
+    /// Offset below which everything is known to be fsynced.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// The high watermark last checkpointed (clamped to `[log start, LEO]` at open).
+    pub fn high_watermark_checkpoint(&self) -> i64 {
+        self.hw
+    }
+
+    /// Durably records the high watermark (skipped when unchanged).
+    pub fn checkpoint_high_watermark(&mut self, hw: i64) -> Result<(), LogError> {
+        if hw != self.hw || !self.dir.join(HW_CHECKPOINT_FILE).exists() {
+            checkpoint::write_value(&self.dir.join(HW_CHECKPOINT_FILE), hw)?;
+            self.hw = hw;
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (the caller has
+    /// checked it against the HW), persists it, and deletes segments wholly below
+    /// it (never the active one). Returns the new log start offset.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        if offset > self.leo || offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset <= self.log_start {
+            return Ok(self.log_start);
+        }
+        self.log_start = offset;
+        self.write_log_start()?;
+        self.delete_segments_below_log_start()?;
+        if self.epochs.truncate_from_start(self.log_start) {
+            self.write_epochs()?;
+        }
+        Ok(self.log_start)
+    }
+
+    /// Deletes leading segments whose every offset is below the log start.
+    fn delete_segments_below_log_start(&mut self) -> Result<usize, LogError> {
+        let mut n = 0;
+        loop {
+            let mut keys = self.segments.keys();
+            let (Some(_), Some(&second)) = (keys.next(), keys.next()) else {
+                break;
+            };
+            if second > self.log_start {
+                break;
+            }
+            self.delete_first_segment()?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn delete_first_segment(&mut self) -> Result<(), LogError> {
+        if let Some((_, seg)) = self.segments.pop_first() {
+            tracing::info!(segment = %seg.log_path().display(), "deleting log segment");
+            seg.delete_files()?;
+        }
+        Ok(())
+    }
+
+    /// ListOffsets by timestamp: the first record (at or above the log start)
+    /// whose timestamp is `>= ts`, as (offset, timestamp).
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let log_start = self.log_start;
+        for seg in self.segments.values() {
+            if seg.max_ts < ts || seg.next_offset <= log_start {
+                continue;
+            }
+            let mut found = None;
+            let (_, stop) = seg.walk(seg.position_for_timestamp(ts), |pos, h| {
+                if h.max_timestamp < ts || h.last_offset() < log_start {
+                    return Ok(true);
+                }
+                found = self.find_record(seg, pos, h, |o, t| o >= log_start && t >= ts)?;
+                Ok(found.is_none())
+            })?;
+            if found.is_some() {
+                return Ok(found);
+            }
+            if matches!(stop, Stop::Invalid | Stop::Incomplete) {
+                return Err(seg.corrupt(stop));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Decodes the batch at `pos` and returns the first record matching
+    /// `pred(offset, timestamp)`. LogAppendTime batches give every record the
+    /// batch max timestamp.
+    fn find_record(
+        &self,
+        seg: &Segment,
+        pos: u64,
+        h: &BatchHeader,
+        pred: impl Fn(i64, i64) -> bool,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        if h.is_log_append_time() {
+            let offset = h.base_offset.max(self.log_start);
+            return Ok((offset <= h.last_offset() && pred(offset, h.max_timestamp))
+                .then_some((offset, h.max_timestamp)));
+        }
+        let mut buf = Vec::new();
+        seg.read_bytes(pos, h.total_size(), &mut buf)?;
+        let mut bytes = Bytes::from(buf);
+        let set = RecordBatchDecoder::decode(&mut bytes).map_err(|e| {
+            LogError::Corrupt(format!(
+                "cannot decode batch at offset {}: {e}",
+                h.base_offset
+            ))
+        })?;
+        Ok(set
+            .records
+            .iter()
+            .find(|r| pred(r.offset, r.timestamp))
+            .map(|r| (r.offset, r.timestamp)))
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the first record with
+    /// the largest timestamp; `None` on an empty log.
+    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, LogError> {
+        let mut best: Option<&Segment> = None;
+        for seg in self.segments.values() {
+            if seg.max_ts >= 0
+                && seg.next_offset > self.log_start
+                && best.is_none_or(|b| seg.max_ts > b.max_ts)
+            {
+                best = Some(seg);
+            }
+        }
+        let Some(seg) = best else { return Ok(None) };
+        let target = seg.offset_of_max_ts.max(self.log_start);
+        let Some((pos, h)) = seg.find_batch(target)? else {
+            return Ok(Some((seg.offset_of_max_ts, seg.max_ts)));
+        };
+        let max = h.max_timestamp;
+        let log_start = self.log_start;
+        Ok(self
+            .find_record(seg, pos, &h, |o, t| o >= log_start && t == max)?
+            .or(Some((h.last_offset(), max))))
+    }
+
+    /// The latest leader epoch in the epoch cache.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
+    /// The leader-epoch cache entries: (epoch, start offset).
+    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs.entries().to_vec()
+    }
+
+    /// Records that `epoch` starts at `start_offset` (a new leader assigns its
+    /// epoch at its LEO before appending).
+    pub fn assign_epoch_start_offset(
+        &mut self,
+        epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), LogError> {
+        if self.epochs.assign(epoch, start_offset) {
+            self.write_epochs()?;
+        }
+        Ok(())
+    }
+
+    /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.leo)
+    }
+
+    /// Drops every batch with offsets at or above `offset` (a batch straddling it
+    /// is dropped whole, so the LEO may end below `offset`), fixing indexes, the
+    /// epoch cache, the recovery point, the HW checkpoint and producer snapshots.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        if offset < 0 {
+            return Err(self.out_of_range(offset));
+        }
+        if offset >= self.leo {
+            return Ok(());
+        }
+        let first_base = *self.segments.keys().next().unwrap_or(&0);
+        if offset < first_base {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        let above: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        for b in above {
+            if let Some(seg) = self.segments.remove(&b) {
+                seg.delete_files()?;
+            }
+        }
+        let interval = self.config.index_interval_bytes;
+        self.leo = self.active_mut().truncate_to(offset, interval)?;
+        if self.log_start > self.leo {
+            // As Kafka: the log start never stays above the end of the log.
+            self.log_start = self.leo;
+            self.write_log_start()?;
+        }
+        self.after_truncation()
+    }
+
+    /// Deletes every segment and restarts the log empty at `offset` (log start
+    /// and LEO both `offset`); the epoch cache and producer snapshots are cleared.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        while !self.segments.is_empty() {
+            self.delete_first_segment()?;
+        }
+        let seg = Segment::open(&self.dir, offset, true, now_ms())?;
+        self.segments.insert(offset, seg);
+        self.leo = offset;
+        self.log_start = offset;
+        self.write_log_start()?;
+        self.epochs = EpochCache::default();
+        self.write_epochs()?;
+        self.after_truncation()?;
+        self.checkpoint_high_watermark(offset)
+    }
+
+    fn after_truncation(&mut self) -> Result<(), LogError> {
+        if self.epochs.truncate_from_end(self.leo) {
+            self.write_epochs()?;
+        }
+        if self.hw > self.leo {
+            let leo = self.leo;
+            self.checkpoint_high_watermark(leo)?;
+        }
+        self.delete_snapshots_above(self.leo)?;
+        let now = now_ms();
+        self.flush_at(now)
+    }
+
+    /// Fsyncs every segment and index with unflushed data and moves the recovery
+    /// point to the LEO.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.flush_at(now_ms())
+    }
+
+    fn flush_at(&mut self, now_ms: i64) -> Result<(), LogError> {
+        for seg in self.segments.values_mut() {
+            seg.flush()?;
+        }
+        self.last_flush_ms = now_ms;
+        let leo = self.leo;
+        self.set_recovery_point(leo, false)
+    }
+
+    /// Moves the recovery point (everything below it is fsynced). The file is
+    /// rewritten only when forced, when the point moves back, or when it moves
+    /// into another segment: a lagging file only widens the recovery scan, which
+    /// always starts at the beginning of the segment holding the point.
+    fn set_recovery_point(&mut self, offset: i64, force: bool) -> Result<(), LogError> {
+        self.recovery_point = offset;
+        let persisted = self.persisted_recovery_point;
+        if force || offset < persisted || self.floor_base(offset) != self.floor_base(persisted) {
+            checkpoint::write_value(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
+            self.persisted_recovery_point = offset;
+        }
+        Ok(())
+    }
+
+    /// Time-based flush (`flush_interval_ms`).
+    pub fn maybe_flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        if self.leo > self.recovery_point
+            && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
+        {
+            self.flush_at(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes old segments by time and by size, never the active segment, and
+    /// advances the log start offset. Returns the number of segments deleted.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.apply_retention_below(now_ms, i64::MAX)
+    }
+
+    /// `apply_retention`, deleting only segments whose offsets all lie below
+    /// `upper_bound` (pass the high watermark to keep unreplicated data).
+    pub fn apply_retention_below(
+        &mut self,
+        now_ms: i64,
+        upper_bound: i64,
+    ) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        let retention_ms = self.config.retention_ms;
+        if retention_ms >= 0 {
+            while let Some(next_base) = self.second_base() {
+                let first = self.segments.values().next().expect("two segments");
+                if next_base > upper_bound
+                    || now_ms.saturating_sub(first.largest_timestamp()) <= retention_ms
+                {
+                    break;
+                }
+                self.delete_first_segment()?;
+                deleted += 1;
+            }
+        }
+        let retention_bytes = self.config.retention_bytes;
+        if retention_bytes >= 0 {
+            let mut excess = self.size_bytes() as i64 - retention_bytes;
+            while let Some(next_base) = self.second_base() {
+                let first_size = self.segments.values().next().expect("two segments").size as i64;
+                if next_base > upper_bound || excess < first_size {
+                    break;
+                }
+                excess -= first_size;
+                self.delete_first_segment()?;
+                deleted += 1;
+            }
+        }
+        if deleted > 0 {
+            let first_base = *self.segments.keys().next().expect("active segment");
+            if first_base > self.log_start {
+                self.log_start = first_base;
+                self.write_log_start()?;
+                if self.epochs.truncate_from_start(self.log_start) {
+                    self.write_epochs()?;
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn second_base(&self) -> Option<i64> {
+        self.segments.keys().nth(1).copied()
+    }
+
+    /// Total bytes of all segment files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Headers of every batch from the one containing `from_offset` (or the log
+    /// start, if later) to the LEO, in order.
+    pub fn batch_headers_from(&self, from_offset: i64) -> Result<Vec<BatchHeader>, LogError> {
+        let from = from_offset.max(self.log_start);
+        let mut out = Vec::new();
+        if from >= self.leo {
+            return Ok(out);
+        }
+        let mut first_seg = true;
+        for seg in self.segments.range(self.floor_base(from)..).map(|(_, s)| s) {
+            let start = if first_seg {
+                first_seg = false;
+                match seg.find_batch(from)? {
+                    Some((pos, _)) => pos,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            let (_, stop) = seg.walk(start, |_, h| {
+                out.push(*h);
+                Ok(true)
+            })?;
+            if stop != Stop::End {
+                return Err(seg.corrupt(stop));
+            }
+        }
+        Ok(out)
+    }
+
+    fn snapshot_path(&self, offset: i64) -> PathBuf {
+        self.dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
+    }
+
+    /// Snapshot offsets on disk, ascending.
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let name = entry?.file_name();
+            if let Some(off) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(SNAPSHOT_SUFFIX))
+                .and_then(parse_base)
+            {
+                out.push(off);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Durably writes an opaque producer-state snapshot taken at `offset` and
+    /// keeps only the latest two.
+    pub fn write_producer_snapshot(&mut self, offset: i64, data: &[u8]) -> Result<(), LogError> {
+        checkpoint::write_atomic(&self.snapshot_path(offset), data)?;
+        let offsets = self.snapshot_offsets()?;
+        if offsets.len() > SNAPSHOTS_KEPT {
+            for off in &offsets[..offsets.len() - SNAPSHOTS_KEPT] {
+                remove_if_exists(&self.snapshot_path(*off))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The latest producer snapshot at or below the LEO.
+    pub fn latest_producer_snapshot(&self) -> Result<Option<(i64, Vec<u8>)>, LogError> {
+        let offsets = self.snapshot_offsets()?;
+        for off in offsets.into_iter().rev() {
+            if off > self.leo {
+                continue;
+            }
+            match fs::read(self.snapshot_path(off)) {
+                Ok(data) => return Ok(Some((off, data))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
+    }
+
+    fn delete_snapshots_above(&self, offset: i64) -> Result<(), LogError> {
+        for off in self.snapshot_offsets()? {
+            if off > offset {
+                remove_if_exists(&self.snapshot_path(off))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_log_start(&self) -> Result<(), LogError> {
+        Ok(checkpoint::write_value(
+            &self.dir.join(LOG_START_CHECKPOINT_FILE),
+            self.log_start,
+        )?)
+    }
+
+    fn write_epochs(&self) -> Result<(), LogError> {
+        Ok(checkpoint::write_epochs(
+            &self.dir.join(EPOCH_CHECKPOINT_FILE),
+            self.epochs.entries(),
+        )?)
+    }
+
+    /// Flushes everything and writes the clean-shutdown marker, so the next open
+    /// skips recovery.
+    pub fn close(mut self) -> Result<(), LogError> {
+        self.active_mut().maybe_append_time_entry()?;
+        self.flush()?;
+        let leo = self.leo;
+        self.set_recovery_point(leo, true)?;
+        checkpoint::write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+        Ok(())
+    }
+
+    /// Removes the partition directory (topic deletion).
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}

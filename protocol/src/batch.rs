@@ -332,6 +332,51 @@ mod tests {
     }
 
     #[test]
+    fn finds_keyless_records() {
+        use bytes::BytesMut;
+        use kafka_protocol::records::{
+            Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let records: Vec<Record> = (0..5)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                sequence: i as i32 - 1,
+                timestamp: 0,
+                key: if i % 2 == 0 {
+                    None
+                } else {
+                    Some(bytes::Bytes::from_static(b"k"))
+                },
+                value: None,
+                headers: Default::default(),
+                delete_horizon: false,
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::Gzip,
+            },
+        )
+        .unwrap();
+        assert_eq!(keyless_record_indexes(&buf).unwrap(), vec![0, 2, 4]);
+        assert!(
+            keyless_record_indexes(&encode_batch(3, -1, -1, -1, Compression::Lz4))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn sequence_wraps_at_i32_max() {
         let mut b = encode_batch(3, 1, 0, 0, Compression::None);
         b[53..57].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
@@ -402,4 +447,20 @@ mod tests {
             prop_assert_eq!(got, expect);
         }
     }
+}
+
+/// Indexes (within the batch) of records that have no key. Kafka rejects such
+/// records on compacted topics. This decodes (and decompresses) the records,
+/// so it runs only for compacted topics, never on the ordinary produce path.
+pub fn keyless_record_indexes(batch: &[u8]) -> Result<Vec<i32>, String> {
+    let mut buf = bytes::Bytes::copy_from_slice(batch);
+    let set =
+        kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+    Ok(set
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(i, _)| i as i32)
+        .collect())
 }

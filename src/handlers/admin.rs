@@ -3,10 +3,16 @@
 
 use crate::broker::Broker;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
-use kafka_protocol::messages::describe_log_dirs_response::{DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use strand_controller::configs::{resolve_topic_config, ConfigSource, ConfigType, TOPIC_CONFIGS};
@@ -24,7 +30,11 @@ fn err_parts(e: &ApiError) -> (i16, Option<StrBytes>) {
     (e.code.code(), Some(s(&e.message)))
 }
 
-pub async fn create_topics(broker: &Broker, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn create_topics(
+    broker: &Broker,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
     let topics: Vec<NewTopic> = req
         .topics
         .iter()
@@ -32,8 +42,21 @@ pub async fn create_topics(broker: &Broker, req: CreateTopicsRequest, version: i
             name: t.name.0.to_string(),
             num_partitions: t.num_partitions,
             replication_factor: t.replication_factor,
-            assignments: t.assignments.iter().map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())).collect(),
-            configs: t.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect(),
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect(),
         })
         .collect();
     // Kafka answers a name given twice with INVALID_REQUEST for both.
@@ -41,13 +64,21 @@ pub async fn create_topics(broker: &Broker, req: CreateTopicsRequest, version: i
     for t in &topics {
         *dup.entry(t.name.clone()).or_insert(0) += 1;
     }
-    let (unique, _): (Vec<NewTopic>, Vec<NewTopic>) = topics.iter().cloned().partition(|t| dup[&t.name] == 1);
-    let mut results = broker.controller.create_topics(unique, req.validate_only).await.into_iter();
+    let (unique, _): (Vec<NewTopic>, Vec<NewTopic>) =
+        topics.iter().cloned().partition(|t| dup[&t.name] == 1);
+    let mut results = broker
+        .controller
+        .create_topics(unique, req.validate_only)
+        .await
+        .into_iter();
     let image = broker.image();
     broker.reconcile(&image);
     let mut out = Vec::new();
     for t in &topics {
-        let mut r = CreatableTopicResult::default().with_name(TopicName(s(&t.name))).with_num_partitions(-1).with_replication_factor(-1);
+        let mut r = CreatableTopicResult::default()
+            .with_name(TopicName(s(&t.name)))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
         if dup[&t.name] > 1 {
             r.error_code = ErrorCode::InvalidRequest.code();
             r.error_message = Some(s(&format!("Create topics request from client `{}` contains multiple entries for the following topics: {}", "", t.name)));
@@ -60,13 +91,24 @@ pub async fn create_topics(broker: &Broker, req: CreateTopicsRequest, version: i
                 r.num_partitions = created.num_partitions;
                 r.replication_factor = created.replication_factor;
                 if version >= 5 {
-                    let overrides: std::collections::BTreeMap<String, String> = t.configs.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
+                    let overrides: std::collections::BTreeMap<String, String> = t
+                        .configs
+                        .iter()
+                        .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+                        .collect();
                     r.configs = Some(
                         TOPIC_CONFIGS
                             .iter()
                             .map(|d| {
-                                let (value, source) = resolve_topic_config(d, &overrides, &broker.config.static_props);
-                                CreatableTopicConfigs::default().with_name(s(d.name)).with_value(Some(s(value))).with_config_source(source as i8)
+                                let (value, source) = resolve_topic_config(
+                                    d,
+                                    &overrides,
+                                    &broker.config.static_props,
+                                );
+                                CreatableTopicConfigs::default()
+                                    .with_name(s(d.name))
+                                    .with_value(Some(s(value)))
+                                    .with_config_source(source as i8)
                             })
                             .collect(),
                     );
@@ -82,7 +124,11 @@ pub async fn create_topics(broker: &Broker, req: CreateTopicsRequest, version: i
     CreateTopicsResponse::default().with_topics(out)
 }
 
-pub async fn delete_topics(broker: &Broker, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub async fn delete_topics(
+    broker: &Broker,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
     let image = broker.image();
     // v6 names topics by name or id; earlier versions by name only.
     let mut wanted: Vec<(Option<String>, uuid::Uuid, Option<ErrorCode>)> = Vec::new();
@@ -101,13 +147,19 @@ pub async fn delete_topics(broker: &Broker, req: DeleteTopicsRequest, version: i
             wanted.push((Some(n.0.to_string()), uuid::Uuid::nil(), None));
         }
     }
-    let names: Vec<String> = wanted.iter().filter(|w| w.2.is_none()).filter_map(|w| w.0.clone()).collect();
+    let names: Vec<String> = wanted
+        .iter()
+        .filter(|w| w.2.is_none())
+        .filter_map(|w| w.0.clone())
+        .collect();
     let mut results = broker.controller.delete_topics(names).await.into_iter();
     broker.reconcile(&broker.image());
     let responses = wanted
         .into_iter()
         .map(|(name, id, early)| {
-            let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(|n| TopicName(s(n)))).with_topic_id(id);
+            let mut r = DeletableTopicResult::default()
+                .with_name(name.as_deref().map(|n| TopicName(s(n))))
+                .with_topic_id(id);
             if let Some(code) = early {
                 r.error_code = code.code();
             } else {
@@ -123,13 +175,29 @@ pub async fn delete_topics(broker: &Broker, req: DeleteTopicsRequest, version: i
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub async fn create_partitions(broker: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn create_partitions(
+    broker: &Broker,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let topics = req
         .topics
         .iter()
-        .map(|t| (t.name.0.to_string(), t.count, t.assignments.as_ref().map(|a| a.iter().map(|x| x.broker_ids.iter().map(|b| b.0).collect()).collect())))
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.count,
+                t.assignments.as_ref().map(|a| {
+                    a.iter()
+                        .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                        .collect()
+                }),
+            )
+        })
         .collect();
-    let results = broker.controller.create_partitions(topics, req.validate_only).await;
+    let results = broker
+        .controller
+        .create_partitions(topics, req.validate_only)
+        .await;
     broker.reconcile(&broker.image());
     let out = req
         .topics
@@ -147,17 +215,33 @@ pub async fn create_partitions(broker: &Broker, req: CreatePartitionsRequest) ->
 }
 
 fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
-    DescribeConfigsSynonym::default().with_name(s(name)).with_value(Some(s(value))).with_source(source as i8)
+    DescribeConfigsSynonym::default()
+        .with_name(s(name))
+        .with_value(Some(s(value)))
+        .with_source(source as i8)
 }
 
-pub fn describe_configs(broker: &Broker, req: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+pub fn describe_configs(
+    broker: &Broker,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
     let image = broker.image();
     let mut results = Vec::new();
     for res in &req.resources {
         let name = res.resource_name.to_string();
-        let keys: Option<Vec<String>> = res.configuration_keys.as_ref().map(|k| k.iter().map(|x| x.to_string()).collect());
-        let wanted = |k: &str| keys.as_ref().map(|ks| ks.iter().any(|x| x == k)).unwrap_or(true);
-        let mut r = DescribeConfigsResult::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
+        let keys: Option<Vec<String>> = res
+            .configuration_keys
+            .as_ref()
+            .map(|k| k.iter().map(|x| x.to_string()).collect());
+        let wanted = |k: &str| {
+            keys.as_ref()
+                .map(|ks| ks.iter().any(|x| x == k))
+                .unwrap_or(true)
+        };
+        let mut r = DescribeConfigsResult::default()
+            .with_resource_type(res.resource_type)
+            .with_resource_name(res.resource_name.clone());
         match res.resource_type {
             RESOURCE_TOPIC => match image.topics.get(&name) {
                 None => {
@@ -166,7 +250,8 @@ pub fn describe_configs(broker: &Broker, req: DescribeConfigsRequest, version: i
                 }
                 Some(t) => {
                     for d in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
-                        let (value, source) = resolve_topic_config(d, &t.configs, &broker.config.static_props);
+                        let (value, source) =
+                            resolve_topic_config(d, &t.configs, &broker.config.static_props);
                         let mut c = DescribeConfigsResourceResult::default()
                             .with_name(s(d.name))
                             .with_value(Some(s(value)))
@@ -174,17 +259,23 @@ pub fn describe_configs(broker: &Broker, req: DescribeConfigsRequest, version: i
                             .with_read_only(false)
                             .with_config_type(d.kind as i8);
                         if version == 0 {
-                            c.config_source = if source == ConfigSource::Default { 5 } else { source as i8 };
+                            c.config_source = if source == ConfigSource::Default {
+                                5
+                            } else {
+                                source as i8
+                            };
                         }
                         if req.include_synonyms {
                             if let Some(v) = t.configs.get(d.name) {
-                                c.synonyms.push(synonym(d.name, v, ConfigSource::DynamicTopic));
+                                c.synonyms
+                                    .push(synonym(d.name, v, ConfigSource::DynamicTopic));
                             }
                             if let Some(bs) = d.broker_synonym {
                                 if let Some(v) = broker.config.static_props.get(bs) {
                                     c.synonyms.push(synonym(bs, v, ConfigSource::StaticBroker));
                                 }
-                                c.synonyms.push(synonym(bs, d.default, ConfigSource::Default));
+                                c.synonyms
+                                    .push(synonym(bs, d.default, ConfigSource::Default));
                             }
                         }
                         if req.include_documentation {
@@ -197,12 +288,33 @@ pub fn describe_configs(broker: &Broker, req: DescribeConfigsRequest, version: i
             RESOURCE_BROKER => {
                 if !name.is_empty() && name != broker.node_id().to_string() {
                     r.error_code = ErrorCode::InvalidRequest.code();
-                    r.error_message = Some(s(&format!("Unexpected broker id, expected {} but received {name}", broker.node_id())));
+                    r.error_message = Some(s(&format!(
+                        "Unexpected broker id, expected {} but received {name}",
+                        broker.node_id()
+                    )));
                 } else {
-                    for (k, v, set) in broker.config.describe().into_iter().filter(|(k, _, _)| wanted(k)) {
-                        let source = if set { ConfigSource::StaticBroker } else { ConfigSource::Default };
-                        let kind = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(k.as_str())).map(|d| d.kind).unwrap_or(ConfigType::String);
-                        let mut c = DescribeConfigsResourceResult::default().with_name(s(&k)).with_value(Some(s(&v))).with_config_source(source as i8).with_read_only(true).with_config_type(kind as i8);
+                    for (k, v, set) in broker
+                        .config
+                        .describe()
+                        .into_iter()
+                        .filter(|(k, _, _)| wanted(k))
+                    {
+                        let source = if set {
+                            ConfigSource::StaticBroker
+                        } else {
+                            ConfigSource::Default
+                        };
+                        let kind = TOPIC_CONFIGS
+                            .iter()
+                            .find(|d| d.broker_synonym == Some(k.as_str()))
+                            .map(|d| d.kind)
+                            .unwrap_or(ConfigType::String);
+                        let mut c = DescribeConfigsResourceResult::default()
+                            .with_name(s(&k))
+                            .with_value(Some(s(&v)))
+                            .with_config_source(source as i8)
+                            .with_read_only(true)
+                            .with_config_type(kind as i8);
                         if req.include_synonyms {
                             c.synonyms.push(synonym(&k, &v, source));
                         }
@@ -222,17 +334,41 @@ pub fn describe_configs(broker: &Broker, req: DescribeConfigsRequest, version: i
 
 /// Shared by AlterConfigs and IncrementalAlterConfigs: topics go to the
 /// controller; broker configs are static here (read-only).
-async fn alter(broker: &Broker, resources: Vec<(i8, String, Vec<(String, ConfigOp)>)>, incremental: bool, validate_only: bool) -> Vec<(i8, String, Result<(), ApiError>)> {
-    let topic_items: Vec<(String, Vec<(String, ConfigOp)>)> = resources.iter().filter(|r| r.0 == RESOURCE_TOPIC).map(|r| (r.1.clone(), r.2.clone())).collect();
-    let mut topic_results = broker.controller.alter_topic_configs(topic_items, incremental, validate_only).await.into_iter();
+async fn alter(
+    broker: &Broker,
+    resources: Vec<(i8, String, Vec<(String, ConfigOp)>)>,
+    incremental: bool,
+    validate_only: bool,
+) -> Vec<(i8, String, Result<(), ApiError>)> {
+    let topic_items: Vec<(String, Vec<(String, ConfigOp)>)> = resources
+        .iter()
+        .filter(|r| r.0 == RESOURCE_TOPIC)
+        .map(|r| (r.1.clone(), r.2.clone()))
+        .collect();
+    let mut topic_results = broker
+        .controller
+        .alter_topic_configs(topic_items, incremental, validate_only)
+        .await
+        .into_iter();
     broker.reconcile(&broker.image());
     resources
         .into_iter()
         .map(|(ty, name, _)| {
             let r = match ty {
-                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(|| Err(ApiError::new(ErrorCode::UnknownServerError, "missing result"))),
-                RESOURCE_BROKER => Err(ApiError::new(ErrorCode::InvalidRequest, "Broker configs are static in this version; set them in server.properties")),
-                _ => Err(ApiError::new(ErrorCode::InvalidRequest, format!("Unsupported resource type {ty}"))),
+                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(|| {
+                    Err(ApiError::new(
+                        ErrorCode::UnknownServerError,
+                        "missing result",
+                    ))
+                }),
+                RESOURCE_BROKER => Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "Broker configs are static in this version; set them in server.properties",
+                )),
+                _ => Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Unsupported resource type {ty}"),
+                )),
             };
             (ty, name, r)
         })
@@ -244,7 +380,19 @@ pub async fn alter_configs(broker: &Broker, req: AlterConfigsRequest) -> AlterCo
         .resources
         .iter()
         .map(|r| {
-            let ops = r.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| ConfigOp::Set(v.to_string())).unwrap_or(ConfigOp::Delete))).collect();
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.value
+                            .as_ref()
+                            .map(|v| ConfigOp::Set(v.to_string()))
+                            .unwrap_or(ConfigOp::Delete),
+                    )
+                })
+                .collect();
             (r.resource_type, r.resource_name.to_string(), ops)
         })
         .collect();
@@ -252,7 +400,9 @@ pub async fn alter_configs(broker: &Broker, req: AlterConfigsRequest) -> AlterCo
     let responses = out
         .into_iter()
         .map(|(ty, name, r)| {
-            let mut resp = alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(ty).with_resource_name(s(&name));
+            let mut resp = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(ty)
+                .with_resource_name(s(&name));
             if let Err(e) = r {
                 (resp.error_code, resp.error_message) = err_parts(&e);
             }
@@ -262,7 +412,10 @@ pub async fn alter_configs(broker: &Broker, req: AlterConfigsRequest) -> AlterCo
     AlterConfigsResponse::default().with_responses(responses)
 }
 
-pub async fn incremental_alter_configs(broker: &Broker, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse {
+pub async fn incremental_alter_configs(
+    broker: &Broker,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
     let mut bad_op = Vec::new();
     let resources = req
         .resources
@@ -292,12 +445,27 @@ pub async fn incremental_alter_configs(broker: &Broker, req: IncrementalAlterCon
     let out = if bad_op.is_empty() {
         alter(broker, resources, true, req.validate_only).await
     } else {
-        resources.into_iter().map(|(ty, n, _)| (ty, n, Err(ApiError::new(ErrorCode::InvalidRequest, "unknown config operation")))).collect()
+        resources
+            .into_iter()
+            .map(|(ty, n, _)| {
+                (
+                    ty,
+                    n,
+                    Err(ApiError::new(
+                        ErrorCode::InvalidRequest,
+                        "unknown config operation",
+                    )),
+                )
+            })
+            .collect()
     };
     let responses = out
         .into_iter()
         .map(|(ty, name, r)| {
-            let mut resp = incremental_alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(ty).with_resource_name(s(&name));
+            let mut resp =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(ty)
+                    .with_resource_name(s(&name));
             if let Err(e) = r {
                 (resp.error_code, resp.error_message) = err_parts(&e);
             }
@@ -309,31 +477,55 @@ pub async fn incremental_alter_configs(broker: &Broker, req: IncrementalAlterCon
 
 pub fn describe_log_dirs(broker: &Broker, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let dir = &broker.config.log_dirs[0];
-    let mut by_topic: std::collections::BTreeMap<String, Vec<DescribeLogDirsPartition>> = Default::default();
+    let mut by_topic: std::collections::BTreeMap<String, Vec<DescribeLogDirsPartition>> =
+        Default::default();
     let filter = req.topics.as_ref();
     for p in broker.all_partitions() {
         if let Some(f) = filter {
-            if !f.iter().any(|t| t.topic.0.as_str() == p.topic && t.partitions.contains(&p.index)) {
+            if !f
+                .iter()
+                .any(|t| t.topic.0.as_str() == p.topic && t.partitions.contains(&p.index))
+            {
                 continue;
             }
         }
         let size = p.log.read().size_bytes() as i64;
-        by_topic.entry(p.topic.clone()).or_default().push(DescribeLogDirsPartition::default().with_partition_index(p.index).with_partition_size(size));
+        by_topic.entry(p.topic.clone()).or_default().push(
+            DescribeLogDirsPartition::default()
+                .with_partition_index(p.index)
+                .with_partition_size(size),
+        );
     }
     let (total, usable) = disk_space(dir);
-    let topics = by_topic.into_iter().map(|(t, ps)| DescribeLogDirsTopic::default().with_name(TopicName(s(&t))).with_partitions(ps)).collect();
+    let topics = by_topic
+        .into_iter()
+        .map(|(t, ps)| {
+            DescribeLogDirsTopic::default()
+                .with_name(TopicName(s(&t)))
+                .with_partitions(ps)
+        })
+        .collect();
     let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-    let result = DescribeLogDirsResult::default().with_log_dir(s(&abs.display().to_string())).with_topics(topics).with_total_bytes(total).with_usable_bytes(usable);
+    let result = DescribeLogDirsResult::default()
+        .with_log_dir(s(&abs.display().to_string()))
+        .with_topics(topics)
+        .with_total_bytes(total)
+        .with_usable_bytes(usable);
     DescribeLogDirsResponse::default().with_results(vec![result])
 }
 
 fn disk_space(dir: &std::path::Path) -> (i64, i64) {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return (-1, -1) };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return (-1, -1);
+    };
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return (-1, -1);
     }
-    ((st.f_blocks as i64) * st.f_frsize as i64, (st.f_bavail as i64) * st.f_frsize as i64)
+    (
+        (st.f_blocks as i64) * st.f_frsize as i64,
+        (st.f_bavail as i64) * st.f_frsize as i64,
+    )
 }

@@ -5,7 +5,9 @@
 
 use crate::broker::{Broker, Partition};
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{EpochEndOffset, FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
@@ -28,27 +30,56 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
     let mut targets: Vec<(i32, i32, Target)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         // Topic ids from v13; names before.
-        let name = if version >= 13 { image.topic_by_id(t.topic_id).map(|t| t.name.clone()) } else { Some(t.topic.0.to_string()) };
+        let name = if version >= 13 {
+            image.topic_by_id(t.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
         topics.push((t.topic.clone(), t.topic_id));
         for p in &t.partitions {
             let partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => broker.leader_partition(n, p.partition).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)),
+                Some(n) => broker.leader_partition(n, p.partition).and_then(|part| {
+                    part.check_leader_epoch(p.current_leader_epoch)
+                        .map(|_| part)
+                }),
             };
-            targets.push((ti as i32, p.partition, Target { topic: ti, fetch_offset: p.fetch_offset, partition_max_bytes: p.partition_max_bytes.max(0) as usize, last_fetched_epoch: p.last_fetched_epoch, partition }));
+            targets.push((
+                ti as i32,
+                p.partition,
+                Target {
+                    topic: ti,
+                    fetch_offset: p.fetch_offset,
+                    partition_max_bytes: p.partition_max_bytes.max(0) as usize,
+                    last_fetched_epoch: p.last_fetched_epoch,
+                    partition,
+                },
+            ));
         }
     }
-    let max_bytes = if req.max_bytes <= 0 { usize::MAX } else { req.max_bytes as usize };
+    let max_bytes = if req.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        req.max_bytes as usize
+    };
     let min_bytes = req.min_bytes.max(0) as usize;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     // Subscribe before the first read so an append between read and wait is not missed.
-    let mut watches: Vec<_> = targets.iter().filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe())).collect();
+    let mut watches: Vec<_> = targets
+        .iter()
+        .filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe()))
+        .collect();
     let parts = loop {
         for w in &mut watches {
             w.borrow_and_update();
         }
         let (parts, bytes, errors) = read_all(&targets, max_bytes, read_committed);
-        if errors || fetch_can_complete(bytes, min_bytes) || watches.is_empty() || tokio::time::Instant::now() >= deadline {
+        if errors
+            || fetch_can_complete(bytes, min_bytes)
+            || watches.is_empty()
+            || tokio::time::Instant::now() >= deadline
+        {
             break parts;
         }
         let changed = futures_any_changed(&mut watches);
@@ -57,25 +88,45 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             break parts;
         }
     };
-    let mut responses: Vec<FetchableTopicResponse> = topics.into_iter().map(|(name, id)| FetchableTopicResponse::default().with_topic(name).with_topic_id(id)).collect();
+    let mut responses: Vec<FetchableTopicResponse> = topics
+        .into_iter()
+        .map(|(name, id)| {
+            FetchableTopicResponse::default()
+                .with_topic(name)
+                .with_topic_id(id)
+        })
+        .collect();
     for (t, pd) in parts {
         responses[t].partitions.push(pd);
     }
-    FetchResponse::default().with_responses(responses).with_session_id(0)
+    FetchResponse::default()
+        .with_responses(responses)
+        .with_session_id(0)
 }
 
 /// Resolves when any of the watched partitions publishes new offsets.
-async fn futures_any_changed(watches: &mut [tokio::sync::watch::Receiver<crate::broker::PartitionOffsets>]) {
+async fn futures_any_changed(
+    watches: &mut [tokio::sync::watch::Receiver<crate::broker::PartitionOffsets>],
+) {
     let futs = watches.iter_mut().map(|w| Box::pin(w.changed()));
     let _ = futures_util::future::select_all(futs).await;
 }
 
-fn read_all(targets: &[(i32, i32, Target)], max_bytes: usize, read_committed: bool) -> (Vec<(usize, PartitionData)>, usize, bool) {
+fn read_all(
+    targets: &[(i32, i32, Target)],
+    max_bytes: usize,
+    read_committed: bool,
+) -> (Vec<(usize, PartitionData)>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
     for (_, index, t) in targets {
-        let mut pd = PartitionData::default().with_partition_index(*index).with_high_watermark(-1).with_last_stable_offset(-1).with_log_start_offset(-1).with_preferred_read_replica(BrokerId(-1));
+        let mut pd = PartitionData::default()
+            .with_partition_index(*index)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica(BrokerId(-1));
         match &t.partition {
             Err(code) => {
                 pd.error_code = code.code();
@@ -126,13 +177,21 @@ fn read_all(targets: &[(i32, i32, Target)], max_bytes: usize, read_committed: bo
 
 /// KIP-320: when the consumer's last fetched epoch ends before its fetch offset
 /// in our log, tell it where that epoch ends so it can truncate.
-fn diverging_epoch(p: &Partition, last_fetched_epoch: i32, fetch_offset: i64) -> Option<EpochEndOffset> {
+fn diverging_epoch(
+    p: &Partition,
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+) -> Option<EpochEndOffset> {
     if last_fetched_epoch < 0 {
         return None;
     }
     let (epoch, end_offset) = p.log.read().end_offset_for_epoch(last_fetched_epoch);
     if epoch < 0 || end_offset < fetch_offset || epoch < last_fetched_epoch {
-        Some(EpochEndOffset::default().with_epoch(epoch).with_end_offset(end_offset))
+        Some(
+            EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end_offset),
+        )
     } else {
         None
     }

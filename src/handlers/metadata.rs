@@ -3,8 +3,13 @@
 
 use crate::broker::Broker;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
-use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use strand_controller::image::MetadataImage;
 use strand_controller::manager::{validate_topic_name, NewTopic};
@@ -16,13 +21,20 @@ fn s(v: &str) -> StrBytes {
 
 fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
     let Some(t) = image.topics.get(name) else {
-        return MetadataResponseTopic::default().with_name(Some(TopicName(s(name)))).with_error_code(ErrorCode::UnknownTopicOrPartition.code());
+        return MetadataResponseTopic::default()
+            .with_name(Some(TopicName(s(name))))
+            .with_error_code(ErrorCode::UnknownTopicOrPartition.code());
     };
     let partitions = t
         .partitions
         .iter()
         .map(|p| {
-            let offline: Vec<BrokerId> = p.replicas.iter().filter(|r| !image.brokers.contains_key(r)).map(|r| BrokerId(*r)).collect();
+            let offline: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|r| !image.brokers.contains_key(r))
+                .map(|r| BrokerId(*r))
+                .collect();
             MetadataResponsePartition::default()
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
@@ -42,17 +54,30 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
 pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
     let mut image = broker.image();
     let mut names: Vec<(Option<String>, uuid::Uuid)> = match &req.topics {
-        None => image.topics.keys().map(|n| (Some(n.clone()), uuid::Uuid::nil())).collect(),
-        Some(ts) => ts.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)).collect(),
+        None => image
+            .topics
+            .keys()
+            .map(|n| (Some(n.clone()), uuid::Uuid::nil()))
+            .collect(),
+        Some(ts) => ts
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
+            .collect(),
     };
     // Auto-creation: v4+ carries the client's wish; older versions always ask.
-    let allow_auto = broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
+    let allow_auto =
+        broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
     if allow_auto && req.topics.is_some() {
         let missing: Vec<NewTopic> = names
             .iter()
             .filter_map(|(n, _)| n.as_ref())
             .filter(|n| !image.topics.contains_key(*n) && validate_topic_name(n).is_ok())
-            .map(|n| NewTopic { name: n.clone(), num_partitions: -1, replication_factor: -1, ..Default::default() })
+            .map(|n| NewTopic {
+                name: n.clone(),
+                num_partitions: -1,
+                replication_factor: -1,
+                ..Default::default()
+            })
             .collect();
         if !missing.is_empty() {
             let results = broker.controller.create_topics(missing, false).await;
@@ -69,12 +94,16 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
     for (name, id) in names.drain(..) {
         let entry = match name {
             Some(n) => match validate_topic_name(&n) {
-                Err(e) => MetadataResponseTopic::default().with_name(Some(TopicName(s(&n)))).with_error_code(e.code.code()),
+                Err(e) => MetadataResponseTopic::default()
+                    .with_name(Some(TopicName(s(&n))))
+                    .with_error_code(e.code.code()),
                 Ok(()) => topic_entry(&image, &n),
             },
             None => match image.topic_by_id(id) {
                 Some(t) => topic_entry(&image, &t.name.clone()),
-                None => MetadataResponseTopic::default().with_topic_id(id).with_error_code(ErrorCode::UnknownTopicId.code()),
+                None => MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(ErrorCode::UnknownTopicId.code()),
             },
         };
         topics.push(entry);
@@ -82,7 +111,13 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
     let brokers = image
         .brokers
         .values()
-        .map(|b| MetadataResponseBroker::default().with_node_id(BrokerId(b.broker_id)).with_host(s(&b.host)).with_port(b.port as i32).with_rack(b.rack.as_deref().map(s)))
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.broker_id))
+                .with_host(s(&b.host))
+                .with_port(b.port as i32)
+                .with_rack(b.rack.as_deref().map(s))
+        })
         .collect();
     MetadataResponse::default()
         .with_brokers(brokers)
@@ -96,7 +131,13 @@ pub fn describe_cluster(broker: &Broker, _req: DescribeClusterRequest) -> Descri
     let brokers = image
         .brokers
         .values()
-        .map(|b| DescribeClusterBroker::default().with_broker_id(BrokerId(b.broker_id)).with_host(s(&b.host)).with_port(b.port as i32).with_rack(b.rack.as_deref().map(s)))
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.broker_id))
+                .with_host(s(&b.host))
+                .with_port(b.port as i32)
+                .with_rack(b.rack.as_deref().map(s))
+        })
         .collect();
     DescribeClusterResponse::default()
         .with_cluster_id(s(&image.cluster_id))

@@ -17,25 +17,59 @@ pub struct RequestContext {
     pub client_id: String,
 }
 
-pub async fn dispatch(broker: &Broker, ctx: &RequestContext, request: RequestKind) -> Result<Option<ResponseKind>, String> {
+pub async fn dispatch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: RequestKind,
+) -> Result<Option<ResponseKind>, String> {
     let v = ctx.version;
     let response = match request {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(crate::server::api_versions_response(0)),
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(crate::server::api_versions_response(0))
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v).await),
-        RequestKind::Produce(r) => return Ok(produce::handle(broker, r, v).await?.map(ResponseKind::Produce)),
+        RequestKind::Produce(r) => {
+            return Ok(produce::handle(broker, r, v)
+                .await?
+                .map(ResponseKind::Produce))
+        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(offsets::list_offsets(broker, r, v)),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(admin::create_topics(broker, r, v).await),
-        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(admin::delete_topics(broker, r, v).await),
-        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(admin::create_partitions(broker, r).await),
-        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(admin::describe_configs(broker, r, v)),
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(admin::alter_configs(broker, r).await),
-        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, r).await),
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(metadata::describe_cluster(broker, r)),
-        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(offsets::delete_records(broker, r)),
-        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(broker, r)),
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(offsets::init_producer_id(broker, r).await),
-        RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(offsets::list_offsets(broker, r, v))
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(broker, r, v).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(broker, r, v).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, r, v))
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(broker, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, r).await)
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, r))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(offsets::delete_records(broker, r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(broker, r))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(offsets::init_producer_id(broker, r).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
+        }
         // `is_served` admits only the kinds above.
         _ => return Err("request kind not served".into()),
     };

@@ -1,9 +1,15 @@
 //! ListOffsets, DeleteRecords, OffsetForLeaderEpoch and InitProducerId.
 
 use crate::broker::Broker;
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::*;
 use strand_protocol::ErrorCode;
 
@@ -11,7 +17,11 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 
-pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> ListOffsetsResponse {
+pub fn list_offsets(
+    broker: &Broker,
+    req: ListOffsetsRequest,
+    _version: i16,
+) -> ListOffsetsResponse {
     let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
@@ -21,8 +31,17 @@ pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> 
                 .partitions
                 .iter()
                 .map(|p| {
-                    let mut r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1).with_leader_epoch(-1);
-                    let part = match broker.leader_partition(t.name.0.as_str(), p.partition_index).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)) {
+                    let mut r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let part = match broker
+                        .leader_partition(t.name.0.as_str(), p.partition_index)
+                        .and_then(|part| {
+                            part.check_leader_epoch(p.current_leader_epoch)
+                                .map(|_| part)
+                        }) {
                         Ok(part) => part,
                         Err(code) => {
                             r.error_code = code.code();
@@ -56,7 +75,9 @@ pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, _version: i16) -> 
                     r
                 })
                 .collect();
-            ListOffsetsTopicResponse::default().with_name(t.name.clone()).with_partitions(partitions)
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
@@ -71,21 +92,31 @@ pub fn delete_records(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecor
                 .partitions
                 .iter()
                 .map(|p| {
-                    let mut r = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
-                    match broker.leader_partition(t.name.0.as_str(), p.partition_index).and_then(|part| part.delete_records(p.offset)) {
+                    let mut r = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    match broker
+                        .leader_partition(t.name.0.as_str(), p.partition_index)
+                        .and_then(|part| part.delete_records(p.offset))
+                    {
                         Ok(low) => r.low_watermark = low,
                         Err(code) => r.error_code = code.code(),
                     }
                     r
                 })
                 .collect();
-            DeleteRecordsTopicResult::default().with_name(t.name.clone()).with_partitions(partitions)
+            DeleteRecordsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
         })
         .collect();
     DeleteRecordsResponse::default().with_topics(topics)
 }
 
-pub fn offset_for_leader_epoch(broker: &Broker, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub fn offset_for_leader_epoch(
+    broker: &Broker,
+    req: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let topics = req
         .topics
         .iter()
@@ -94,8 +125,16 @@ pub fn offset_for_leader_epoch(broker: &Broker, req: OffsetForLeaderEpochRequest
                 .partitions
                 .iter()
                 .map(|p| {
-                    let mut r = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
-                    match broker.leader_partition(t.topic.0.as_str(), p.partition).and_then(|part| part.check_leader_epoch(p.current_leader_epoch).map(|_| part)) {
+                    let mut r = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    match broker
+                        .leader_partition(t.topic.0.as_str(), p.partition)
+                        .and_then(|part| {
+                            part.check_leader_epoch(p.current_leader_epoch)
+                                .map(|_| part)
+                        }) {
                         Ok(part) => {
                             let (epoch, end) = part.log.read().end_offset_for_epoch(p.leader_epoch);
                             r.leader_epoch = epoch;
@@ -106,14 +145,21 @@ pub fn offset_for_leader_epoch(broker: &Broker, req: OffsetForLeaderEpochRequest
                     r
                 })
                 .collect();
-            OffsetForLeaderTopicResult::default().with_topic(t.topic.clone()).with_partitions(partitions)
+            OffsetForLeaderTopicResult::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(partitions)
         })
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }
 
-pub async fn init_producer_id(broker: &Broker, req: InitProducerIdRequest) -> InitProducerIdResponse {
-    let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+pub async fn init_producer_id(
+    broker: &Broker,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
     if req.transactional_id.is_some() {
         // No transaction coordinator yet.
         return resp.with_error_code(ErrorCode::CoordinatorNotAvailable.code());

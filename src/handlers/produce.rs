@@ -3,7 +3,9 @@
 //! required offset (or the request times out).
 
 use crate::broker::{AppendOutcome, Broker, Partition, PartitionError};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
@@ -19,14 +21,21 @@ struct Pending {
     outcome: AppendOutcome,
 }
 
-pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Result<Option<ProduceResponse>, String> {
+pub async fn handle(
+    broker: &Broker,
+    req: ProduceRequest,
+    version: i16,
+) -> Result<Option<ProduceResponse>, String> {
     let acks = match Acks::from_i16(req.acks) {
         Ok(a) => a,
         Err(_) => return Ok(Some(error_response(&req, ErrorCode::InvalidRequiredAcks))),
     };
     if req.transactional_id.is_some() {
         // Transactions are not served yet (no coordinator is advertised).
-        return Ok(Some(error_response(&req, ErrorCode::TransactionalIdAuthorizationFailed)));
+        return Ok(Some(error_response(
+            &req,
+            ErrorCode::TransactionalIdAuthorizationFailed,
+        )));
     }
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(req.topic_data.len());
     let mut pending: Vec<Pending> = Vec::new();
@@ -36,29 +45,55 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Resul
         let mut parts = Vec::with_capacity(topic.partition_data.len());
         for pd in &topic.partition_data {
             let result = append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version);
-            let mut resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
+            let mut resp = PartitionProduceResponse::default()
+                .with_index(pd.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
             match result {
                 Ok((partition, outcome)) => {
                     resp.base_offset = outcome.base_offset;
                     resp.log_append_time_ms = outcome.log_append_time;
                     resp.log_start_offset = outcome.log_start_offset;
                     if acks == Acks::All {
-                        pending.push(Pending { topic: ti, partition, outcome });
+                        pending.push(Pending {
+                            topic: ti,
+                            partition,
+                            outcome,
+                        });
                     }
                 }
                 Err(e) => {
                     any_error = true;
                     resp.error_code = e.code.code();
                     resp.error_message = Some(StrBytes::from_string(e.message));
+                    resp.record_errors = e
+                        .record_errors
+                        .into_iter()
+                        .map(|(i, m)| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(i)
+                                .with_batch_index_error_message(Some(StrBytes::from_string(m)))
+                        })
+                        .collect();
                 }
             }
             parts.push(resp);
         }
-        responses.push(TopicProduceResponse::default().with_name(topic.name.clone()).with_topic_id(topic.topic_id).with_partition_responses(parts));
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(parts),
+        );
     }
     if acks == Acks::None {
         // Kafka closes an acks=0 connection on error so the client notices.
-        return if any_error { Err("acks=0 produce failed".into()) } else { Ok(None) };
+        return if any_error {
+            Err("acks=0 produce failed".into())
+        } else {
+            Ok(None)
+        };
     }
     if !pending.is_empty() {
         wait_for_acks(&pending, &mut responses, req.timeout_ms).await;
@@ -66,12 +101,21 @@ pub async fn handle(broker: &Broker, req: ProduceRequest, version: i16) -> Resul
     Ok(Some(ProduceResponse::default().with_responses(responses)))
 }
 
-fn append_one(broker: &Broker, topic: &str, index: i32, records: Option<&bytes::Bytes>, acks: Acks, version: i16) -> Result<(Arc<Partition>, AppendOutcome), PartitionError> {
-    let err = |code: ErrorCode, msg: &str| PartitionError { code, message: msg.to_string() };
+fn append_one(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    records: Option<&bytes::Bytes>,
+    acks: Acks,
+    version: i16,
+) -> Result<(Arc<Partition>, AppendOutcome), PartitionError> {
+    let err = |code: ErrorCode, msg: &str| PartitionError::new(code, msg);
     if let Err(e) = validate_topic_name(topic) {
         return Err(err(e.code, &e.message));
     }
-    let partition = broker.leader_partition(topic, index).map_err(|c| err(c, "partition not available on this broker"))?;
+    let partition = broker
+        .leader_partition(topic, index)
+        .map_err(|c| err(c, "partition not available on this broker"))?;
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(err(ErrorCode::CorruptMessage, "empty record set"));
     };
@@ -81,7 +125,11 @@ fn append_one(broker: &Broker, topic: &str, index: i32, records: Option<&bytes::
 
 /// DelayedProduce: completes when every partition is done per the purgatory
 /// rule, woken by HW changes; REQUEST_TIMED_OUT for those still pending at the timeout.
-async fn wait_for_acks(pending: &[Pending], responses: &mut [TopicProduceResponse], timeout_ms: i32) {
+async fn wait_for_acks(
+    pending: &[Pending],
+    responses: &mut [TopicProduceResponse],
+    timeout_ms: i32,
+) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
     for p in pending {
         let mut rx = p.partition.subscribe();
@@ -102,7 +150,11 @@ async fn wait_for_acks(pending: &[Pending], responses: &mut [TopicProduceRespons
         };
         if let Some(code) = code {
             let topic = &mut responses[p.topic];
-            if let Some(r) = topic.partition_responses.iter_mut().find(|r| r.index == p.partition.index) {
+            if let Some(r) = topic
+                .partition_responses
+                .iter_mut()
+                .find(|r| r.index == p.partition.index)
+            {
                 r.error_code = code.code();
             }
         }
@@ -117,9 +169,19 @@ fn error_response(req: &ProduceRequest, code: ErrorCode) -> ProduceResponse {
             let parts = t
                 .partition_data
                 .iter()
-                .map(|p| PartitionProduceResponse::default().with_index(p.index).with_error_code(code.code()).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1))
+                .map(|p| {
+                    PartitionProduceResponse::default()
+                        .with_index(p.index)
+                        .with_error_code(code.code())
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                })
                 .collect();
-            TopicProduceResponse::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partition_responses(parts)
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partition_responses(parts)
         })
         .collect();
     ProduceResponse::default().with_responses(responses)

@@ -1,0 +1,81 @@
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+
+use bytes::BytesMut;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use strand_log::{AppendInfo, LogConfig, PartitionLog};
+use strand_protocol::batch::{validate_record_set, BatchHeader, BatchIter};
+use strand_protocol::testing::encode_batch;
+
+pub fn batch(n: usize) -> Vec<u8> {
+    encode_batch(n, -1, -1, -1, Compression::None)
+}
+
+/// One batch whose records carry the given timestamps.
+pub fn batch_with_timestamps(ts: &[i64]) -> Vec<u8> {
+    let records: Vec<Record> = ts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: *t,
+            key: None,
+            value: Some(bytes::Bytes::from(vec![b'x'; 8])),
+            headers: Default::default(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.to_vec()
+}
+
+pub fn append_bytes(log: &mut PartitionLog, mut b: Vec<u8>, epoch: i32) -> AppendInfo {
+    let h = validate_record_set(&b).unwrap();
+    log.append_as_leader(&mut b, &h, epoch, None).unwrap()
+}
+
+pub fn append(log: &mut PartitionLog, n: usize) -> AppendInfo {
+    append_bytes(log, batch(n), 0)
+}
+
+pub fn headers(b: &[u8]) -> Vec<BatchHeader> {
+    BatchIter::new(b).map(|(_, h)| h).collect()
+}
+
+/// Everything from the log start to the LEO.
+pub fn read_all(log: &PartitionLog) -> Vec<u8> {
+    log.read(log.log_start_offset(), usize::MAX, i64::MAX, true)
+        .unwrap()
+        .records
+        .to_vec()
+}
+
+pub fn small_segments(bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes: bytes,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    }
+}
+
+pub fn segment_file(dir: &Path, base: i64, ext: &str) -> PathBuf {
+    dir.join(format!("{base:020}.{ext}"))
+}

@@ -1,0 +1,276 @@
+//! Bad input over a raw socket: each case gets Kafka's error code or a closed
+//! connection, never a crash, and the broker then serves a normal client.
+
+mod common;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use common::Client;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::records::Compression;
+use strand_compat_tests::Broker;
+use strand_protocol::testing::encode_batch;
+use strand_protocol::ErrorCode;
+
+fn produce_req(topic: &str, records: Vec<u8>) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(records)))])])
+}
+
+fn produce_code(c: &mut Client, topic: &str, records: Vec<u8>) -> (i16, i64) {
+    let resp: ProduceResponse = c
+        .call(ApiKey::Produce, 9, &produce_req(topic, records))
+        .unwrap();
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn create_topic(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let t = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.into())))
+        .with_num_partitions(1)
+        .with_replication_factor(1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.to_string()))
+                        .with_value(Some(StrBytes::from_string(v.to_string())))
+                })
+                .collect(),
+        );
+    let resp: CreateTopicsResponse = c
+        .call(
+            ApiKey::CreateTopics,
+            5,
+            &CreateTopicsRequest::default()
+                .with_topics(vec![t])
+                .with_timeout_ms(5000),
+        )
+        .unwrap();
+    assert_eq!(
+        resp.topics[0].error_code, 0,
+        "{:?}",
+        resp.topics[0].error_message
+    );
+}
+
+fn raw_header(api_key: i16, version: i16, correlation: i32) -> BytesMut {
+    let mut b = BytesMut::new();
+    b.put_i16(api_key);
+    b.put_i16(version);
+    b.put_i32(correlation);
+    b.put_i16(4);
+    b.put_slice(b"test");
+    b
+}
+
+#[test]
+fn bad_input_gets_errors_or_close_and_broker_keeps_serving() {
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("socket.request.max.bytes", "1048576"),
+            ("message.max.bytes", "20000"),
+        ],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    create_topic(&mut c, "bad", &[]);
+    create_topic(&mut c, "small", &[("max.message.bytes", "200")]);
+
+    // Good batch first: offsets 0..=2.
+    assert_eq!(
+        produce_code(
+            &mut c,
+            "bad",
+            encode_batch(3, -1, -1, -1, Compression::None)
+        ),
+        (0, 0)
+    );
+
+    // Bad CRC -> CORRUPT_MESSAGE, nothing appended.
+    let mut b = encode_batch(2, -1, -1, -1, Compression::None);
+    let n = b.len();
+    b[n - 1] ^= 0xff;
+    assert_eq!(
+        produce_code(&mut c, "bad", b).0,
+        ErrorCode::CorruptMessage.code()
+    );
+
+    // Wrong record count (CRC fixed up so only the count is wrong) -> CORRUPT_MESSAGE.
+    let mut b = encode_batch(2, -1, -1, -1, Compression::None);
+    b[57..61].copy_from_slice(&7i32.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(
+        produce_code(&mut c, "bad", b).0,
+        ErrorCode::CorruptMessage.code()
+    );
+
+    // Truncated batch -> CORRUPT_MESSAGE.
+    let b = encode_batch(2, -1, -1, -1, Compression::None);
+    assert_eq!(
+        produce_code(&mut c, "bad", b[..b.len() - 5].to_vec()).0,
+        ErrorCode::CorruptMessage.code()
+    );
+
+    // Over message.max.bytes (broker) and over the topic's max.message.bytes -> MESSAGE_TOO_LARGE.
+    assert_eq!(
+        produce_code(
+            &mut c,
+            "bad",
+            encode_batch(1200, -1, -1, -1, Compression::None)
+        )
+        .0,
+        ErrorCode::MessageTooLarge.code()
+    );
+    assert_eq!(
+        produce_code(
+            &mut c,
+            "small",
+            encode_batch(20, -1, -1, -1, Compression::None)
+        )
+        .0,
+        ErrorCode::MessageTooLarge.code()
+    );
+
+    // Invalid topic name -> INVALID_TOPIC_EXCEPTION.
+    assert_eq!(
+        produce_code(
+            &mut c,
+            "bad topic!",
+            encode_batch(1, -1, -1, -1, Compression::None)
+        )
+        .0,
+        ErrorCode::InvalidTopicException.code()
+    );
+    let md: MetadataResponse = c
+        .call(
+            ApiKey::Metadata,
+            9,
+            &MetadataRequest::default()
+                .with_allow_auto_topic_creation(true)
+                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+                )
+                .with_name(Some(TopicName(StrBytes::from_static_str("bad topic!"))))])),
+        )
+        .unwrap();
+    assert_eq!(
+        md.topics[0].error_code,
+        ErrorCode::InvalidTopicException.code()
+    );
+
+    // None of the rejected batches used an offset: the next good one gets offset 3.
+    assert_eq!(
+        produce_code(
+            &mut c,
+            "bad",
+            encode_batch(1, -1, -1, -1, Compression::None)
+        ),
+        (0, 3)
+    );
+
+    // Unsupported ApiVersions version -> v0 UNSUPPORTED_VERSION that still lists our ranges.
+    let mut raw = Client::connect(&addr).unwrap();
+    raw.send_raw(&raw_header(18, 99, 7)).unwrap();
+    let mut frame = raw.read_frame().unwrap();
+    let correlation = i32::from_be_bytes(frame[..4].try_into().unwrap());
+    assert_eq!(correlation, 7);
+    let _ = bytes::Buf::get_i32(&mut frame);
+    let av = ApiVersionsResponse::decode(&mut frame, 0).unwrap();
+    assert_eq!(av.error_code, ErrorCode::UnsupportedVersion.code());
+    assert!(av
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 3));
+
+    // Cases where Kafka closes the connection.
+    let closes: Vec<(&str, Box<dyn Fn(&mut Client)>)> = vec![
+        (
+            "length over socket.request.max.bytes",
+            Box::new(|c: &mut Client| {
+                use std::io::Write;
+                c.stream.write_all(&(50_000_000i32).to_be_bytes()).unwrap();
+            }),
+        ),
+        (
+            "negative length",
+            Box::new(|c: &mut Client| {
+                use std::io::Write;
+                c.stream.write_all(&(-1i32).to_be_bytes()).unwrap();
+            }),
+        ),
+        (
+            "unknown api key",
+            Box::new(|c: &mut Client| c.send_raw(&raw_header(999, 0, 1)).unwrap()),
+        ),
+        (
+            "unsupported version",
+            Box::new(|c: &mut Client| {
+                c.send_raw(&raw_header(ApiKey::Produce as i16, 99, 1))
+                    .unwrap()
+            }),
+        ),
+        (
+            "truncated frame body",
+            Box::new(|c: &mut Client| {
+                let mut h = raw_header(ApiKey::Metadata as i16, 9, 1);
+                h.put_u8(0x80); // a compact array length varint cut short
+                c.send_raw(&h).unwrap();
+            }),
+        ),
+        (
+            "garbage produce body",
+            Box::new(|c: &mut Client| {
+                let mut h = raw_header(ApiKey::Produce as i16, 7, 1);
+                h.put_slice(&[0xff; 13]);
+                c.send_raw(&h).unwrap();
+            }),
+        ),
+    ];
+    for (what, send) in closes {
+        let mut c = Client::connect(&addr).unwrap();
+        send(&mut c);
+        assert!(c.is_closed(), "{what}: the broker closes the connection");
+    }
+
+    // A truncated frame (length says more than arrives, then the peer goes away) is harmless too.
+    {
+        let mut c = Client::connect(&addr).unwrap();
+        use std::io::Write;
+        c.stream.write_all(&100i32.to_be_bytes()).unwrap();
+        c.stream.write_all(&[0, 3, 0]).unwrap();
+    }
+
+    // The broker still serves a normal client, and the data is intact.
+    let mut c = Client::connect(&addr).unwrap();
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("bad")))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let resp: FetchResponse = c.call(ApiKey::Fetch, 11, &fetch).unwrap();
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.high_watermark, 4);
+    let headers = strand_protocol::batch::validate_record_set(p.records.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        headers.iter().map(|h| h.base_offset).collect::<Vec<_>>(),
+        vec![0, 3]
+    );
+}
