@@ -344,7 +344,7 @@ impl Partition {
         log.write_producer_snapshot(leo, &snapshot)?;
         log.checkpoint_high_watermark(self.offsets().high_watermark)?;
         log.flush()?;
-        Ok(()) // TEMP: log.close_clean() once the log crate has it
+        log.close_clean()
     }
 }
 

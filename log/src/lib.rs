@@ -1123,6 +1123,12 @@ impl PartitionLog {
     /// Flushes everything and writes the clean-shutdown marker, so the next open
     /// skips recovery.
     pub fn close(mut self) -> Result<(), LogError> {
+        self.close_clean()
+    }
+
+    /// `close` for owners that hold the log behind a lock: flushes and writes
+    /// the clean-shutdown marker. No append may follow.
+    pub fn close_clean(&mut self) -> Result<(), LogError> {
         self.active_mut().maybe_append_time_entry()?;
         self.flush()?;
         let leo = self.leo;
