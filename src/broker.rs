@@ -66,6 +66,8 @@ pub struct Partition {
     pub replica: Mutex<ReplicaState>,
     pub settings: RwLock<PartitionSettings>,
     offsets: watch::Sender<PartitionOffsets>,
+    /// Base offset of the active segment when the last producer snapshot was taken.
+    snapshot_segment: Mutex<Option<i64>>,
 }
 
 /// Outcome of appending one partition's records.
@@ -153,6 +155,7 @@ impl Partition {
             replica: Mutex::new(replica),
             settings: RwLock::new(settings),
             offsets: watch::channel(offsets).0,
+            snapshot_segment: Mutex::new(None),
         })
     }
 
@@ -312,12 +315,29 @@ impl Partition {
         Ok(start)
     }
 
-    /// Background housekeeping: time-based roll and flush, retention.
-    pub fn housekeeping(&self, now: i64, retention: bool) {
+    /// Background housekeeping: time-based roll and flush, producer-id
+    /// expiry, a producer-state snapshot after each roll (so recovery replays
+    /// at most about one segment), retention.
+    pub fn housekeeping(&self, now: i64, retention: bool, producer_id_expiration_ms: i64) {
         let mut log = self.log.write();
         let res = log.maybe_roll(now).and_then(|_| log.maybe_flush(now));
         if let Err(e) = res {
             tracing::error!(topic = %self.topic, partition = self.index, error = %e, "roll/flush failed");
+        }
+        {
+            let mut producers = self.producers.lock();
+            producers.expire(now, producer_id_expiration_ms);
+            let active_base = log.segment_base_offsets().last().copied().unwrap_or(0);
+            let mut last = self.snapshot_segment.lock();
+            if *last != Some(active_base) {
+                let leo = log.log_end_offset();
+                match log.write_producer_snapshot(leo, &producers.snapshot()) {
+                    Ok(()) => *last = Some(active_base),
+                    Err(e) => {
+                        tracing::error!(topic = %self.topic, partition = self.index, error = %e, "producer snapshot failed")
+                    }
+                }
+            }
         }
         if retention {
             match log.apply_retention(now) {
@@ -477,6 +497,10 @@ impl Broker {
     /// Looks a partition up for a client request, with Kafka's error when absent.
     pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
         if let Some(p) = self.partition(topic, index) {
+            // Hosting a replica is not enough: only the leader serves clients.
+            if p.replica.lock().leader != self.node_id() {
+                return Err(ErrorCode::NotLeaderOrFollower);
+            }
             return Ok(p);
         }
         let image = self.image();

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use strand_controller::configs::{topic_config, validate_topic_config, TOPIC_CONFIGS};
+use strand_controller::configs::{validate_topic_config, TOPIC_CONFIGS};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -53,16 +53,13 @@ impl Listener {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
-    pub process_roles: Vec<String>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
     pub log_dirs: Vec<PathBuf>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,
-    pub message_max_bytes: i32,
     pub socket_request_max_bytes: usize,
-    pub min_insync_replicas: i32,
     pub log_retention_check_interval_ms: i64,
     pub producer_id_expiration_ms: i64,
     pub broker_rack: Option<String>,
@@ -334,30 +331,15 @@ impl BrokerConfig {
                 );
             }
         }
-        let topic_default = |name: &str| -> String {
-            let d = topic_config(name).expect("known topic config");
-            d.broker_synonym
-                .and_then(|s| static_props.get(s))
-                .cloned()
-                .unwrap_or_else(|| d.default.to_string())
-        };
         Ok(BrokerConfig {
             node_id,
-            process_roles: get("process.roles")
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .collect(),
             listeners,
             advertised_listeners: advertised,
             log_dirs,
             num_partitions: get("num.partitions").parse().unwrap_or(1),
             default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
             auto_create_topics_enable: get("auto.create.topics.enable") == "true",
-            message_max_bytes: topic_default("max.message.bytes")
-                .parse()
-                .unwrap_or(1048588),
             socket_request_max_bytes: get("socket.request.max.bytes").parse().unwrap_or(104857600),
-            min_insync_replicas: topic_default("min.insync.replicas").parse().unwrap_or(1),
             log_retention_check_interval_ms: get("log.retention.check.interval.ms")
                 .parse()
                 .unwrap_or(300000),
@@ -405,6 +387,14 @@ impl BrokerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strand_controller::configs::topic_config;
+
+    fn partition_default(c: &BrokerConfig, name: &str) -> String {
+        let d = topic_config(name).unwrap();
+        strand_controller::configs::resolve_topic_config(d, &Default::default(), &c.static_props)
+            .0
+            .to_string()
+    }
 
     fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
         BrokerConfig::from_pairs(
@@ -424,7 +414,7 @@ mod tests {
             "127.0.0.1:9092"
         );
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
-        assert_eq!(c.message_max_bytes, 1048588);
+        assert_eq!(partition_default(&c, "max.message.bytes"), "1048588");
         assert!(c.auto_create_topics_enable);
     }
 
@@ -459,7 +449,7 @@ mod tests {
             ("listeners", "PLAINTEXT://0.0.0.0:19092"),
         ])
         .unwrap();
-        assert_eq!(c.message_max_bytes, 2000);
+        assert_eq!(partition_default(&c, "max.message.bytes"), "2000");
         assert_eq!(c.static_props["log.retention.ms"], "3600000");
         assert_eq!(c.advertised().host, "127.0.0.1");
         assert_eq!(c.advertised().port, 19092);

@@ -110,7 +110,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             let b = b.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 for p in b.all_partitions() {
-                    p.housekeeping(now, retention);
+                    p.housekeeping(now, retention, b.config.producer_id_expiration_ms);
                 }
             })
             .await;

@@ -53,21 +53,26 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
 
 pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> MetadataResponse {
     let mut image = broker.image();
+    // v0 has no null: an empty list means all topics, as a null list does later.
+    let all_topics = match &req.topics {
+        None => true,
+        Some(t) => version == 0 && t.is_empty(),
+    };
     let mut names: Vec<(Option<String>, uuid::Uuid)> = match &req.topics {
-        None => image
+        Some(ts) if !all_topics => ts
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
+            .collect(),
+        _ => image
             .topics
             .keys()
             .map(|n| (Some(n.clone()), uuid::Uuid::nil()))
-            .collect(),
-        Some(ts) => ts
-            .iter()
-            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
             .collect(),
     };
     // Auto-creation: v4+ carries the client's wish; older versions always ask.
     let allow_auto =
         broker.config.auto_create_topics_enable && (version < 4 || req.allow_auto_topic_creation);
-    if allow_auto && req.topics.is_some() {
+    if allow_auto && !all_topics {
         let missing: Vec<NewTopic> = names
             .iter()
             .filter_map(|(n, _)| n.as_ref())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Strand's build and tests need, only those missing.
+# Sourced by scripts/broker.sh and scripts/test.sh.
+set -euo pipefail
+
+strand_apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "[deps] installing: ${missing[*]}" >&2
+        local sudo=""
+        [ "$(id -u)" = 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+# Build: a C toolchain for the compression codecs; libclang/RocksDB/snappy for the
+# controller's RocksDB store (system library, see .cargo/config.toml).
+STRAND_BUILD_PKGS=(build-essential pkg-config libclang-dev librocksdb-dev libsnappy-dev)
+# Tests: kcat, and what librdkafka's own test suite needs to build.
+STRAND_TEST_PKGS=(kcat python3 zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev)
+
+# Build outputs live outside the clone so repeated runs on one machine are fast;
+# an empty cache only makes the first run slower.
+export STRAND_CACHE="${STRAND_CACHE:-$HOME/.cache/strand}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$STRAND_CACHE/target}"

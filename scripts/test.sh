@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every Strand test on a fresh Debian machine: installs what the tests
+# need, runs the workspace's unit, property and integration tests (kcat,
+# crash, bad input), builds librdkafka's own test suite and runs the
+# must-pass list against Strand. Exits non-zero if anything fails.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+source "$here/deps.sh"
+strand_apt_install "${STRAND_BUILD_PKGS[@]}" "${STRAND_TEST_PKGS[@]}"
+
+start=$SECONDS
+echo "== cargo build (tests and tools)"
+cargo build --workspace --all-targets --quiet
+
+echo "== workspace tests"
+if command -v cargo-nextest >/dev/null 2>&1; then
+    cargo nextest run --workspace --no-fail-fast
+else
+    cargo test --workspace --no-fail-fast
+fi
+
+echo "== librdkafka test suite (must-pass list)"
+suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
+"$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --suite "$suite" \
+    --must-pass compat-tests/librdkafka-must-pass.txt \
+    --out "$STRAND_CACHE/librdkafka-results"
+
+echo "== all tests passed in $((SECONDS - start))s"
