@@ -6,7 +6,7 @@
 
 use crate::broker::Broker;
 use crate::handlers;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
@@ -173,7 +173,22 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
         .with_api_keys(api_keys)
 }
 
-#[allow(dead_code)]
-fn _assert_buf(b: &mut Bytes) -> usize {
-    b.remaining()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ApiVersions response header is v0 at every version: no tag buffer
+    /// between the correlation id and the error code, even for v3+.
+    #[test]
+    fn api_versions_header_has_no_tagged_fields() {
+        for version in 0..=3 {
+            let mut out = BytesMut::new();
+            let resp = ResponseKind::ApiVersions(api_versions_response(0));
+            encode_response(&mut out, 42, ApiKey::ApiVersions.response_header_version(version), version, &resp);
+            let len = i32::from_be_bytes(out[0..4].try_into().unwrap()) as usize;
+            assert_eq!(len, out.len() - 4);
+            assert_eq!(i32::from_be_bytes(out[4..8].try_into().unwrap()), 42);
+            assert_eq!(&out[8..10], &[0, 0], "v{version}: error code follows the correlation id");
+        }
+    }
 }

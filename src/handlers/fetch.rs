@@ -9,7 +9,6 @@ use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
 use std::time::Duration;
 use strand_protocol::ErrorCode;
@@ -196,6 +195,3 @@ fn diverging_epoch(
         None
     }
 }
-
-#[allow(dead_code)]
-fn _unused(_: StrBytes) {}
