@@ -516,6 +516,19 @@ impl Broker {
         }
     }
 
+    /// `leader_partition`, then the client's current leader epoch (KIP-320)
+    /// checked against ours.
+    pub fn leader_partition_at_epoch(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        let p = self.leader_partition(topic, index)?;
+        p.check_leader_epoch(current_leader_epoch)?;
+        Ok(p)
+    }
+
     /// Opens partitions the image assigns to this node and removes those it no
     /// longer has (deleted topics); updates per-topic settings.
     pub fn reconcile(&self, image: &MetadataImage) {

@@ -184,11 +184,21 @@ mod tests {
         for version in 0..=3 {
             let mut out = BytesMut::new();
             let resp = ResponseKind::ApiVersions(api_versions_response(0));
-            encode_response(&mut out, 42, ApiKey::ApiVersions.response_header_version(version), version, &resp);
+            encode_response(
+                &mut out,
+                42,
+                ApiKey::ApiVersions.response_header_version(version),
+                version,
+                &resp,
+            );
             let len = i32::from_be_bytes(out[0..4].try_into().unwrap()) as usize;
             assert_eq!(len, out.len() - 4);
             assert_eq!(i32::from_be_bytes(out[4..8].try_into().unwrap()), 42);
-            assert_eq!(&out[8..10], &[0, 0], "v{version}: error code follows the correlation id");
+            assert_eq!(
+                &out[8..10],
+                &[0, 0],
+                "v{version}: error code follows the correlation id"
+            );
         }
     }
 }

@@ -7,59 +7,40 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::Client;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use strand_compat_tests::Broker;
 use strand_protocol::batch::{valid_prefix_len, BatchHeader, BatchIter};
+use strand_protocol::testing::{encode_records, TestRecord};
 
 const TOPIC: &str = "crash";
 
 fn batch(values: &[String]) -> Bytes {
-    let records: Vec<Record> = values
+    let records: Vec<TestRecord> = values
         .iter()
         .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("key-{v}"))),
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
-            delete_horizon: false,
+        .map(|(i, v)| {
+            (
+                Some(Bytes::from(format!("key-{v}"))),
+                Some(Bytes::from(v.clone())),
+                1_700_000_000_000 + i as i64,
+            )
         })
         .collect();
-    let mut buf = BytesMut::new();
     let compression = if values.len() % 2 == 0 {
         Compression::Lz4
     } else {
         Compression::None
     };
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    Bytes::from(encode_records(&records, -1, -1, -1, compression))
 }
 
 fn produce(c: &mut Client, records: Bytes) -> std::io::Result<(i16, i64)> {

@@ -333,41 +333,21 @@ mod tests {
 
     #[test]
     fn finds_keyless_records() {
-        use bytes::BytesMut;
-        use kafka_protocol::records::{
-            Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-        };
-        let records: Vec<Record> = (0..5)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i,
-                sequence: i as i32 - 1,
-                timestamp: 0,
-                key: if i % 2 == 0 {
-                    None
-                } else {
-                    Some(bytes::Bytes::from_static(b"k"))
-                },
-                value: None,
-                headers: Default::default(),
-                delete_horizon: false,
+        use crate::testing::encode_records;
+        let records: Vec<_> = (0..5)
+            .map(|i| {
+                (
+                    if i % 2 == 0 {
+                        None
+                    } else {
+                        Some(bytes::Bytes::from_static(b"k"))
+                    },
+                    None,
+                    0,
+                )
             })
             .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::Gzip,
-            },
-        )
-        .unwrap();
+        let buf = encode_records(&records, -1, -1, -1, Compression::Gzip);
         assert_eq!(keyless_record_indexes(&buf).unwrap(), vec![0, 2, 4]);
         assert!(
             keyless_record_indexes(&encode_batch(3, -1, -1, -1, Compression::Lz4))

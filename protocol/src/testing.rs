@@ -1,15 +1,27 @@
-//! Helpers for tests in this and other crates: real client-encoded batches.
+//! Helpers for tests in this and other crates: batches encoded the way a real
+//! client encodes them (kafka-protocol's encoder, magic v2).
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-/// Encodes one v2 batch of `n` records the way a client would (offsets from 0,
-/// timestamps 1000.., keys `k{i}`). `pid < 0` gives a non-idempotent batch.
-pub fn encode_batch(n: usize, pid: i64, epoch: i16, seq: i32, compression: Compression) -> Vec<u8> {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
+/// One record of a test batch: key, value, timestamp.
+pub type TestRecord = (Option<Bytes>, Option<Bytes>, i64);
+
+/// Encodes `records` as one v2 batch (offsets from 0). `pid < 0` gives a
+/// non-idempotent batch (base sequence -1); otherwise sequences start at `seq`.
+pub fn encode_records(
+    records: &[TestRecord],
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    compression: Compression,
+) -> Vec<u8> {
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value, timestamp))| Record {
             transactional: false,
             control: false,
             partition_leader_epoch: 0,
@@ -17,15 +29,16 @@ pub fn encode_batch(n: usize, pid: i64, epoch: i16, seq: i32, compression: Compr
             producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // The encoder splits batches where offset - sequence changes, so keep it constant.
-            sequence: if seq < 0 {
+            // The encoder starts a new batch where offset - sequence changes,
+            // so keep it constant (a non-idempotent batch's base sequence is -1).
+            sequence: if pid < 0 {
                 i as i32 - 1
             } else {
-                seq + i as i32
+                seq.wrapping_add(i as i32)
             },
-            timestamp: 1_000 + i as i64,
-            key: Some(bytes::Bytes::from(format!("k{i}"))),
-            value: Some(bytes::Bytes::from(vec![b'v'; 10 + i])),
+            timestamp: *timestamp,
+            key: key.clone(),
+            value: value.clone(),
             headers: Default::default(),
             delete_horizon: false,
         })
@@ -39,6 +52,21 @@ pub fn encode_batch(n: usize, pid: i64, epoch: i16, seq: i32, compression: Compr
             compression,
         },
     )
-    .expect("encode");
+    .expect("encoding well-formed test records cannot fail");
     buf.to_vec()
+}
+
+/// Encodes one v2 batch of `n` records (timestamps 1000.., keys `k{i}`,
+/// values of growing length).
+pub fn encode_batch(n: usize, pid: i64, epoch: i16, seq: i32, compression: Compression) -> Vec<u8> {
+    let records: Vec<TestRecord> = (0..n)
+        .map(|i| {
+            (
+                Some(Bytes::from(format!("k{i}"))),
+                Some(Bytes::from(vec![b'v'; 10 + i])),
+                1_000 + i as i64,
+            )
+        })
+        .collect();
+    encode_records(&records, pid, epoch, seq, compression)
 }

@@ -38,10 +38,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         for p in &t.partitions {
             let partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => broker.leader_partition(n, p.partition).and_then(|part| {
-                    part.check_leader_epoch(p.current_leader_epoch)
-                        .map(|_| part)
-                }),
+                Some(n) => broker.leader_partition_at_epoch(n, p.partition, p.current_leader_epoch),
             };
             targets.push((
                 ti as i32,

@@ -36,12 +36,11 @@ pub fn list_offsets(
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let part = match broker
-                        .leader_partition(t.name.0.as_str(), p.partition_index)
-                        .and_then(|part| {
-                            part.check_leader_epoch(p.current_leader_epoch)
-                                .map(|_| part)
-                        }) {
+                    let part = match broker.leader_partition_at_epoch(
+                        t.name.0.as_str(),
+                        p.partition_index,
+                        p.current_leader_epoch,
+                    ) {
                         Ok(part) => part,
                         Err(code) => {
                             r.error_code = code.code();
@@ -129,12 +128,11 @@ pub fn offset_for_leader_epoch(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    match broker
-                        .leader_partition(t.topic.0.as_str(), p.partition)
-                        .and_then(|part| {
-                            part.check_leader_epoch(p.current_leader_epoch)
-                                .map(|_| part)
-                        }) {
+                    match broker.leader_partition_at_epoch(
+                        t.topic.0.as_str(),
+                        p.partition,
+                        p.current_leader_epoch,
+                    ) {
                         Ok(part) => {
                             let (epoch, end) = part.log.read().end_offset_for_epoch(p.leader_epoch);
                             r.leader_epoch = epoch;

@@ -1,13 +1,10 @@
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
 
-use bytes::BytesMut;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use strand_log::{AppendInfo, LogConfig, PartitionLog};
 use strand_protocol::batch::{validate_record_set, BatchHeader, BatchIter};
-use strand_protocol::testing::encode_batch;
+use strand_protocol::testing::{encode_batch, encode_records, TestRecord};
 
 pub fn batch(n: usize) -> Vec<u8> {
     encode_batch(n, -1, -1, -1, Compression::None)
@@ -15,36 +12,11 @@ pub fn batch(n: usize) -> Vec<u8> {
 
 /// One batch whose records carry the given timestamps.
 pub fn batch_with_timestamps(ts: &[i64]) -> Vec<u8> {
-    let records: Vec<Record> = ts
+    let records: Vec<TestRecord> = ts
         .iter()
-        .enumerate()
-        .map(|(i, t)| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: *t,
-            key: None,
-            value: Some(bytes::Bytes::from(vec![b'x'; 8])),
-            headers: Default::default(),
-            delete_horizon: false,
-        })
+        .map(|t| (None, Some(bytes::Bytes::from(vec![b'x'; 8])), *t))
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.to_vec()
+    encode_records(&records, -1, -1, -1, Compression::None)
 }
 
 pub fn append_bytes(log: &mut PartitionLog, mut b: Vec<u8>, epoch: i32) -> AppendInfo {
