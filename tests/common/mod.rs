@@ -37,6 +37,17 @@ impl Client {
         version: i16,
         req: &Req,
     ) -> std::io::Result<Resp> {
+        self.send(key, version, req)?;
+        self.receive(key, version)
+    }
+
+    /// Writes one request (the first half of `call`).
+    pub fn send<Req: Encodable + HeaderVersion>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> std::io::Result<()> {
         self.correlation += 1;
         let header = RequestHeader::default()
             .with_request_api_key(key as i16)
@@ -48,7 +59,11 @@ impl Client {
             .encode(&mut body, key.request_header_version(version))
             .map_err(io_err)?;
         req.encode(&mut body, version).map_err(io_err)?;
-        self.send_raw(&body)?;
+        self.send_raw(&body)
+    }
+
+    /// Reads the response to the last request sent (the second half of `call`).
+    pub fn receive<Resp: Decodable>(&mut self, key: ApiKey, version: i16) -> std::io::Result<Resp> {
         let mut frame = self.read_frame()?;
         let rh = ResponseHeader::decode(&mut frame, key.response_header_version(version))
             .map_err(io_err)?;
