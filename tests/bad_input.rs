@@ -196,7 +196,8 @@ fn bad_input_gets_errors_or_close_and_broker_keeps_serving() {
         .any(|k| k.api_key == ApiKey::ApiVersions as i16 && k.max_version == 3));
 
     // Cases where Kafka closes the connection.
-    let closes: Vec<(&str, Box<dyn Fn(&mut Client)>)> = vec![
+    type Case = (&'static str, Box<dyn Fn(&mut Client)>);
+    let closes: Vec<Case> = vec![
         (
             "length over socket.request.max.bytes",
             Box::new(|c: &mut Client| {

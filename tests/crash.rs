@@ -35,7 +35,7 @@ fn batch(values: &[String]) -> Bytes {
             )
         })
         .collect();
-    let compression = if values.len() % 2 == 0 {
+    let compression = if values.len().is_multiple_of(2) {
         Compression::Lz4
     } else {
         Compression::None

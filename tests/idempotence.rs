@@ -36,8 +36,19 @@ fn init_producer_id(c: &mut Client) -> i64 {
 fn produce(c: &mut Client, pid: i64, epoch: i16, seq: i32, n: usize) -> (i16, i64) {
     // Current timestamps: producer state expires producer.id.expiration.ms
     // after a producer's last batch timestamp, as in Kafka.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let recs: Vec<TestRecord> = (0..n).map(|i| (Some(Bytes::from(format!("k{i}"))), Some(Bytes::from_static(b"value")), now)).collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let recs: Vec<TestRecord> = (0..n)
+        .map(|i| {
+            (
+                Some(Bytes::from(format!("k{i}"))),
+                Some(Bytes::from_static(b"value")),
+                now,
+            )
+        })
+        .collect();
     let records = Bytes::from(encode_records(&recs, pid, epoch, seq, Compression::None));
     let req = ProduceRequest::default()
         .with_acks(-1)

@@ -22,6 +22,11 @@ use strand_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
 
+/// CreatePartitions for one topic: name, new total count, explicit assignments.
+pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
+/// AlterConfigs for one topic: name and (config, operation) pairs.
+pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
+
 /// Requests to the controller's event loop.
 pub enum ControllerEvent {
     CreateTopics {
@@ -34,12 +39,12 @@ pub enum ControllerEvent {
         reply: oneshot::Sender<Vec<Result<Uuid, ApiError>>>,
     },
     CreatePartitions {
-        topics: Vec<(String, i32, Option<Vec<Vec<i32>>>)>,
+        topics: Vec<PartitionGrowth>,
         validate_only: bool,
         reply: oneshot::Sender<Vec<Result<(), ApiError>>>,
     },
     AlterTopicConfigs {
-        topics: Vec<(String, Vec<(String, ConfigOp)>)>,
+        topics: Vec<TopicConfigOps>,
         incremental: bool,
         validate_only: bool,
         reply: oneshot::Sender<Vec<Result<(), ApiError>>>,
@@ -103,7 +108,7 @@ impl ControllerHandle {
     }
     pub async fn create_partitions(
         &self,
-        topics: Vec<(String, i32, Option<Vec<Vec<i32>>>)>,
+        topics: Vec<PartitionGrowth>,
         validate_only: bool,
     ) -> Vec<Result<(), ApiError>> {
         let n = topics.len();
@@ -117,7 +122,7 @@ impl ControllerHandle {
     }
     pub async fn alter_topic_configs(
         &self,
-        topics: Vec<(String, Vec<(String, ConfigOp)>)>,
+        topics: Vec<TopicConfigOps>,
         incremental: bool,
         validate_only: bool,
     ) -> Vec<Result<(), ApiError>> {
@@ -214,7 +219,6 @@ impl Controller {
                 let r = self.decide_each(topics, validate_only, |img, t| {
                     let stripe = rng.gen_range(0..img.brokers.len().max(1));
                     manager::create_topic(img, &cfg, &t, Uuid::new_v4(), stripe)
-                        .map(|(rec, c)| (rec, c))
                 });
                 let _ = reply.send(r);
             }

@@ -266,6 +266,22 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 }
 
+/// Indexes (within the batch) of records that have no key. Kafka rejects such
+/// records on compacted topics. This decodes (and decompresses) the records,
+/// so it runs only for compacted topics, never on the ordinary produce path.
+pub fn keyless_record_indexes(batch: &[u8]) -> Result<Vec<i32>, String> {
+    let mut buf = bytes::Bytes::copy_from_slice(batch);
+    let set =
+        kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+    Ok(set
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(i, _)| i as i32)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,20 +443,4 @@ mod tests {
             prop_assert_eq!(got, expect);
         }
     }
-}
-
-/// Indexes (within the batch) of records that have no key. Kafka rejects such
-/// records on compacted topics. This decodes (and decompresses) the records,
-/// so it runs only for compacted topics, never on the ordinary produce path.
-pub fn keyless_record_indexes(batch: &[u8]) -> Result<Vec<i32>, String> {
-    let mut buf = bytes::Bytes::copy_from_slice(batch);
-    let set =
-        kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
-    Ok(set
-        .records
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.key.is_none())
-        .map(|(i, _)| i as i32)
-        .collect())
 }

@@ -334,13 +334,16 @@ pub fn describe_configs(
 
 /// Shared by AlterConfigs and IncrementalAlterConfigs: topics go to the
 /// controller; broker configs are static here (read-only).
+/// One resource of an AlterConfigs request: type, name, operations.
+type ResourceOps = (i8, String, Vec<(String, ConfigOp)>);
+
 async fn alter(
     broker: &Broker,
-    resources: Vec<(i8, String, Vec<(String, ConfigOp)>)>,
+    resources: Vec<ResourceOps>,
     incremental: bool,
     validate_only: bool,
 ) -> Vec<(i8, String, Result<(), ApiError>)> {
-    let topic_items: Vec<(String, Vec<(String, ConfigOp)>)> = resources
+    let topic_items: Vec<strand_controller::TopicConfigOps> = resources
         .iter()
         .filter(|r| r.0 == RESOURCE_TOPIC)
         .map(|r| (r.1.clone(), r.2.clone()))
