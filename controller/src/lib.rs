@@ -9,6 +9,7 @@ pub mod configs;
 pub mod image;
 pub mod manager;
 pub mod metadata_log;
+pub mod raft;
 pub mod records;
 
 use image::MetadataImage;
