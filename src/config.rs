@@ -63,6 +63,13 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: i64,
     pub producer_id_expiration_ms: i64,
     pub broker_rack: Option<String>,
+    pub process_roles: Vec<String>,
+    /// controller.quorum.voters; empty on a self-formatting single node.
+    pub quorum_voters: Vec<Voter>,
+    pub controller_listener_names: Vec<String>,
+    pub election_timeout_ms: u64,
+    pub broker_session_timeout_ms: i64,
+    pub broker_heartbeat_interval_ms: u64,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -101,6 +108,12 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("num.network.threads", "3"),
     ("num.io.threads", "8"),
     ("delete.topic.enable", "true"),
+    ("controller.quorum.voters", ""),
+    ("controller.quorum.bootstrap.servers", ""),
+    ("controller.quorum.election.timeout.ms", "1000"),
+    ("broker.session.timeout.ms", "9000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+    ("metadata.log.dir", ""),
 ];
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
@@ -159,6 +172,12 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
             Ok(())
         }
         "node.id" | "broker.id" => int(0),
+        "controller.quorum.voters" => parse_voters(value)
+            .map(|_| ())
+            .map_err(|r| invalid(key, value, r)),
+        "controller.quorum.election.timeout.ms"
+        | "broker.session.timeout.ms"
+        | "broker.heartbeat.interval.ms" => int(1),
         "log.retention.check.interval.ms" => int(1),
         "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
         "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
@@ -171,6 +190,37 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         k if ALWAYS_POSITIVE_INT.contains(&k) => int(1),
         _ => Ok(()),
     }
+}
+
+/// A controller quorum voter: node id and controller listener address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub addr: String,
+}
+
+/// Parses `id@host:port,...` (controller.quorum.voters, --initial-controllers).
+pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
+    let mut out: Vec<Voter> = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (id, addr) = item
+            .split_once('@')
+            .ok_or_else(|| format!("'{item}' is not id@host:port"))?;
+        let id: i32 = id.parse().map_err(|_| format!("'{id}' is not a node id"))?;
+        let (_, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("'{addr}' is not host:port"))?;
+        port.parse::<u16>()
+            .map_err(|_| format!("bad port in '{addr}'"))?;
+        if id < 0 || out.iter().any(|v| v.id == id) {
+            return Err(format!("node id {id} is negative or repeated"));
+        }
+        out.push(Voter {
+            id,
+            addr: addr.to_string(),
+        });
+    }
+    Ok(out)
 }
 
 fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
@@ -345,6 +395,23 @@ impl BrokerConfig {
                 .unwrap_or(300000),
             producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
             broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
+            process_roles: get("process.roles")
+                .split(',')
+                .map(|r| r.trim().to_string())
+                .collect(),
+            quorum_voters: parse_voters(&get("controller.quorum.voters")).unwrap_or_default(),
+            controller_listener_names: get("controller.listener.names")
+                .split(',')
+                .map(|r| r.trim().to_string())
+                .filter(|r| !r.is_empty())
+                .collect(),
+            election_timeout_ms: get("controller.quorum.election.timeout.ms")
+                .parse()
+                .unwrap_or(1000),
+            broker_session_timeout_ms: get("broker.session.timeout.ms").parse().unwrap_or(9000),
+            broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
+                .parse()
+                .unwrap_or(2000),
             static_props,
         })
     }
@@ -353,8 +420,23 @@ impl BrokerConfig {
     pub fn client_listener(&self) -> &Listener {
         self.listeners
             .iter()
-            .find(|l| l.name != "CONTROLLER")
+            .find(|l| !self.controller_listener_names.contains(&l.name))
             .unwrap_or(&self.listeners[0])
+    }
+
+    /// The controller listener (first of controller.listener.names), if configured.
+    pub fn controller_listener(&self) -> Option<&Listener> {
+        self.listeners
+            .iter()
+            .find(|l| self.controller_listener_names.contains(&l.name))
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "controller")
+    }
+
+    pub fn is_broker(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "broker")
     }
 
     pub fn advertised(&self) -> &Listener {

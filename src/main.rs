@@ -6,6 +6,7 @@
 mod broker;
 mod config;
 mod handlers;
+mod meta;
 mod server;
 
 use broker::{now_ms, Broker};
@@ -26,7 +27,26 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("usage: strand [server.properties] [--override key=value]...");
+        println!("       strand format --cluster-id ID --node-id N --initial-controllers ID@HOST:PORT,... [server.properties] [--override key=value]...");
+        println!("       strand random-uuid");
         return;
+    }
+    match args.first().map(String::as_str) {
+        Some("format") => match meta::format_command(&args[1..]) {
+            Ok(msg) => {
+                println!("{msg}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("strand format: {e}");
+                std::process::exit(1);
+            }
+        },
+        Some("random-uuid") => {
+            println!("{}", meta::new_cluster_id());
+            return;
+        }
+        _ => {}
     }
     let config = match BrokerConfig::from_args(&args) {
         Ok(c) => Arc::new(c),

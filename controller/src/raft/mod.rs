@@ -8,6 +8,8 @@
 //!   memory (tests opt in explicitly); both pass openraft's conformance suite.
 //! - `network`: controller-to-controller RPC on the controller listener.
 
+pub mod network;
+
 use crate::records::MetadataRecord;
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;

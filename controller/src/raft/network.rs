@@ -1,0 +1,274 @@
+//! Controller RPC on the controller listener: Raft's AppendEntries, Vote and
+//! InstallSnapshot between controllers (and to brokers, which follow the
+//! metadata log as non-voting learners), plus controller requests from brokers
+//! (registration, heartbeats, forwarded admin requests) to the active
+//! controller.
+//!
+//! Wire format: each message is a 4-byte big-endian length and a JSON body.
+//! A connection carries one request at a time; the client keeps it open and
+//! reconnects after any error.
+
+use super::{NodeId, Raft, TypeConfig};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Largest RPC frame accepted (snapshots are sent in chunks well below this).
+pub const MAX_RPC_FRAME: usize = 64 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A controller request (JSON of `crate::ControllerRequest`), for the active controller.
+    Controller(serde_json::Value),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    InstallSnapshot(
+        Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+    ),
+    Controller(serde_json::Value),
+    /// The request could not be decoded or served.
+    Error(String),
+}
+
+async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let mut frame = Vec::with_capacity(body.len() + 4);
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await
+}
+
+async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_RPC_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("RPC frame of {len} bytes exceeds {MAX_RPC_FRAME}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// A client for one peer's controller listener.
+pub struct RpcClient {
+    addr: String,
+    conn: tokio::sync::Mutex<Option<TcpStream>>,
+}
+
+impl RpcClient {
+    pub fn new(addr: impl Into<String>) -> RpcClient {
+        RpcClient {
+            addr: addr.into(),
+            conn: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends one request and waits for its response, within `timeout`.
+    pub async fn call(
+        &self,
+        request: &RpcRequest,
+        timeout: Duration,
+    ) -> std::io::Result<RpcResponse> {
+        let mut guard = self.conn.lock().await;
+        let result = tokio::time::timeout(timeout, async {
+            if guard.is_none() {
+                let stream = TcpStream::connect(&self.addr).await?;
+                stream.set_nodelay(true)?;
+                *guard = Some(stream);
+            }
+            // Just set above when it was empty.
+            let stream = guard.as_mut().expect("connection present");
+            write_frame(stream, request).await?;
+            read_frame::<RpcResponse>(stream).await
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("RPC to {} timed out", self.addr),
+            ))
+        });
+        if result.is_err() {
+            // The stream may hold half a frame: start over next time.
+            *guard = None;
+        }
+        result
+    }
+}
+
+/// Serves the controller listener: Raft RPCs go to the local Raft instance,
+/// controller requests to `on_controller_request`.
+pub async fn serve<F, Fut>(listener: TcpListener, raft: Raft, on_controller_request: F)
+where
+    F: Fn(serde_json::Value) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = serde_json::Value> + Send,
+{
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "controller listener accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let raft = raft.clone();
+        let handler = on_controller_request.clone();
+        tokio::spawn(async move {
+            loop {
+                let request: RpcRequest = match read_frame(&mut stream).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if e.kind() != std::io::ErrorKind::UnexpectedEof {
+                            tracing::debug!(%peer, error = %e, "controller RPC connection closed");
+                        }
+                        return;
+                    }
+                };
+                let response = match request {
+                    RpcRequest::AppendEntries(r) => {
+                        RpcResponse::AppendEntries(raft.append_entries(r).await)
+                    }
+                    RpcRequest::Vote(r) => RpcResponse::Vote(raft.vote(r).await),
+                    RpcRequest::InstallSnapshot(r) => {
+                        RpcResponse::InstallSnapshot(raft.install_snapshot(r).await)
+                    }
+                    RpcRequest::Controller(v) => RpcResponse::Controller(handler(v).await),
+                };
+                if write_frame(&mut stream, &response).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// openraft's network factory: one `RpcClient` per target node.
+#[derive(Clone, Default)]
+pub struct Network {
+    clients: Arc<parking_lot::Mutex<std::collections::HashMap<NodeId, Arc<RpcClient>>>>,
+}
+
+impl Network {
+    fn client(&self, target: NodeId, node: &BasicNode) -> Arc<RpcClient> {
+        let mut clients = self.clients.lock();
+        match clients.get(&target) {
+            Some(c) if c.addr() == node.addr => c.clone(),
+            _ => {
+                let c = Arc::new(RpcClient::new(node.addr.clone()));
+                clients.insert(target, c.clone());
+                c
+            }
+        }
+    }
+}
+
+pub struct Connection {
+    target: NodeId,
+    client: Arc<RpcClient>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Connection;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Connection {
+        Connection {
+            target,
+            client: self.client(target, node),
+        }
+    }
+}
+
+fn unreachable<E: std::error::Error>(e: &std::io::Error) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(e))
+}
+
+fn unexpected<E: std::error::Error>(what: &str) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+        "unexpected RPC response to {what}"
+    ))))
+}
+
+impl Connection {
+    async fn call<E: std::error::Error>(
+        &self,
+        request: RpcRequest,
+        option: &RPCOption,
+    ) -> Result<RpcResponse, RPCError<NodeId, BasicNode, E>> {
+        self.client
+            .call(&request, option.hard_ttl())
+            .await
+            .map_err(|e| unreachable(&e))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(RpcRequest::AppendEntries(rpc), &option).await? {
+            RpcResponse::AppendEntries(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(unexpected("AppendEntries")),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        match self.call(RpcRequest::InstallSnapshot(rpc), &option).await? {
+            RpcResponse::InstallSnapshot(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(unexpected("InstallSnapshot")),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        match self.call(RpcRequest::Vote(rpc), &option).await? {
+            RpcResponse::Vote(r) => {
+                r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            _ => Err(unexpected("Vote")),
+        }
+    }
+}
