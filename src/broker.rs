@@ -9,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use strand_controller::configs::{resolve_topic_config, topic_config};
 use strand_controller::image::MetadataImage;
@@ -37,6 +38,8 @@ pub struct PartitionSettings {
     pub min_insync_replicas: i32,
     /// cleanup.policy includes compact: records must have keys.
     pub compacted: bool,
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
 }
 
 /// Offsets published on every change, so waiting produces and fetches
@@ -68,6 +71,9 @@ pub struct Partition {
     offsets: watch::Sender<PartitionOffsets>,
     /// Base offset of the active segment when the last producer snapshot was taken.
     snapshot_segment: Mutex<Option<i64>>,
+    /// Set (under the log write lock) when the partition is deleted or the
+    /// broker shuts down: no append or housekeeping write may follow.
+    closed: AtomicBool,
 }
 
 /// Outcome of appending one partition's records.
@@ -156,6 +162,7 @@ impl Partition {
             settings: RwLock::new(settings),
             offsets: watch::channel(offsets).0,
             snapshot_segment: Mutex::new(None),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -197,6 +204,7 @@ impl Partition {
             _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
         })?;
         let settings = self.settings.read().clone();
+        check_client_batches(&headers, &settings, now_ms())?;
         if let Some(h) = headers
             .iter()
             .find(|h| h.total_size() > settings.max_message_bytes)
@@ -229,6 +237,9 @@ impl Partition {
         })?;
 
         let mut log = self.log.write();
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PartitionError::new(ErrorCode::NotLeaderOrFollower, "partition is closed (deleted or shutting down)"));
+        }
         let mut producers = self.producers.lock();
         let first = &headers[0];
         if first.has_producer_id() {
@@ -260,8 +271,9 @@ impl Partition {
         drop(producers);
         let leo = log.log_end_offset();
         let log_start = log.log_start_offset();
-        drop(log);
+        // Published under the log lock, so offsets are never overwritten by older ones.
         self.advance_high_watermark(leo, log_start, min_isr);
+        drop(log);
         Ok(AppendOutcome {
             base_offset: info.first_offset,
             required_offset: info.last_offset + 1,
@@ -310,8 +322,8 @@ impl Partition {
         let start = log
             .delete_records_before(target)
             .map_err(|e| storage_error(e).code)?;
-        drop(log);
-        self.offsets.send_modify(|o| o.log_start_offset = start);
+        self.offsets
+            .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
         Ok(start)
     }
 
@@ -320,6 +332,9 @@ impl Partition {
     /// at most about one segment), retention.
     pub fn housekeeping(&self, now: i64, retention: bool, producer_id_expiration_ms: i64) {
         let mut log = self.log.write();
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         let res = log.maybe_roll(now).and_then(|_| log.maybe_flush(now));
         if let Err(e) = res {
             tracing::error!(topic = %self.topic, partition = self.index, error = %e, "roll/flush failed");
@@ -343,10 +358,10 @@ impl Partition {
             match log.apply_retention(now) {
                 Ok(n) if n > 0 => {
                     let start = log.log_start_offset();
-                    drop(log);
-                    tracing::info!(topic = %self.topic, partition = self.index, segments = n, "retention deleted segments");
                     self.offsets
                         .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
+                    drop(log);
+                    tracing::info!(topic = %self.topic, partition = self.index, segments = n, "retention deleted segments");
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -359,6 +374,9 @@ impl Partition {
     /// Clean shutdown: producer snapshot at the LEO, HW checkpoint, flush.
     fn close(&self) -> Result<(), LogError> {
         let mut log = self.log.write();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         let leo = log.log_end_offset();
         let snapshot = self.producers.lock().snapshot();
         log.write_producer_snapshot(leo, &snapshot)?;
@@ -366,6 +384,48 @@ impl Partition {
         log.flush()?;
         log.close_clean()
     }
+}
+
+impl Partition {
+    /// Stops appends and housekeeping before the directory is deleted.
+    fn mark_deleted(&self) {
+        let _log = self.log.write();
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// Kafka's checks on batches written by clients (INVALID_RECORD /
+/// INVALID_TIMESTAMP): no control batches, no transactional batches outside a
+/// transactional produce, a producer id needs a sequence, and CreateTime
+/// timestamps within message.timestamp.before/after.max.ms of the broker clock.
+fn check_client_batches(
+    headers: &[strand_protocol::batch::BatchHeader],
+    settings: &PartitionSettings,
+    now: i64,
+) -> Result<(), PartitionError> {
+    let invalid = |m: String| Err(PartitionError::new(ErrorCode::InvalidRecord, m));
+    let timestamp = |m: String| Err(PartitionError::new(ErrorCode::InvalidTimestamp, m));
+    for h in headers {
+        if h.is_control() {
+            return invalid("Clients are not allowed to write control records".into());
+        }
+        if h.is_transactional() {
+            return invalid("Transactional records need a transactional produce request".into());
+        }
+        if h.has_producer_id() && h.base_sequence < 0 {
+            return invalid(format!("Invalid sequence {} for producer {}", h.base_sequence, h.producer_id));
+        }
+        if settings.log_append_time || h.is_log_append_time() {
+            continue;
+        }
+        if h.max_timestamp > now.saturating_add(settings.timestamp_after_max_ms) {
+            return timestamp(format!("Timestamp {} is after the broker's time {now} by more than message.timestamp.after.max.ms", h.max_timestamp));
+        }
+        if h.base_timestamp >= 0 && h.base_timestamp < now.saturating_sub(settings.timestamp_before_max_ms) {
+            return timestamp(format!("Timestamp {} is before the broker's time {now} by more than message.timestamp.before.max.ms", h.base_timestamp));
+        }
+    }
+    Ok(())
 }
 
 /// Compacted topics need a key on every record (INVALID_RECORD otherwise).
@@ -402,6 +462,27 @@ fn write_partition_metadata(dir: &Path, topic_id: Uuid) -> Result<(), LogError> 
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     Ok(())
+}
+
+const DELETE_SUFFIX: &str = "-delete";
+
+/// Deletes a partition directory the way Kafka does: first an atomic rename
+/// out of the `<topic>-<partition>` namespace (so a crash never leaves a half
+/// deleted directory that a recreated topic would adopt), then the removal.
+fn delete_dir(dir: &Path) {
+    let doomed = PathBuf::from(format!("{}.{}{DELETE_SUFFIX}", dir.display(), Uuid::new_v4().simple()));
+    if let Err(e) = std::fs::rename(dir, &doomed) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "could not rename partition directory for deletion");
+        }
+        return;
+    }
+    if let Some(parent) = dir.parent() {
+        let _ = std::fs::File::open(parent).and_then(|f| f.sync_all());
+    }
+    if let Err(e) = std::fs::remove_dir_all(&doomed) {
+        tracing::warn!(dir = %doomed.display(), error = %e, "could not delete partition directory");
+    }
 }
 
 fn read_partition_metadata(dir: &Path) -> Option<Uuid> {
@@ -441,6 +522,8 @@ pub fn partition_settings(
         compacted: get("cleanup.policy")
             .split(',')
             .any(|p| p.trim() == "compact"),
+        timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
+        timestamp_after_max_ms: long("message.timestamp.after.max.ms", i64::MAX),
     }
 }
 
@@ -452,6 +535,8 @@ pub struct Broker {
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
+    /// Partitions whose log could not be opened, with the topic id tried.
+    failed: Mutex<HashMap<PartitionKey, Uuid>>,
     /// The current producer id block: (next id, end exclusive).
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
 }
@@ -463,6 +548,7 @@ impl Broker {
             controller,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
+            failed: Mutex::new(HashMap::new()),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
         }
     }
@@ -503,11 +589,16 @@ impl Broker {
             }
             return Ok(p);
         }
+        let key = (topic.to_string(), index);
+        if self.failed.lock().contains_key(&key) {
+            // Its log could not be opened: offline here until a restart.
+            return Err(ErrorCode::KafkaStorageError);
+        }
         let image = self.image();
         match image.partition(topic, index) {
             // Known to the image but not open here yet: reconcile and retry.
             Some(p) if p.leader == self.node_id() => {
-                self.reconcile(&image);
+                self.reconcile();
                 self.partition(topic, index)
                     .ok_or(ErrorCode::NotLeaderOrFollower)
             }
@@ -531,8 +622,12 @@ impl Broker {
 
     /// Opens partitions the image assigns to this node and removes those it no
     /// longer has (deleted topics); updates per-topic settings.
-    pub fn reconcile(&self, image: &MetadataImage) {
+    ///
+    /// Always works from the latest published image, taken under the lock, so
+    /// an older image can never undo what a newer one did.
+    pub fn reconcile(&self) {
         let _guard = self.reconcile_lock.lock();
+        let image = self.image();
         let me = self.node_id();
         let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> =
             HashMap::new();
@@ -575,16 +670,15 @@ impl Broker {
                 }
                 _ => {
                     self.partitions.write().remove(&key);
-                    let dir = self.partition_dir(&key.0, key.1);
+                    part.mark_deleted();
                     tracing::info!(topic = %key.0, partition = key.1, "deleting partition");
-                    if let Err(e) = std::fs::remove_dir_all(&dir) {
-                        tracing::warn!(dir = %dir.display(), error = %e, "could not delete partition directory");
-                    }
+                    delete_dir(&self.partition_dir(&key.0, key.1));
                 }
             }
         }
+        self.failed.lock().retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
         for (key, (id, replica, settings)) in wanted {
-            if self.partitions.read().contains_key(&key) {
+            if self.partitions.read().contains_key(&key) || self.failed.lock().get(&key) == Some(&id) {
                 continue;
             }
             let dir = self.partition_dir(&key.0, key.1);
@@ -592,7 +686,7 @@ impl Broker {
             if let Some(old) = read_partition_metadata(&dir) {
                 if old != id {
                     tracing::info!(dir = %dir.display(), "removing stale partition directory of a deleted topic");
-                    let _ = std::fs::remove_dir_all(&dir);
+                    delete_dir(&dir);
                 }
             }
             match Partition::open(&dir, &key.0, id, key.1, replica, settings) {
@@ -600,7 +694,8 @@ impl Broker {
                     self.partitions.write().insert(key, Arc::new(p));
                 }
                 Err(e) => {
-                    tracing::error!(dir = %dir.display(), error = %e, "cannot open partition")
+                    tracing::error!(dir = %dir.display(), error = %e, "cannot open partition; it is offline on this broker");
+                    self.failed.lock().insert(key, id);
                 }
             }
         }
@@ -619,7 +714,22 @@ impl Broker {
             };
             if image.topic_by_id(id).is_none() {
                 tracing::info!(dir = %path.display(), "removing partition directory of a deleted topic");
-                let _ = std::fs::remove_dir_all(&path);
+                delete_dir(&path);
+            }
+        }
+    }
+
+    /// Finishes deletions a crash interrupted (directories renamed `*-delete`).
+    pub fn finish_pending_deletes(&self) {
+        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && path.to_string_lossy().ends_with(DELETE_SUFFIX) {
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(dir = %path.display(), error = %e, "could not finish deleting");
+                }
             }
         }
     }

@@ -97,8 +97,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         .map_err(|e| format!("broker registration failed: {}", e.message))?;
     let broker = Arc::new(Broker::new(config.clone(), controller.clone()));
     let image = broker.image();
+    broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
-    broker.reconcile(&image);
+    broker.reconcile();
     tracing::info!(
         partitions = broker.all_partitions().len(),
         "partitions opened"
@@ -109,9 +110,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let b = broker.clone();
     tokio::spawn(async move {
         while images.changed().await.is_ok() {
-            let image = images.borrow_and_update().clone();
+            images.borrow_and_update();
             let b = b.clone();
-            let _ = tokio::task::spawn_blocking(move || b.reconcile(&image)).await;
+            let _ = tokio::task::spawn_blocking(move || b.reconcile()).await;
         }
     });
 

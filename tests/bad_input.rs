@@ -232,6 +232,14 @@ fn bad_input_gets_errors_or_close_and_broker_keeps_serving() {
             }),
         ),
         (
+            "array count of 2^31 in a tiny frame (must not drive an allocation)",
+            Box::new(|c: &mut Client| {
+                let mut h = raw_header(ApiKey::Metadata as i16, 1, 1);
+                h.put_i32(i32::MAX);
+                c.send_raw(&h).unwrap();
+            }),
+        ),
+        (
             "garbage produce body",
             Box::new(|c: &mut Client| {
                 let mut h = raw_header(ApiKey::Produce as i16, 7, 1);

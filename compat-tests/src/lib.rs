@@ -2,11 +2,17 @@
 //! upstream client suites against them (librdkafka's own test suite, see
 //! [`rdkafka_suite`] and the `librdkafka-suite` / `strand-bench` binaries).
 //!
+//! [`cluster::Cluster`] starts a multi-node cluster (combined or split controllers and
+//! brokers) and kills, stops, resumes and restarts its nodes; the `strand-cluster`
+//! binary exposes it as a command (see `compat-tests/CLUSTER.md`).
+//!
 //! Build the suite first: `compat-tests/scripts/build-librdkafka.sh`.
 
+pub mod cluster;
 pub mod harness;
 pub mod rdkafka_suite;
 
+pub use cluster::{Cluster, ClusterSpec};
 pub use harness::Broker;
 
 /// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:

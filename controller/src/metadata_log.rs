@@ -17,6 +17,8 @@ pub enum MetadataLogError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("metadata batch of {0} bytes exceeds the frame limit")]
+    TooLarge(usize),
     #[error("metadata record encoding: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -57,6 +59,10 @@ impl MetadataLog {
     /// Appends one event's records and fsyncs them.
     pub fn append(&mut self, records: &[MetadataRecord]) -> Result<(), MetadataLogError> {
         let body = serde_json::to_vec(records)?;
+        if body.len() > MAX_FRAME {
+            // Replay would treat a larger frame as torn: refuse it instead.
+            return Err(MetadataLogError::TooLarge(body.len()));
+        }
         let mut frame = Vec::with_capacity(body.len() + 8);
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
@@ -65,8 +71,16 @@ impl MetadataLog {
             path: self.path.clone(),
             source,
         };
-        self.file.write_all(&frame).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        let before = self.file.metadata().map_err(io)?.len();
+        if let Err(e) = self.file.write_all(&frame).and_then(|_| self.file.sync_data()) {
+            // Leave no partial frame behind: later frames would be lost at replay.
+            if self.file.set_len(before).and_then(|_| self.file.sync_data()).is_err() {
+                tracing::error!(path = %self.path.display(), "cannot undo a failed metadata append; stopping");
+                std::process::abort();
+            }
+            return Err(io(e));
+        }
+        Ok(())
     }
 }
 

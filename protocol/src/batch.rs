@@ -122,11 +122,12 @@ impl BatchHeader {
     pub fn total_size(&self) -> usize {
         LOG_OVERHEAD + self.batch_length as usize
     }
+    /// Saturating: `base_offset` is outside the CRC, so on disk it may be garbage.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + self.last_offset_delta as i64
+        self.base_offset.saturating_add(self.last_offset_delta as i64)
     }
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
     pub fn compression(&self) -> i16 {
         self.attributes & ATTR_COMPRESSION_MASK
@@ -195,10 +196,59 @@ pub fn validate_record_set(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
                 last_offset_delta: h.last_offset_delta,
             });
         }
+        // Records are counted by their length prefixes, after decompressing a
+        // compressed batch (as Kafka validates it); nothing is decoded.
+        if count_batch_records(&h, &rest[BATCH_HEADER_LEN..size]) != Some(h.records_count as usize) {
+            return Err(BatchError::CountMismatch {
+                count: h.records_count,
+                last_offset_delta: h.last_offset_delta,
+            });
+        }
         headers.push(h);
         pos += size;
     }
     Ok(headers)
+}
+
+/// Reads a zig-zag varint (Kafka's record framing); None if truncated or over 5 bytes.
+fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
+    let mut value: u64 = 0;
+    for (i, b) in buf.iter().take(5).enumerate() {
+        value |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            let v = ((value >> 1) as i64) ^ -((value & 1) as i64);
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Counts the records of a batch body, decompressing it first if needed.
+fn count_batch_records(h: &BatchHeader, body: &[u8]) -> Option<usize> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+    let count = |b: &mut bytes::Bytes| Ok(count_records(b));
+    let mut buf = bytes::Bytes::copy_from_slice(body);
+    match h.compression() {
+        0 => count_records(body),
+        1 => Gzip::decompress(&mut buf, count).ok().flatten(),
+        2 => Snappy::decompress(&mut buf, count).ok().flatten(),
+        3 => Lz4::decompress(&mut buf, count).ok().flatten(),
+        4 => Zstd::decompress(&mut buf, count).ok().flatten(),
+        _ => None,
+    }
+}
+
+/// Counts the length-prefixed records of an uncompressed batch body; None
+/// unless they fill it exactly.
+fn count_records(mut body: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    while !body.is_empty() {
+        let (len, used) = read_varint(body)?;
+        let len = usize::try_from(len).ok().filter(|l| *l > 0)?;
+        body = body.get(used + len..)?;
+        n += 1;
+    }
+    Some(n)
 }
 
 /// Walks the complete batches at the start of `buf` (as read from a segment)
@@ -370,6 +420,46 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn record_count_must_match_the_records_present() {
+        // A header claiming more records than the (uncompressed) body holds.
+        let mut b = encode_batch(2, -1, -1, -1, Compression::None);
+        let claimed = i32::MAX;
+        b[23..27].copy_from_slice(&(claimed - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&claimed.to_be_bytes());
+        let h = BatchHeader::parse(&b).unwrap();
+        let crc = crc32c::crc32c(&b[21..h.total_size()]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(matches!(validate_record_set(&b), Err(BatchError::CountMismatch { .. })));
+        assert_eq!(count_records(&[]), Some(0));
+        assert_eq!(count_records(&[0x02, 0xaa]), Some(1));
+        assert_eq!(count_records(&[0x04, 0xaa]), None, "record runs past the body");
+        assert_eq!(count_records(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), None, "varint too long");
+    }
+
+    #[test]
+    fn compressed_record_count_is_checked() {
+        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+            let mut b = encode_batch(4, -1, -1, -1, codec);
+            assert!(validate_record_set(&b).is_ok(), "{codec:?}");
+            b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
+            b[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
+            let h = BatchHeader::parse(&b).unwrap();
+            let crc = crc32c::crc32c(&b[21..h.total_size()]);
+            b[17..21].copy_from_slice(&crc.to_be_bytes());
+            assert!(matches!(validate_record_set(&b), Err(BatchError::CountMismatch { .. })), "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_base_offset_does_not_overflow() {
+        let mut b = encode_batch(3, -1, -1, -1, Compression::None);
+        b[0..8].copy_from_slice(&i64::MAX.to_be_bytes());
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(h.last_offset(), i64::MAX);
+        assert_eq!(h.next_offset(), i64::MAX);
     }
 
     #[test]

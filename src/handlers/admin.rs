@@ -71,8 +71,7 @@ pub async fn create_topics(
         .create_topics(unique, req.validate_only)
         .await
         .into_iter();
-    let image = broker.image();
-    broker.reconcile(&image);
+    broker.reconcile();
     let mut out = Vec::new();
     for t in &topics {
         let mut r = CreatableTopicResult::default()
@@ -153,7 +152,7 @@ pub async fn delete_topics(
         .filter_map(|w| w.0.clone())
         .collect();
     let mut results = broker.controller.delete_topics(names).await.into_iter();
-    broker.reconcile(&broker.image());
+    broker.reconcile();
     let responses = wanted
         .into_iter()
         .map(|(name, id, early)| {
@@ -198,7 +197,7 @@ pub async fn create_partitions(
         .controller
         .create_partitions(topics, req.validate_only)
         .await;
-    broker.reconcile(&broker.image());
+    broker.reconcile();
     let out = req
         .topics
         .iter()
@@ -245,7 +244,11 @@ pub fn describe_configs(
         match res.resource_type {
             RESOURCE_TOPIC => match image.topics.get(&name) {
                 None => {
-                    r.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                    let code = match strand_controller::manager::validate_topic_name(&name) {
+                        Err(e) => e.code,
+                        Ok(()) => ErrorCode::UnknownTopicOrPartition,
+                    };
+                    r.error_code = code.code();
                     r.error_message = Some(s(&format!("Topic {name} does not exist")));
                 }
                 Some(t) => {
@@ -353,7 +356,7 @@ async fn alter(
         .alter_topic_configs(topic_items, incremental, validate_only)
         .await
         .into_iter();
-    broker.reconcile(&broker.image());
+    broker.reconcile();
     resources
         .into_iter()
         .map(|(ty, name, _)| {

@@ -14,6 +14,9 @@ use std::time::Duration;
 use strand_protocol::ErrorCode;
 use strand_replication::rules::fetch_can_complete;
 
+/// fetch.max.bytes (Kafka's default): the most one fetch response carries.
+const FETCH_MAX_BYTES: usize = 57_671_680;
+
 struct Target {
     topic: usize,
     fetch_offset: i64,
@@ -53,10 +56,11 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
             ));
         }
     }
+    // Kafka's fetch.max.bytes bounds every response, whatever the client asks.
     let max_bytes = if req.max_bytes <= 0 {
-        usize::MAX
+        FETCH_MAX_BYTES
     } else {
-        req.max_bytes as usize
+        (req.max_bytes as usize).min(FETCH_MAX_BYTES)
     };
     let min_bytes = req.min_bytes.max(0) as usize;
     let deadline =

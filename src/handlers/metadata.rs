@@ -47,7 +47,7 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(s(name))))
         .with_topic_id(t.topic_id)
-        .with_is_internal(name.starts_with("__"))
+        .with_is_internal(name == "__consumer_offsets" || name == "__transaction_state")
         .with_partitions(partitions)
 }
 
@@ -92,7 +92,7 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
                 }
             }
             image = broker.image();
-            broker.reconcile(&image);
+            broker.reconcile();
         }
     }
     let mut topics = Vec::with_capacity(names.len());

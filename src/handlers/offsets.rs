@@ -16,6 +16,8 @@ use strand_protocol::ErrorCode;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+/// KIP-405: the first offset in local storage; without tiering, the log start.
+const EARLIEST_LOCAL: i64 = -4;
 
 pub fn list_offsets(
     broker: &Broker,
@@ -47,11 +49,15 @@ pub fn list_offsets(
                             return r;
                         }
                     };
-                    r.leader_epoch = part.leader_epoch();
                     let offsets = part.offsets();
+                    let upper = part.fetch_upper_bound(read_committed);
                     let found = match p.timestamp {
-                        LATEST => Ok(Some((part.fetch_upper_bound(read_committed), -1))),
-                        EARLIEST => Ok(Some((offsets.log_start_offset, -1))),
+                        LATEST => {
+                            r.offset = upper;
+                            r.leader_epoch = part.leader_epoch();
+                            return r;
+                        }
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
                         MAX_TIMESTAMP => part.log.read().max_timestamp_and_offset(),
                         ts if ts >= 0 => part.log.read().offset_for_timestamp(ts),
                         _ => {
@@ -60,10 +66,12 @@ pub fn list_offsets(
                         }
                     };
                     match found {
-                        // Only offsets below the HW are visible to clients.
-                        Ok(Some((offset, ts))) if offset <= offsets.high_watermark => {
+                        // Records at or past the HW (LSO) are not visible yet.
+                        Ok(Some((offset, ts))) if offset < upper || (offset == upper && ts == -1) => {
                             r.offset = offset;
                             r.timestamp = ts;
+                            // The epoch of the batch that holds the offset, as Kafka reports it.
+                            r.leader_epoch = part.log.read().epoch_entries().iter().rev().find(|(_, start)| *start <= offset).map(|(e, _)| *e).unwrap_or(-1);
                         }
                         Ok(_) => {}
                         Err(e) => {
