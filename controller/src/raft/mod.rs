@@ -9,6 +9,7 @@
 //! - `network`: controller-to-controller RPC on the controller listener.
 
 pub mod network;
+pub mod store;
 
 use crate::records::MetadataRecord;
 use serde::{Deserialize, Serialize};
