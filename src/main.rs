@@ -92,6 +92,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             host: advertised.host.clone(),
             port: advertised.port,
             rack: config.broker_rack.clone(),
+            ..Default::default()
         })
         .await
         .map_err(|e| format!("broker registration failed: {}", e.message))?;

@@ -39,6 +39,31 @@ impl MetadataImage {
             MetadataRecord::RegisterBroker(b) => {
                 self.brokers.insert(b.broker_id, b.clone());
             }
+            MetadataRecord::FenceBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                if let Some(b) = self.broker_at_epoch(*broker_id, *broker_epoch) {
+                    b.fenced = true;
+                }
+            }
+            MetadataRecord::UnfenceBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                if let Some(b) = self.broker_at_epoch(*broker_id, *broker_epoch) {
+                    b.fenced = false;
+                    b.in_controlled_shutdown = false;
+                }
+            }
+            MetadataRecord::BrokerControlledShutdown {
+                broker_id,
+                broker_epoch,
+            } => {
+                if let Some(b) = self.broker_at_epoch(*broker_id, *broker_epoch) {
+                    b.in_controlled_shutdown = true;
+                }
+            }
             MetadataRecord::Topic { name, topic_id } => {
                 self.topic_names.insert(*topic_id, name.clone());
                 self.topics.insert(
@@ -59,6 +84,20 @@ impl MetadataImage {
                     topic.partitions[idx] = p.clone();
                 } else if idx == topic.partitions.len() {
                     topic.partitions.push(p.clone());
+                }
+            }
+            MetadataRecord::PartitionChange(p) => {
+                let Some(topic) = self.topic_by_id_mut(p.topic_id) else {
+                    return;
+                };
+                let Some(cur) = usize::try_from(p.partition)
+                    .ok()
+                    .and_then(|i| topic.partitions.get_mut(i))
+                else {
+                    return;
+                };
+                if p.partition_epoch > cur.partition_epoch && p.leader_epoch >= cur.leader_epoch {
+                    *cur = p.clone();
                 }
             }
             MetadataRecord::RemoveTopic { topic_id } => {
@@ -95,6 +134,19 @@ impl MetadataImage {
         }
     }
 
+    fn broker_at_epoch(&mut self, id: i32, epoch: i64) -> Option<&mut BrokerRecord> {
+        self.brokers
+            .get_mut(&id)
+            .filter(|b| b.broker_epoch == epoch)
+    }
+
+    /// A registered broker that may lead and join ISRs.
+    pub fn is_active(&self, broker_id: i32) -> bool {
+        self.brokers
+            .get(&broker_id)
+            .is_some_and(BrokerRecord::is_active)
+    }
+
     fn topic_by_id_mut(&mut self, id: Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names.get(&id)?;
         self.topics.get_mut(name)
@@ -114,6 +166,7 @@ impl MetadataImage {
 }
 
 #[cfg(test)]
+#[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
     use crate::records::{BrokerRecord, PartitionRecord};
@@ -133,7 +186,14 @@ mod tests {
                 host: "h".into(),
                 port: 1,
                 rack: Some("r".into()),
+                incarnation_id: uuid::Uuid::from_u128(3),
+                fenced: true,
+                in_controlled_shutdown: false,
             }),
+            MetadataRecord::UnfenceBroker {
+                broker_id: 2,
+                broker_epoch: 1,
+            },
             MetadataRecord::Topic {
                 name: "t".into(),
                 topic_id: id,
@@ -146,6 +206,15 @@ mod tests {
                 leader: 2,
                 leader_epoch: 3,
                 partition_epoch: 4,
+            }),
+            MetadataRecord::PartitionChange(PartitionRecord {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![2],
+                isr: vec![2],
+                leader: -1,
+                leader_epoch: 4,
+                partition_epoch: 5,
             }),
             MetadataRecord::Config {
                 resource: crate::records::ConfigResource::Topic,
@@ -162,5 +231,134 @@ mod tests {
         }
         let json = serde_json::to_vec(&img).unwrap();
         assert_eq!(serde_json::from_slice::<MetadataImage>(&json).unwrap(), img);
+    }
+
+    /// Broker state records apply only to the current registration epoch;
+    /// partition changes only to existing partitions and only forwards.
+    #[test]
+    fn broker_and_partition_change_table() {
+        let id = uuid::Uuid::from_u128(9);
+        let base = || {
+            let mut img = MetadataImage::default();
+            img.apply(&MetadataRecord::RegisterBroker(BrokerRecord {
+                broker_id: 1,
+                broker_epoch: 5,
+                fenced: true,
+                ..Default::default()
+            }));
+            img.apply(&MetadataRecord::Topic {
+                name: "t".into(),
+                topic_id: id,
+            });
+            img.apply(&MetadataRecord::Partition(PartitionRecord {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 2,
+                partition_epoch: 3,
+            }));
+            img
+        };
+        let change = |leader: i32, leader_epoch: i32, partition_epoch: i32, partition: i32| {
+            MetadataRecord::PartitionChange(PartitionRecord {
+                topic_id: id,
+                partition,
+                replicas: vec![1],
+                isr: vec![1],
+                leader,
+                leader_epoch,
+                partition_epoch,
+            })
+        };
+        // (records, broker fenced, in controlled shutdown, p0 (leader, leader epoch, partition epoch))
+        let cases: Vec<(Vec<MetadataRecord>, bool, bool, (i32, i32, i32))> = vec![
+            (vec![], true, false, (1, 2, 3)),
+            (
+                vec![MetadataRecord::UnfenceBroker {
+                    broker_id: 1,
+                    broker_epoch: 5,
+                }],
+                false,
+                false,
+                (1, 2, 3),
+            ),
+            (
+                vec![MetadataRecord::UnfenceBroker {
+                    broker_id: 1,
+                    broker_epoch: 4,
+                }],
+                true,
+                false,
+                (1, 2, 3),
+            ),
+            (
+                vec![MetadataRecord::UnfenceBroker {
+                    broker_id: 2,
+                    broker_epoch: 5,
+                }],
+                true,
+                false,
+                (1, 2, 3),
+            ),
+            (
+                vec![
+                    MetadataRecord::UnfenceBroker {
+                        broker_id: 1,
+                        broker_epoch: 5,
+                    },
+                    MetadataRecord::BrokerControlledShutdown {
+                        broker_id: 1,
+                        broker_epoch: 5,
+                    },
+                ],
+                false,
+                true,
+                (1, 2, 3),
+            ),
+            (
+                vec![
+                    MetadataRecord::BrokerControlledShutdown {
+                        broker_id: 1,
+                        broker_epoch: 5,
+                    },
+                    MetadataRecord::UnfenceBroker {
+                        broker_id: 1,
+                        broker_epoch: 5,
+                    },
+                    MetadataRecord::FenceBroker {
+                        broker_id: 1,
+                        broker_epoch: 5,
+                    },
+                ],
+                true,
+                false,
+                (1, 2, 3),
+            ),
+            (vec![change(-1, 3, 4, 0)], true, false, (-1, 3, 4)),
+            (vec![change(-1, 3, 3, 0)], true, false, (1, 2, 3)),
+            (vec![change(-1, 1, 4, 0)], true, false, (1, 2, 3)),
+            (vec![change(-1, 3, 4, 1)], true, false, (1, 2, 3)),
+        ];
+        for (i, (records, fenced, shutdown, p0)) in cases.into_iter().enumerate() {
+            let mut img = base();
+            for r in &records {
+                img.apply(r);
+            }
+            let b = &img.brokers[&1];
+            assert_eq!(
+                (b.fenced, b.in_controlled_shutdown),
+                (fenced, shutdown),
+                "case {i}"
+            );
+            let p = &img.topics["t"].partitions;
+            assert_eq!(p.len(), 1, "case {i}");
+            assert_eq!(
+                (p[0].leader, p[0].leader_epoch, p[0].partition_epoch),
+                p0,
+                "case {i}"
+            );
+        }
     }
 }

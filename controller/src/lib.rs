@@ -208,6 +208,35 @@ impl Controller {
         results
     }
 
+    /// Registers a broker and, until heartbeats drive fencing, unfences it at
+    /// once so that it is usable for placement and leadership.
+    fn register_and_unfence(&mut self, broker: BrokerRecord) -> Result<(), ApiError> {
+        let req = manager::BrokerRegistrationRequest {
+            broker_id: broker.broker_id,
+            incarnation_id: broker.incarnation_id,
+            host: broker.host,
+            port: broker.port,
+            rack: broker.rack,
+        };
+        let mut heartbeats = manager::BrokerHeartbeats::default();
+        let (mut records, _epoch) = manager::register_broker(
+            &self.image,
+            &mut heartbeats,
+            &req,
+            0,
+            manager::DEFAULT_SESSION_TIMEOUT_MS,
+        )?;
+        let mut scratch = self.image.clone();
+        for r in &records {
+            scratch.apply(r);
+        }
+        records.extend(manager::replication::handle_broker_unfenced(
+            &scratch,
+            req.broker_id,
+        ));
+        self.commit(&records)
+    }
+
     fn handle(&mut self, event: ControllerEvent) {
         let cfg = self.config.clone();
         let mut rng = rand::thread_rng();
@@ -258,12 +287,12 @@ impl Controller {
                 let _ = reply.send(r);
             }
             ControllerEvent::AllocateProducerIds { broker_id, reply } => {
-                let (records, block) = manager::allocate_producer_ids(&self.image, &cfg, broker_id);
-                let _ = reply.send(self.commit(&records).map(|_| block));
+                let r = manager::allocate_producer_ids(&self.image, &cfg, broker_id, None)
+                    .and_then(|(records, block)| self.commit(&records).map(|_| block));
+                let _ = reply.send(r);
             }
             ControllerEvent::RegisterBroker { broker, reply } => {
-                let records = manager::register_broker(&self.image, broker);
-                let _ = reply.send(self.commit(&records));
+                let _ = reply.send(self.register_and_unfence(broker));
             }
         }
     }
@@ -355,6 +384,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 1,
                 rack: None,
+                ..Default::default()
             })
             .await
             .unwrap();

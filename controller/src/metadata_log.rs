@@ -72,9 +72,18 @@ impl MetadataLog {
             source,
         };
         let before = self.file.metadata().map_err(io)?.len();
-        if let Err(e) = self.file.write_all(&frame).and_then(|_| self.file.sync_data()) {
+        if let Err(e) = self
+            .file
+            .write_all(&frame)
+            .and_then(|_| self.file.sync_data())
+        {
             // Leave no partial frame behind: later frames would be lost at replay.
-            if self.file.set_len(before).and_then(|_| self.file.sync_data()).is_err() {
+            if self
+                .file
+                .set_len(before)
+                .and_then(|_| self.file.sync_data())
+                .is_err()
+            {
                 tracing::error!(path = %self.path.display(), "cannot undo a failed metadata append; stopping");
                 std::process::abort();
             }

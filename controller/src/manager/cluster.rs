@@ -1,0 +1,715 @@
+//! Cluster membership and fencing (Kafka 3.7's ClusterControlManager and
+//! BrokerHeartbeatManager).
+//!
+//! Replicated state lives in the image (`BrokerRecord::fenced`,
+//! `in_controlled_shutdown`, `broker_epoch`, `incarnation_id`). Heartbeat
+//! times are soft state: `BrokerHeartbeats`, kept only in the active
+//! controller's memory and rebuilt on failover (`BrokerHeartbeats::rebuild`)
+//! with every broker last heard from at the failover time.
+//!
+//! A broker's state, from the image: FENCED if fenced, else CONTROLLED_SHUTDOWN
+//! if in controlled shutdown, else UNFENCED. A heartbeat moves it:
+//! - FENCED: want_shutdown -> SHUTDOWN_NOW; else unless want_fence, caught up
+//!   (current_metadata_offset >= its registration's offset) -> UNFENCED.
+//! - UNFENCED: want_fence -> FENCED (SHUTDOWN_NOW with want_shutdown);
+//!   want_shutdown -> CONTROLLED_SHUTDOWN if it leads anything, else SHUTDOWN_NOW.
+//! - CONTROLLED_SHUTDOWN: SHUTDOWN_NOW once it leads nothing and every active
+//!   broker has applied the records that moved its leaderships.
+//!
+//! SHUTDOWN_NOW fences the broker and answers should_shutdown.
+
+use super::replication::{
+    handle_broker_fenced, handle_broker_unfenced, handle_controlled_shutdown, has_leaderships,
+    remove_broker_from_partitions,
+};
+use super::ApiError;
+use crate::image::MetadataImage;
+use crate::records::{BrokerRecord, MetadataRecord};
+use std::collections::BTreeMap;
+use strand_protocol::ErrorCode;
+use uuid::Uuid;
+
+/// What the controller remembers of one broker's heartbeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrokerSession {
+    pub last_contact_ms: u64,
+    /// The metadata offset (records applied) the broker last reported.
+    pub metadata_offset: Option<u64>,
+    /// Set on entering controlled shutdown: the log end (records applied)
+    /// once the records moving its leaderships are committed.
+    pub controlled_shutdown_offset: Option<u64>,
+}
+
+/// Soft state: the active controller's record of broker heartbeats.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerHeartbeats {
+    sessions: BTreeMap<i32, BrokerSession>,
+}
+
+impl BrokerHeartbeats {
+    /// The soft state of a controller that just became active: every
+    /// registered broker was last heard from now.
+    pub fn rebuild(image: &MetadataImage, now_ms: u64) -> Self {
+        let sessions = image
+            .brokers
+            .keys()
+            .map(|&id| {
+                (
+                    id,
+                    BrokerSession {
+                        last_contact_ms: now_ms,
+                        metadata_offset: None,
+                        controlled_shutdown_offset: None,
+                    },
+                )
+            })
+            .collect();
+        BrokerHeartbeats { sessions }
+    }
+
+    pub fn session(&self, broker_id: i32) -> Option<&BrokerSession> {
+        self.sessions.get(&broker_id)
+    }
+
+    /// Registered, unfenced, and heard from within the session timeout.
+    pub fn has_valid_session(
+        &self,
+        image: &MetadataImage,
+        broker_id: i32,
+        now_ms: u64,
+        session_timeout_ms: u64,
+    ) -> bool {
+        match (image.brokers.get(&broker_id), self.sessions.get(&broker_id)) {
+            (Some(b), Some(s)) => {
+                !b.fenced && s.last_contact_ms.saturating_add(session_timeout_ms) >= now_ms
+            }
+            _ => false,
+        }
+    }
+
+    /// When the next unfenced broker's session expires, if any: the time to
+    /// call `fence_stale_brokers` next.
+    pub fn next_expiry_ms(&self, image: &MetadataImage, session_timeout_ms: u64) -> Option<u64> {
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter_map(|b| self.sessions.get(&b.broker_id))
+            .map(|s| s.last_contact_ms.saturating_add(session_timeout_ms) + 1)
+            .min()
+    }
+
+    /// The lowest metadata offset reported by an active broker (unfenced, not
+    /// shutting down); u64::MAX with none. A broker not heard from since
+    /// failover counts as offset 0.
+    fn lowest_active_offset(&self, image: &MetadataImage) -> u64 {
+        image
+            .brokers
+            .values()
+            .filter(|b| b.is_active())
+            .map(|b| {
+                self.sessions
+                    .get(&b.broker_id)
+                    .and_then(|s| s.metadata_offset)
+                    .unwrap_or(0)
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// BrokerRegistration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerRegistrationRequest {
+    pub broker_id: i32,
+    pub incarnation_id: Uuid,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+/// The offset a broker must have applied (`current_metadata_offset`, in
+/// records applied) to have seen its own registration: the caught-up
+/// threshold `heartbeat` takes.
+pub fn caught_up_offset(broker: &BrokerRecord) -> u64 {
+    u64::try_from(broker.broker_epoch).unwrap_or(0) + 1
+}
+
+/// Registers a broker, fenced, under a new broker epoch: the registration
+/// record's position in the metadata log (`image.applied` plus the records
+/// before it), and above any previous epoch of the broker. Returns the records
+/// and the epoch.
+///
+/// A different incarnation while the previous one's session is live is a
+/// DUPLICATE_BROKER_REGISTRATION. Re-registering a broker that is not fenced
+/// first moves it out of ISRs and leaderships, as fencing would: a new
+/// registration means a restarted (or retried) broker that must catch up.
+pub fn register_broker(
+    image: &MetadataImage,
+    heartbeats: &mut BrokerHeartbeats,
+    req: &BrokerRegistrationRequest,
+    now_ms: u64,
+    session_timeout_ms: u64,
+) -> Result<(Vec<MetadataRecord>, i64), ApiError> {
+    if req.broker_id < 0 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Invalid broker id {}", req.broker_id),
+        ));
+    }
+    let existing = image.brokers.get(&req.broker_id);
+    let mut records = Vec::new();
+    if let Some(prev) = existing {
+        if prev.incarnation_id != req.incarnation_id
+            && heartbeats.has_valid_session(image, req.broker_id, now_ms, session_timeout_ms)
+        {
+            return Err(ApiError::new(
+                ErrorCode::DuplicateBrokerRegistration,
+                "Another broker is registered with that broker id.",
+            ));
+        }
+        if !prev.fenced {
+            records = remove_broker_from_partitions(image, req.broker_id);
+        }
+    }
+    let position = image.applied as i64 + records.len() as i64;
+    let broker_epoch = position.max(existing.map_or(0, |b| b.broker_epoch + 1));
+    records.push(MetadataRecord::RegisterBroker(BrokerRecord {
+        broker_id: req.broker_id,
+        broker_epoch,
+        host: req.host.clone(),
+        port: req.port,
+        rack: req.rack.clone(),
+        incarnation_id: req.incarnation_id,
+        fenced: true,
+        in_controlled_shutdown: false,
+    }));
+    heartbeats.sessions.insert(
+        req.broker_id,
+        BrokerSession {
+            last_contact_ms: now_ms,
+            metadata_offset: None,
+            controlled_shutdown_offset: None,
+        },
+    );
+    Ok((records, broker_epoch))
+}
+
+/// BrokerHeartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    /// Records of the metadata log the broker has applied.
+    pub current_metadata_offset: u64,
+    pub want_fence: bool,
+    pub want_shutdown: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeartbeatReply {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub in_controlled_shutdown: bool,
+    pub should_shutdown: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BrokerState {
+    Fenced,
+    Unfenced,
+    ControlledShutdown,
+    ShutdownNow,
+}
+
+/// A heartbeat: records for the broker's state change, if any, and the reply.
+/// `caught_up_offset` is the offset the broker must have applied to be
+/// unfenced (normally `caught_up_offset(broker)`). Errors:
+/// BROKER_ID_NOT_REGISTERED for an unknown broker, STALE_BROKER_EPOCH for any
+/// epoch but the current registration's.
+pub fn heartbeat(
+    image: &MetadataImage,
+    heartbeats: &mut BrokerHeartbeats,
+    req: &HeartbeatRequest,
+    caught_up_offset: u64,
+    now_ms: u64,
+) -> Result<(Vec<MetadataRecord>, HeartbeatReply), ApiError> {
+    let Some(b) = image.brokers.get(&req.broker_id) else {
+        return Err(ApiError::new(
+            ErrorCode::BrokerIdNotRegistered,
+            format!("Broker {} is not registered.", req.broker_id),
+        ));
+    };
+    if b.broker_epoch != req.broker_epoch {
+        return Err(ApiError::new(
+            ErrorCode::StaleBrokerEpoch,
+            format!(
+                "Expected broker epoch {}, but got broker epoch {}",
+                b.broker_epoch, req.broker_epoch
+            ),
+        ));
+    }
+    let id = req.broker_id;
+    let caught_up = req.current_metadata_offset >= caught_up_offset;
+    let current = if b.fenced {
+        BrokerState::Fenced
+    } else if b.in_controlled_shutdown {
+        BrokerState::ControlledShutdown
+    } else {
+        BrokerState::Unfenced
+    };
+    let next = match current {
+        BrokerState::Fenced if req.want_shutdown => BrokerState::ShutdownNow,
+        BrokerState::Fenced if !req.want_fence && caught_up => BrokerState::Unfenced,
+        BrokerState::Fenced => BrokerState::Fenced,
+        BrokerState::Unfenced if req.want_fence && req.want_shutdown => BrokerState::ShutdownNow,
+        BrokerState::Unfenced if req.want_fence => BrokerState::Fenced,
+        BrokerState::Unfenced if req.want_shutdown => {
+            if has_leaderships(image, id) {
+                BrokerState::ControlledShutdown
+            } else {
+                BrokerState::ShutdownNow
+            }
+        }
+        BrokerState::Unfenced => BrokerState::Unfenced,
+        BrokerState::ControlledShutdown => {
+            let done_at = heartbeats
+                .session(id)
+                .and_then(|s| s.controlled_shutdown_offset)
+                .unwrap_or(image.applied);
+            if !has_leaderships(image, id) && done_at <= heartbeats.lowest_active_offset(image) {
+                BrokerState::ShutdownNow
+            } else {
+                BrokerState::ControlledShutdown
+            }
+        }
+        BrokerState::ShutdownNow => BrokerState::ShutdownNow,
+    };
+    let records = if current == next {
+        vec![]
+    } else {
+        match next {
+            BrokerState::Fenced | BrokerState::ShutdownNow => handle_broker_fenced(image, id),
+            BrokerState::Unfenced => handle_broker_unfenced(image, id),
+            BrokerState::ControlledShutdown => handle_controlled_shutdown(image, id),
+        }
+    };
+    let session = heartbeats.sessions.entry(id).or_insert(BrokerSession {
+        last_contact_ms: now_ms,
+        metadata_offset: None,
+        controlled_shutdown_offset: None,
+    });
+    session.last_contact_ms = now_ms;
+    session.metadata_offset = Some(req.current_metadata_offset);
+    if next == BrokerState::ControlledShutdown {
+        session
+            .controlled_shutdown_offset
+            .get_or_insert(image.applied + records.len() as u64);
+    } else {
+        session.controlled_shutdown_offset = None;
+    }
+    let reply = HeartbeatReply {
+        is_caught_up: caught_up,
+        is_fenced: matches!(next, BrokerState::Fenced | BrokerState::ShutdownNow),
+        in_controlled_shutdown: next == BrokerState::ControlledShutdown,
+        should_shutdown: next == BrokerState::ShutdownNow,
+    };
+    Ok((records, reply))
+}
+
+/// Fences every unfenced broker not heard from for longer than
+/// `session_timeout_ms` (broker.session.timeout.ms), moving its ISR
+/// memberships and leaderships. Brokers without a session are left alone
+/// (`BrokerHeartbeats::rebuild` gives every broker one).
+pub fn fence_stale_brokers(
+    image: &MetadataImage,
+    heartbeats: &BrokerHeartbeats,
+    now_ms: u64,
+    session_timeout_ms: u64,
+) -> Vec<MetadataRecord> {
+    let stale: Vec<i32> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter(|b| {
+            heartbeats
+                .session(b.broker_id)
+                .is_some_and(|s| s.last_contact_ms.saturating_add(session_timeout_ms) < now_ms)
+        })
+        .map(|b| b.broker_id)
+        .collect();
+    if stale.is_empty() {
+        return vec![];
+    }
+    // Later fencings must see earlier ones (no leadership moves to a broker
+    // fenced in the same pass).
+    let mut scratch = image.clone();
+    let mut records = Vec::new();
+    for id in stale {
+        let recs = handle_broker_fenced(&scratch, id);
+        for r in &recs {
+            scratch.apply(r);
+        }
+        records.extend(recs);
+    }
+    records
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+mod tests {
+    use super::*;
+    use crate::manager::testutil::{add_topic, apply_all};
+
+    const TIMEOUT: u64 = 9000;
+
+    fn req(id: i32, inc: u128) -> BrokerRegistrationRequest {
+        BrokerRegistrationRequest {
+            broker_id: id,
+            incarnation_id: Uuid::from_u128(inc),
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        }
+    }
+
+    fn hb(
+        id: i32,
+        epoch: i64,
+        offset: u64,
+        want_fence: bool,
+        want_shutdown: bool,
+    ) -> HeartbeatRequest {
+        HeartbeatRequest {
+            broker_id: id,
+            broker_epoch: epoch,
+            current_metadata_offset: offset,
+            want_fence,
+            want_shutdown,
+        }
+    }
+
+    /// Registers and unfences brokers; returns their epochs.
+    fn cluster(img: &mut MetadataImage, hbs: &mut BrokerHeartbeats, ids: &[i32]) -> Vec<i64> {
+        let mut epochs = vec![];
+        for &id in ids {
+            let (recs, epoch) =
+                register_broker(img, hbs, &req(id, id as u128), 0, TIMEOUT).unwrap();
+            apply_all(img, &recs);
+            let (recs, reply) = heartbeat(
+                img,
+                hbs,
+                &hb(id, epoch, img.applied, false, false),
+                caught_up_offset(&img.brokers[&id]),
+                0,
+            )
+            .unwrap();
+            assert!(!reply.is_fenced);
+            apply_all(img, &recs);
+            epochs.push(epoch);
+        }
+        epochs
+    }
+
+    #[test]
+    fn registration_table() {
+        // (step, request, now, expected): a sequence against one image.
+        // Expected: Ok(()) or the error code.
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        img.apply(&MetadataRecord::ClusterFormatted {
+            cluster_id: "c".into(),
+        });
+        let steps: Vec<(&str, BrokerRegistrationRequest, u64, Result<(), ErrorCode>)> = vec![
+            ("first registration", req(1, 10), 0, Ok(())),
+            ("retry, same incarnation", req(1, 10), 100, Ok(())),
+            (
+                "restart while fenced: no live session",
+                req(1, 11),
+                200,
+                Ok(()),
+            ),
+            ("bad id", req(-1, 1), 200, Err(ErrorCode::InvalidRequest)),
+            ("other broker", req(2, 20), 200, Ok(())),
+        ];
+        let mut last_epoch = -1;
+        for (what, r, now, want) in steps {
+            match register_broker(&img, &mut hbs, &r, now, TIMEOUT) {
+                Ok((recs, epoch)) => {
+                    assert_eq!(want, Ok(()), "{what}");
+                    assert!(epoch > last_epoch, "{what}: epochs grow");
+                    assert_eq!(epoch, img.applied as i64 + recs.len() as i64 - 1, "{what}");
+                    last_epoch = epoch;
+                    apply_all(&mut img, &recs);
+                    let b = &img.brokers[&r.broker_id];
+                    assert!(b.fenced && !b.in_controlled_shutdown, "{what}");
+                    assert_eq!(
+                        (b.broker_epoch, b.incarnation_id),
+                        (epoch, r.incarnation_id)
+                    );
+                }
+                Err(e) => assert_eq!(Err(e.code), want, "{what}"),
+            }
+        }
+        // Unfence 1: a live session now blocks a new incarnation until it expires.
+        let e1 = img.brokers[&1].broker_epoch;
+        let (recs, _) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(1, e1, img.applied, false, false),
+            caught_up_offset(&img.brokers[&1]),
+            1000,
+        )
+        .unwrap();
+        apply_all(&mut img, &recs);
+        assert!(!img.brokers[&1].fenced);
+        let cases = [
+            (
+                req(1, 12),
+                1000 + TIMEOUT,
+                Err(ErrorCode::DuplicateBrokerRegistration),
+            ),
+            (req(1, 11), 1000 + TIMEOUT, Ok(())), // same incarnation: a retry
+            (req(1, 12), 1001 + TIMEOUT, Ok(())), // session expired
+        ];
+        for (i, (r, now, want)) in cases.into_iter().enumerate() {
+            let got = register_broker(&img, &mut hbs.clone(), &r, now, TIMEOUT)
+                .map(|_| ())
+                .map_err(|e| e.code);
+            assert_eq!(got, want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn reregistering_an_unfenced_broker_moves_its_leaderships() {
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        cluster(&mut img, &mut hbs, &[1, 2]);
+        add_topic(&mut img, "t", &[(&[1, 2], &[1, 2], 1), (&[1], &[1], 1)]);
+        let (recs, epoch) = register_broker(&img, &mut hbs, &req(1, 99), 100_000, TIMEOUT).unwrap();
+        assert_eq!(recs.len(), 3);
+        apply_all(&mut img, &recs);
+        assert_eq!(img.brokers[&1].broker_epoch, epoch);
+        let p = &img.topics["t"].partitions;
+        assert_eq!((p[0].leader, &p[0].isr[..]), (2, &[2][..]));
+        assert_eq!((p[1].leader, &p[1].isr[..]), (-1, &[1][..]));
+        // Caught up: unfenced, and it leads its offline partition again.
+        let (recs, reply) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(1, epoch, img.applied, false, false),
+            caught_up_offset(&img.brokers[&1]),
+            100_001,
+        )
+        .unwrap();
+        assert!(reply.is_caught_up && !reply.is_fenced);
+        apply_all(&mut img, &recs);
+        assert_eq!(img.topics["t"].partitions[1].leader, 1);
+    }
+
+    /// One heartbeat from a broker in a given state: (state setup, want_fence,
+    /// want_shutdown, caught up, broker leads a partition) ->
+    /// (fenced, in_controlled_shutdown, should_shutdown) in the reply and image.
+    #[test]
+    fn heartbeat_state_table() {
+        #[derive(Clone, Copy, Debug)]
+        enum Start {
+            Fenced,
+            Unfenced,
+            Shutting,
+        }
+        use Start::*;
+        let cases: &[(Start, bool, bool, bool, bool, (bool, bool, bool))] = &[
+            (Fenced, false, false, false, false, (true, false, false)),
+            (Fenced, false, false, true, false, (false, false, false)),
+            (Fenced, true, false, true, false, (true, false, false)),
+            (Fenced, false, true, true, false, (true, false, true)),
+            (Unfenced, false, false, true, true, (false, false, false)),
+            (Unfenced, true, false, true, true, (true, false, false)),
+            (Unfenced, true, true, true, true, (true, false, true)),
+            (Unfenced, false, true, true, true, (false, true, false)),
+            (Unfenced, false, true, true, false, (true, false, true)),
+            (Shutting, false, true, true, false, (true, false, true)),
+        ];
+        for (i, &(start, want_fence, want_shutdown, caught_up, leads, want)) in
+            cases.iter().enumerate()
+        {
+            let mut img = MetadataImage::default();
+            let mut hbs = BrokerHeartbeats::default();
+            cluster(&mut img, &mut hbs, &[1, 2]);
+            if leads {
+                add_topic(&mut img, "t", &[(&[1, 2], &[1, 2], 1)]);
+            }
+            let e = img.brokers[&1].broker_epoch;
+            let setup = match start {
+                Fenced => handle_broker_fenced(&img, 1),
+                Unfenced => vec![],
+                Shutting => handle_controlled_shutdown(&img, 1),
+            };
+            apply_all(&mut img, &setup);
+            // Broker 2 has applied everything.
+            let (recs, _) = heartbeat(
+                &img,
+                &mut hbs,
+                &hb(2, img.brokers[&2].broker_epoch, img.applied, false, false),
+                0,
+                5,
+            )
+            .unwrap();
+            assert!(recs.is_empty());
+            let offset = if caught_up { img.applied } else { 0 };
+            let (recs, reply) = heartbeat(
+                &img,
+                &mut hbs,
+                &hb(1, e, offset, want_fence, want_shutdown),
+                caught_up_offset(&img.brokers[&1]),
+                10,
+            )
+            .unwrap();
+            assert_eq!(reply.is_caught_up, caught_up, "case {i}");
+            assert_eq!(
+                (
+                    reply.is_fenced,
+                    reply.in_controlled_shutdown,
+                    reply.should_shutdown
+                ),
+                want,
+                "case {i} {start:?}"
+            );
+            apply_all(&mut img, &recs);
+            let b = &img.brokers[&1];
+            assert_eq!(b.fenced, want.0, "case {i} image fenced");
+            if !b.fenced {
+                assert_eq!(b.in_controlled_shutdown, want.1, "case {i} image shutdown");
+            }
+            if want.0 || want.1 {
+                assert!(!has_leaderships(&img, 1), "case {i}");
+            }
+            assert_eq!(hbs.session(1).unwrap().last_contact_ms, 10);
+        }
+    }
+
+    #[test]
+    fn heartbeat_errors() {
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        let e = cluster(&mut img, &mut hbs, &[1])[0];
+        let cases = [
+            (hb(7, e, 0, false, false), ErrorCode::BrokerIdNotRegistered),
+            (hb(1, e - 1, 0, false, false), ErrorCode::StaleBrokerEpoch),
+            (hb(1, e + 1, 0, false, false), ErrorCode::StaleBrokerEpoch),
+        ];
+        for (r, code) in cases {
+            assert_eq!(heartbeat(&img, &mut hbs, &r, 0, 0).unwrap_err().code, code);
+        }
+    }
+
+    /// Controlled shutdown waits until the other active brokers have applied
+    /// the leadership moves.
+    #[test]
+    fn controlled_shutdown_waits_for_followers() {
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        let e = cluster(&mut img, &mut hbs, &[1, 2]);
+        add_topic(&mut img, "t", &[(&[1, 2], &[1, 2], 1)]);
+        let (recs, reply) =
+            heartbeat(&img, &mut hbs, &hb(1, e[0], img.applied, false, true), 0, 1).unwrap();
+        assert!(reply.in_controlled_shutdown && !reply.should_shutdown);
+        apply_all(&mut img, &recs);
+        assert_eq!(img.topics["t"].partitions[0].leader, 2);
+        let moved_at = img.applied;
+        // Broker 2 lags behind the move: 1 must wait.
+        heartbeat(
+            &img,
+            &mut hbs,
+            &hb(2, e[1], moved_at - 1, false, false),
+            0,
+            2,
+        )
+        .unwrap();
+        let (recs, reply) =
+            heartbeat(&img, &mut hbs, &hb(1, e[0], moved_at, false, true), 0, 3).unwrap();
+        assert!(recs.is_empty() && reply.in_controlled_shutdown && !reply.should_shutdown);
+        // Broker 2 caught up: 1 may go, and is fenced.
+        heartbeat(&img, &mut hbs, &hb(2, e[1], moved_at, false, false), 0, 4).unwrap();
+        let (recs, reply) =
+            heartbeat(&img, &mut hbs, &hb(1, e[0], moved_at, false, true), 0, 5).unwrap();
+        assert!(reply.should_shutdown && reply.is_fenced);
+        apply_all(&mut img, &recs);
+        assert!(img.brokers[&1].fenced);
+    }
+
+    /// (last contacts of brokers 1..=3, now) -> fenced brokers.
+    #[test]
+    fn session_expiry_table() {
+        let cases: &[([u64; 3], u64, &[i32])] = &[
+            ([0, 0, 0], TIMEOUT, &[]),
+            ([0, 0, 0], TIMEOUT + 1, &[1, 2, 3]),
+            ([0, 5000, 9000], 9001, &[1]),
+            ([0, 5000, 9000], 14_001, &[1, 2]),
+        ];
+        for (i, (contacts, now, want)) in cases.iter().enumerate() {
+            let mut img = MetadataImage::default();
+            let mut hbs = BrokerHeartbeats::default();
+            let epochs = cluster(&mut img, &mut hbs, &[1, 2, 3]);
+            add_topic(
+                &mut img,
+                "t",
+                &[(&[1, 2, 3], &[1, 2, 3], 1), (&[2, 3], &[2, 3], 2)],
+            );
+            for (j, &at) in contacts.iter().enumerate() {
+                let id = j as i32 + 1;
+                heartbeat(
+                    &img,
+                    &mut hbs,
+                    &hb(id, epochs[j], img.applied, false, false),
+                    0,
+                    at,
+                )
+                .unwrap();
+            }
+            let recs = fence_stale_brokers(&img, &hbs, *now, TIMEOUT);
+            apply_all(&mut img, &recs);
+            let fenced: Vec<i32> = img
+                .brokers
+                .values()
+                .filter(|b| b.fenced)
+                .map(|b| b.broker_id)
+                .collect();
+            assert_eq!(&fenced[..], *want, "case {i}");
+            for p in &img.topics["t"].partitions {
+                assert!(
+                    p.leader == -1 || !want.contains(&p.leader),
+                    "case {i}: {p:?}"
+                );
+                assert!(!p.isr.is_empty());
+            }
+            // Nothing left to fence at the same time.
+            assert!(fence_stale_brokers(&img, &hbs, *now, TIMEOUT).is_empty());
+            let next = hbs.next_expiry_ms(&img, TIMEOUT);
+            assert!(next.is_none_or(|t| t > *now), "case {i}");
+        }
+    }
+
+    #[test]
+    fn failover_rebuild_gives_every_broker_a_fresh_session() {
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        cluster(&mut img, &mut hbs, &[1, 2]);
+        let rebuilt = BrokerHeartbeats::rebuild(&img, 50_000);
+        assert!(fence_stale_brokers(&img, &rebuilt, 50_000 + TIMEOUT, TIMEOUT).is_empty());
+        assert!(rebuilt.has_valid_session(&img, 1, 50_000 + TIMEOUT, TIMEOUT));
+        assert_eq!(
+            fence_stale_brokers(&img, &rebuilt, 50_001 + TIMEOUT, TIMEOUT).len(),
+            2
+        );
+        // A new incarnation is a duplicate until the rebuilt session expires.
+        let mut r = rebuilt.clone();
+        assert_eq!(
+            register_broker(&img, &mut r, &req(1, 77), 50_000, TIMEOUT)
+                .unwrap_err()
+                .code,
+            ErrorCode::DuplicateBrokerRegistration
+        );
+    }
+}

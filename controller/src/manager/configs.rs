@@ -1,0 +1,331 @@
+//! AlterConfigs and IncrementalAlterConfigs on topics (Kafka 3.7's
+//! ConfigurationControlManager): every resulting value is validated against
+//! the topic config definitions; full AlterConfigs replaces all overrides,
+//! incremental applies SET / DELETE / APPEND / SUBTRACT to the current ones;
+//! records are emitted only for configs whose value changes.
+
+use super::ApiError;
+use crate::configs::validate_topic_config;
+use crate::image::MetadataImage;
+use crate::records::{ConfigResource, MetadataRecord};
+use strand_protocol::ErrorCode;
+
+/// The configs of a CreateTopics item: known names, valid values, no nulls.
+pub fn validate_new_topic_configs(configs: &[(String, Option<String>)]) -> Result<(), ApiError> {
+    for (name, value) in configs {
+        let Some(value) = value else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!("Null value not supported for topic configs: {name}"),
+            ));
+        };
+        validate_topic_config(name, value)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+    }
+    Ok(())
+}
+
+/// How AlterConfigs changes one config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOp {
+    Set(String),
+    Delete,
+    Append(String),
+    Subtract(String),
+}
+
+/// AlterConfigs (`incremental == false`: the given set replaces all overrides)
+/// and IncrementalAlterConfigs for one topic.
+pub fn alter_topic_configs(
+    image: &MetadataImage,
+    name: &str,
+    ops: &[(String, ConfigOp)],
+    incremental: bool,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let Some(t) = image.topics.get(name) else {
+        return Err(ApiError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("Topic {name} does not exist"),
+        ));
+    };
+    let mut next = if incremental {
+        t.configs.clone()
+    } else {
+        Default::default()
+    };
+    for (key, op) in ops {
+        let def = crate::configs::topic_config(key).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!("Unknown topic config name: {key}"),
+            )
+        })?;
+        let list_op =
+            |v: &str, add: bool, next: &mut crate::records::ConfigMap| -> Result<(), ApiError> {
+                if def.kind != crate::configs::ConfigType::List {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidConfig,
+                        format!("Config {key} is not a list: APPEND/SUBTRACT not allowed"),
+                    ));
+                }
+                let current = next
+                    .get(key.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| def.default.to_string());
+                let mut items: Vec<String> = current
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+                for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if add {
+                        if !items.iter().any(|i| i == item) {
+                            items.push(item.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != item);
+                    }
+                }
+                next.insert(key.clone(), items.join(","));
+                Ok(())
+            };
+        match op {
+            ConfigOp::Set(v) => {
+                next.insert(key.clone(), v.clone());
+            }
+            ConfigOp::Delete => {
+                next.remove(key);
+            }
+            ConfigOp::Append(v) => list_op(v, true, &mut next)?,
+            ConfigOp::Subtract(v) => list_op(v, false, &mut next)?,
+        }
+        if let Some(v) = next.get(key.as_str()) {
+            validate_topic_config(key, v)
+                .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        }
+    }
+    let mut records = Vec::new();
+    for (k, v) in &next {
+        if t.configs.get(k) != Some(v) {
+            records.push(MetadataRecord::Config {
+                resource: ConfigResource::Topic,
+                resource_name: name.into(),
+                name: k.clone(),
+                value: Some(v.clone()),
+            });
+        }
+    }
+    for k in t.configs.keys() {
+        if !next.contains_key(k) {
+            records.push(MetadataRecord::Config {
+                resource: ConfigResource::Topic,
+                resource_name: name.into(),
+                name: k.clone(),
+                value: None,
+            });
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+mod tests {
+    use super::*;
+    use crate::manager::testutil::{apply_all, cfg, image_with_brokers};
+    use crate::manager::topics::{create_topic, NewTopic};
+    use uuid::Uuid;
+
+    #[test]
+    fn alter_configs_full_and_incremental() {
+        let mut img = image_with_brokers(&[1]);
+        let t = NewTopic {
+            name: "t".into(),
+            num_partitions: 1,
+            replication_factor: 1,
+            configs: vec![("retention.ms".into(), Some("100".into()))],
+            ..Default::default()
+        };
+        let (recs, _) = create_topic(&img, &cfg(), &t, Uuid::from_u128(1), 0).unwrap();
+        apply_all(&mut img, &recs);
+        // Incremental keeps retention.ms and appends to a list.
+        let recs = alter_topic_configs(
+            &img,
+            "t",
+            &[("cleanup.policy".into(), ConfigOp::Append("compact".into()))],
+            true,
+        )
+        .unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(img.topics["t"].configs["cleanup.policy"], "delete,compact");
+        assert_eq!(img.topics["t"].configs["retention.ms"], "100");
+        // Full replacement drops what is not given.
+        let recs = alter_topic_configs(
+            &img,
+            "t",
+            &[("segment.ms".into(), ConfigOp::Set("5000".into()))],
+            false,
+        )
+        .unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(img.topics["t"].configs.len(), 1);
+        assert_eq!(img.topics["t"].configs["segment.ms"], "5000");
+        assert_eq!(
+            alter_topic_configs(
+                &img,
+                "t",
+                &[("segment.ms".into(), ConfigOp::Set("x".into()))],
+                true
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::InvalidConfig
+        );
+        assert_eq!(
+            alter_topic_configs(
+                &img,
+                "t",
+                &[("retention.ms".into(), ConfigOp::Append("1".into()))],
+                true
+            )
+            .unwrap_err()
+            .code,
+            ErrorCode::InvalidConfig
+        );
+        assert_eq!(
+            alter_topic_configs(&img, "nope", &[], true)
+                .unwrap_err()
+                .code,
+            ErrorCode::UnknownTopicOrPartition
+        );
+    }
+
+    /// (initial overrides, ops, incremental) -> resulting overrides or error.
+    #[test]
+    fn alter_configs_table() {
+        type Want = Result<Vec<(&'static str, &'static str)>, ErrorCode>;
+        let set = |k: &str, v: &str| (k.to_string(), ConfigOp::Set(v.into()));
+        let del = |k: &str| (k.to_string(), ConfigOp::Delete);
+        let app = |k: &str, v: &str| (k.to_string(), ConfigOp::Append(v.into()));
+        let sub = |k: &str, v: &str| (k.to_string(), ConfigOp::Subtract(v.into()));
+        let base: &[(&str, &str)] = &[("cleanup.policy", "compact"), ("retention.ms", "100")];
+        let cases: Vec<(Vec<(String, ConfigOp)>, bool, Want)> = vec![
+            (vec![], true, Ok(base.to_vec())),
+            (vec![], false, Ok(vec![])),
+            (
+                vec![set("segment.ms", "5")],
+                true,
+                Ok(vec![
+                    ("cleanup.policy", "compact"),
+                    ("retention.ms", "100"),
+                    ("segment.ms", "5"),
+                ]),
+            ),
+            (
+                vec![set("segment.ms", "5")],
+                false,
+                Ok(vec![("segment.ms", "5")]),
+            ),
+            (
+                vec![del("retention.ms")],
+                true,
+                Ok(vec![("cleanup.policy", "compact")]),
+            ),
+            (vec![del("segment.ms")], true, Ok(base.to_vec())),
+            (
+                vec![app("cleanup.policy", "delete")],
+                true,
+                Ok(vec![
+                    ("cleanup.policy", "compact,delete"),
+                    ("retention.ms", "100"),
+                ]),
+            ),
+            (
+                vec![app("cleanup.policy", "compact")],
+                true,
+                Ok(base.to_vec()),
+            ),
+            (
+                vec![sub("cleanup.policy", "compact")],
+                true,
+                Ok(vec![("cleanup.policy", ""), ("retention.ms", "100")]),
+            ),
+            (
+                vec![set("retention.ms", "x")],
+                true,
+                Err(ErrorCode::InvalidConfig),
+            ),
+            (
+                vec![set("no.such", "1")],
+                true,
+                Err(ErrorCode::InvalidConfig),
+            ),
+            (
+                vec![app("retention.ms", "1")],
+                true,
+                Err(ErrorCode::InvalidConfig),
+            ),
+            (
+                vec![app("cleanup.policy", "shred")],
+                true,
+                Err(ErrorCode::InvalidConfig),
+            ),
+            (
+                vec![set("segment.ms", "5"), set("retention.ms", "-7")],
+                true,
+                Err(ErrorCode::InvalidConfig),
+            ),
+        ];
+        for (i, (ops, incremental, want)) in cases.into_iter().enumerate() {
+            let mut img = image_with_brokers(&[1]);
+            let t = NewTopic {
+                name: "t".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                configs: base
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                    .collect(),
+                ..Default::default()
+            };
+            let (recs, _) = create_topic(&img, &cfg(), &t, Uuid::from_u128(1), 0).unwrap();
+            apply_all(&mut img, &recs);
+            match (alter_topic_configs(&img, "t", &ops, incremental), want) {
+                (Ok(recs), Ok(want)) => {
+                    let n = recs.len();
+                    apply_all(&mut img, &recs);
+                    let got: Vec<(&str, &str)> = img.topics["t"]
+                        .configs
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    assert_eq!(got, want, "case {i}");
+                    // Only changed configs produce records.
+                    let changed = base
+                        .iter()
+                        .filter(|(k, v)| !want.contains(&(*k, *v)))
+                        .count()
+                        + want.iter().filter(|kv| !base.contains(kv)).count();
+                    assert!(n <= changed, "case {i}: {n} records for {changed} changes");
+                }
+                (Err(e), Err(code)) => assert_eq!(e.code, code, "case {i}"),
+                (got, want) => panic!("case {i}: {got:?} vs {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn new_topic_configs() {
+        let cases: Vec<(Vec<(String, Option<String>)>, bool)> = vec![
+            (vec![], true),
+            (vec![("retention.ms".into(), Some("1".into()))], true),
+            (vec![("retention.ms".into(), None)], false),
+            (vec![("retention.ms".into(), Some("-3".into()))], false),
+            (vec![("nope".into(), Some("1".into()))], false),
+        ];
+        for (i, (c, ok)) in cases.into_iter().enumerate() {
+            assert_eq!(validate_new_topic_configs(&c).is_ok(), ok, "case {i}");
+        }
+    }
+}

@@ -1,0 +1,648 @@
+//! Replication control: leader election and ISR changes (Kafka 3.7's
+//! ReplicationControlManager and PartitionChangeBuilder with eligible leader
+//! replicas off).
+//!
+//! - A new leader is the current one if it stays eligible, else the first
+//!   replica in assignment order that is in the (target) ISR and active
+//!   (registered, unfenced, not in controlled shutdown); with none, the
+//!   partition is offline (leader -1). Only with `unclean.leader.election.enable`
+//!   does an offline partition take the first active replica outside the ISR,
+//!   whose ISR then becomes just that leader.
+//! - A broker leaving (fenced, controlled shutdown) is removed from every ISR,
+//!   except that an ISR never becomes empty: its last member stays.
+//! - A broker coming back (unfenced) leads the offline partitions whose ISR
+//!   holds it.
+//! - Every change bumps `partition_epoch`; a leader change (to -1 too) bumps
+//!   `leader_epoch`.
+
+use super::ApiError;
+use crate::image::MetadataImage;
+use crate::records::{MetadataRecord, PartitionRecord, NO_LEADER};
+use strand_protocol::ErrorCode;
+
+/// How `partition_change` picks a leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// The first replica if eligible, else keep an eligible leader, else any
+    /// eligible replica.
+    Preferred,
+    /// Keep an eligible leader, else the first eligible replica.
+    Online,
+    /// As `Online`, then, with no eligible replica, the first acceptable
+    /// replica even outside the ISR.
+    Unclean,
+}
+
+/// ElectLeaders' election types, with Kafka's wire values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred = 0,
+    Unclean = 1,
+}
+
+/// The partition's next state given the ISR it should have (`target_isr`)
+/// and which brokers may lead (`acceptable`); `None` when nothing changes.
+/// An empty `target_isr` leaves the ISR as it is (no empty ISRs without ELR).
+pub fn partition_change(
+    p: &PartitionRecord,
+    target_isr: &[i32],
+    election: Election,
+    acceptable: impl Fn(i32) -> bool,
+) -> Option<PartitionRecord> {
+    let eligible = |r: i32| target_isr.contains(&r) && acceptable(r);
+    let first_eligible = |skip: usize| p.replicas.iter().skip(skip).copied().find(|&r| eligible(r));
+    let (leader, unclean) = match election {
+        Election::Preferred => match p.replicas.first() {
+            Some(&r) if eligible(r) => (r, false),
+            _ if eligible(p.leader) => (p.leader, false),
+            _ => (first_eligible(1).unwrap_or(NO_LEADER), false),
+        },
+        Election::Online | Election::Unclean => {
+            if eligible(p.leader) {
+                (p.leader, false)
+            } else if let Some(r) = first_eligible(0) {
+                (r, false)
+            } else if let (Election::Unclean, Some(r)) = (
+                election,
+                p.replicas.iter().copied().find(|&r| acceptable(r)),
+            ) {
+                (r, true)
+            } else {
+                (NO_LEADER, false)
+            }
+        }
+    };
+    let isr = if unclean && leader != p.leader {
+        vec![leader]
+    } else if !target_isr.is_empty() {
+        target_isr.to_vec()
+    } else {
+        p.isr.clone()
+    };
+    if leader == p.leader && isr == p.isr {
+        return None;
+    }
+    Some(PartitionRecord {
+        isr,
+        leader,
+        leader_epoch: p.leader_epoch + i32::from(leader != p.leader),
+        partition_epoch: p.partition_epoch + 1,
+        ..p.clone()
+    })
+}
+
+/// The topic's `unclean.leader.election.enable`: its override, else the
+/// cluster-wide dynamic broker default (resource name ""), else false.
+pub fn unclean_election_enabled(image: &MetadataImage, topic: &str) -> bool {
+    const KEY: &str = "unclean.leader.election.enable";
+    image
+        .topics
+        .get(topic)
+        .and_then(|t| t.configs.get(KEY))
+        .or_else(|| image.broker_configs.get("").and_then(|c| c.get(KEY)))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Partition changes for the partitions `select` picks, removing
+/// `remove` from ISRs and leadership and treating `add` as active even
+/// though the image does not show it so yet (Kafka's
+/// generateLeaderAndIsrUpdates).
+fn leader_and_isr_updates(
+    image: &MetadataImage,
+    remove: Option<i32>,
+    add: Option<i32>,
+    select: impl Fn(&PartitionRecord) -> bool,
+) -> Vec<MetadataRecord> {
+    let acceptable = |r: i32| Some(r) != remove && (Some(r) == add || image.is_active(r));
+    let mut out = Vec::new();
+    for (name, topic) in &image.topics {
+        let election = if unclean_election_enabled(image, name) {
+            Election::Unclean
+        } else {
+            Election::Online
+        };
+        for p in topic.partitions.iter().filter(|p| select(p)) {
+            let target: Vec<i32> = p
+                .isr
+                .iter()
+                .copied()
+                .filter(|&r| Some(r) != remove)
+                .collect();
+            if let Some(change) = partition_change(p, &target, election, acceptable) {
+                out.push(MetadataRecord::PartitionChange(change));
+            }
+        }
+    }
+    out
+}
+
+/// True when the broker leads at least one partition.
+pub fn has_leaderships(image: &MetadataImage, broker_id: i32) -> bool {
+    image
+        .topics
+        .values()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.leader == broker_id)
+}
+
+/// Moves the broker out of every ISR and leadership (the partition changes
+/// only, no broker record).
+pub fn remove_broker_from_partitions(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    leader_and_isr_updates(image, Some(broker_id), None, |p| {
+        p.leader == broker_id || p.isr.contains(&broker_id)
+    })
+}
+
+/// A broker is fenced: partition changes moving it out of ISRs and
+/// leaderships, then `FenceBroker` (left out if it is already fenced).
+pub fn handle_broker_fenced(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return vec![];
+    };
+    let mut records = remove_broker_from_partitions(image, broker_id);
+    if !b.fenced {
+        records.push(MetadataRecord::FenceBroker {
+            broker_id,
+            broker_epoch: b.broker_epoch,
+        });
+    }
+    records
+}
+
+/// A broker is unfenced: `UnfenceBroker`, then it leads the offline
+/// partitions whose ISR holds it (or, with unclean election, whose replicas do).
+pub fn handle_broker_unfenced(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return vec![];
+    };
+    let mut records = vec![MetadataRecord::UnfenceBroker {
+        broker_id,
+        broker_epoch: b.broker_epoch,
+    }];
+    records.extend(leader_and_isr_updates(image, None, Some(broker_id), |p| {
+        p.leader == NO_LEADER
+    }));
+    records
+}
+
+/// A broker enters controlled shutdown: `BrokerControlledShutdown` (if not
+/// already in it), then partition changes moving it out of ISRs and leaderships.
+pub fn handle_controlled_shutdown(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return vec![];
+    };
+    let mut records = Vec::new();
+    if !b.in_controlled_shutdown {
+        records.push(MetadataRecord::BrokerControlledShutdown {
+            broker_id,
+            broker_epoch: b.broker_epoch,
+        });
+    }
+    records.extend(remove_broker_from_partitions(image, broker_id));
+    records
+}
+
+/// One ElectLeaders item's outcome.
+pub type ElectionResult = ((String, i32), Result<(), ApiError>);
+
+/// ElectLeaders. `partitions == None` means every partition, and then the
+/// partitions that need no election are left out of the results.
+pub fn elect_leaders(
+    image: &MetadataImage,
+    election_type: ElectionType,
+    partitions: Option<&[(String, i32)]>,
+) -> (Vec<MetadataRecord>, Vec<ElectionResult>) {
+    let all: Vec<(String, i32)>;
+    let (items, skip_not_needed) = match partitions {
+        Some(p) => (p, false),
+        None => {
+            all = image
+                .topics
+                .iter()
+                .flat_map(|(n, t)| (0..t.partitions.len() as i32).map(move |i| (n.clone(), i)))
+                .collect();
+            (&all[..], true)
+        }
+    };
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    for (topic, partition) in items {
+        let r = elect_leader(image, election_type, topic, *partition);
+        match r {
+            Ok(Some(change)) => {
+                records.push(MetadataRecord::PartitionChange(change));
+                results.push(((topic.clone(), *partition), Ok(())));
+            }
+            Ok(None) if skip_not_needed => {}
+            Ok(None) => results.push((
+                (topic.clone(), *partition),
+                Err(ApiError::new(
+                    ErrorCode::ElectionNotNeeded,
+                    "Leader election not needed for topic partition.",
+                )),
+            )),
+            Err(e) => results.push(((topic.clone(), *partition), Err(e))),
+        }
+    }
+    (records, results)
+}
+
+/// Preferred-leader ElectLeaders for the given partitions.
+pub fn elect_preferred(
+    image: &MetadataImage,
+    partitions: &[(String, i32)],
+) -> (Vec<MetadataRecord>, Vec<ElectionResult>) {
+    elect_leaders(image, ElectionType::Preferred, Some(partitions))
+}
+
+/// Ok(None): no election needed.
+fn elect_leader(
+    image: &MetadataImage,
+    election_type: ElectionType,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<PartitionRecord>, ApiError> {
+    let Some(p) = image.partition(topic, partition) else {
+        return Err(ApiError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("No such partition as {topic}-{partition}"),
+        ));
+    };
+    let (election, failure) = match election_type {
+        ElectionType::Preferred => {
+            if p.replicas.first() == Some(&p.leader) {
+                return Ok(None);
+            }
+            (Election::Preferred, ErrorCode::PreferredLeaderNotAvailable)
+        }
+        ElectionType::Unclean => {
+            if p.leader != NO_LEADER {
+                return Ok(None);
+            }
+            (Election::Unclean, ErrorCode::EligibleLeadersNotAvailable)
+        }
+    };
+    match partition_change(p, &p.isr, election, |r| image.is_active(r)) {
+        Some(change) => Ok(Some(change)),
+        None => Err(ApiError::new(
+            failure,
+            format!("Unable to elect a leader for {topic}-{partition}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+mod tests {
+    use super::*;
+    use crate::manager::testutil::{add_topic, apply_all, image_with_brokers, topic_id};
+    use crate::records::ConfigResource;
+    use uuid::Uuid;
+
+    fn part(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionRecord {
+        PartitionRecord {
+            topic_id: Uuid::nil(),
+            partition: 0,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            leader,
+            leader_epoch: 5,
+            partition_epoch: 9,
+        }
+    }
+
+    /// The change builder: (replicas, isr, leader, target isr, election,
+    /// inactive brokers) -> Some((leader, isr)) or None for no change.
+    #[test]
+    fn partition_change_table() {
+        use Election::*;
+        type Case = (
+            &'static [i32],
+            &'static [i32],
+            i32,
+            &'static [i32],
+            Election,
+            &'static [i32],
+            Option<(i32, &'static [i32])>,
+        );
+        let cases: &[Case] = &[
+            // Nothing changes.
+            (&[1, 2, 3], &[1, 2, 3], 1, &[1, 2, 3], Online, &[], None),
+            // Leader 1 removed: first eligible replica in assignment order.
+            (
+                &[1, 2, 3],
+                &[1, 2, 3],
+                1,
+                &[2, 3],
+                Online,
+                &[1],
+                Some((2, &[2, 3])),
+            ),
+            (
+                &[1, 3, 2],
+                &[1, 2, 3],
+                1,
+                &[2, 3],
+                Online,
+                &[1],
+                Some((3, &[2, 3])),
+            ),
+            // The next in order is not in the ISR: skip it.
+            (&[1, 2, 3], &[1, 3], 1, &[3], Online, &[1], Some((3, &[3]))),
+            // The next in order is fenced: skip it.
+            (
+                &[1, 2, 3],
+                &[1, 2, 3],
+                1,
+                &[2, 3],
+                Online,
+                &[1, 2],
+                Some((3, &[2, 3])),
+            ),
+            // A follower leaves: the ISR shrinks, the leader stays.
+            (
+                &[1, 2, 3],
+                &[1, 2, 3],
+                1,
+                &[1, 3],
+                Online,
+                &[2],
+                Some((1, &[1, 3])),
+            ),
+            // The last ISR member leaves: offline, the ISR keeps it.
+            (&[1, 2], &[1], 1, &[], Online, &[1], Some((-1, &[1]))),
+            // Only fenced ISR members: offline, ISR shrinks to the target.
+            (
+                &[1, 2, 3],
+                &[1, 2],
+                1,
+                &[2],
+                Online,
+                &[1, 2],
+                Some((-1, &[2])),
+            ),
+            // Unclean: an active replica outside the ISR leads alone.
+            (&[1, 2, 3], &[1], 1, &[], Unclean, &[1], Some((2, &[2]))),
+            (
+                &[1, 2, 3],
+                &[1],
+                -1,
+                &[1],
+                Unclean,
+                &[1, 2],
+                Some((3, &[3])),
+            ),
+            // Unclean but nobody is active: stays offline, no change.
+            (&[1, 2], &[1], -1, &[1], Unclean, &[1, 2], None),
+            // Offline partition, ISR member back: it leads.
+            (&[1, 2], &[2], -1, &[2], Online, &[1], Some((2, &[2]))),
+            // Offline and the ISR member still down: no change.
+            (&[1, 2], &[2], -1, &[2], Online, &[2], None),
+            // Preferred: the first replica takes over when eligible.
+            (
+                &[1, 2, 3],
+                &[1, 2, 3],
+                2,
+                &[1, 2, 3],
+                Preferred,
+                &[],
+                Some((1, &[1, 2, 3])),
+            ),
+            // Preferred not in the ISR: keep the current leader (no change).
+            (&[1, 2, 3], &[2, 3], 2, &[2, 3], Preferred, &[], None),
+            // Preferred fenced, current leader gone: next eligible.
+            (
+                &[1, 2, 3],
+                &[1, 2, 3],
+                -1,
+                &[1, 2, 3],
+                Preferred,
+                &[1],
+                Some((2, &[1, 2, 3])),
+            ),
+            // Online keeps an eligible non-preferred leader.
+            (&[1, 2, 3], &[1, 2, 3], 3, &[1, 2, 3], Online, &[], None),
+        ];
+        for (i, (replicas, isr, leader, target, election, inactive, want)) in
+            cases.iter().enumerate()
+        {
+            let p = part(replicas, isr, *leader);
+            let got = partition_change(&p, target, *election, |r| !inactive.contains(&r));
+            match want {
+                None => assert_eq!(got, None, "case {i}"),
+                Some((l, isr)) => {
+                    let got = got.unwrap_or_else(|| panic!("case {i}: no change"));
+                    assert_eq!((got.leader, &got.isr[..]), (*l, *isr), "case {i}");
+                    assert_eq!(got.partition_epoch, 10, "case {i}");
+                    let bump = i32::from(*l != *leader);
+                    assert_eq!(got.leader_epoch, 5 + bump, "case {i}");
+                    assert_eq!(got.replicas, p.replicas, "case {i}");
+                }
+            }
+        }
+    }
+
+    fn leaders_and_isrs(img: &MetadataImage, topic: &str) -> Vec<(i32, Vec<i32>)> {
+        img.topics[topic]
+            .partitions
+            .iter()
+            .map(|p| (p.leader, p.isr.clone()))
+            .collect()
+    }
+
+    /// Fence then unfence a broker across a topic, with and without unclean
+    /// election: (fenced broker, unclean, after fencing, after unfencing).
+    #[test]
+    fn fence_and_unfence_table() {
+        type Row = (i32, bool, Vec<(i32, Vec<i32>)>, Vec<(i32, Vec<i32>)>);
+        let rows: Vec<Row> = vec![
+            (
+                1,
+                false,
+                vec![(2, vec![2, 3]), (-1, vec![1]), (3, vec![3]), (2, vec![2])],
+                vec![(2, vec![2, 3]), (1, vec![1]), (3, vec![3]), (2, vec![2])],
+            ),
+            (
+                1,
+                true,
+                vec![(2, vec![2, 3]), (2, vec![2]), (3, vec![3]), (2, vec![2])],
+                vec![(2, vec![2, 3]), (2, vec![2]), (3, vec![3]), (2, vec![2])],
+            ),
+            (
+                2,
+                false,
+                vec![(1, vec![1, 3]), (1, vec![1]), (3, vec![3]), (-1, vec![2])],
+                vec![(1, vec![1, 3]), (1, vec![1]), (3, vec![3]), (2, vec![2])],
+            ),
+        ];
+        for (i, (broker, unclean, fenced, unfenced)) in rows.into_iter().enumerate() {
+            let mut img = image_with_brokers(&[1, 2, 3]);
+            add_topic(
+                &mut img,
+                "t",
+                &[
+                    (&[1, 2, 3], &[1, 2, 3], 1),
+                    (&[1, 2], &[1], 1),
+                    (&[3, 1], &[3], 3),
+                    (&[2, 1], &[2], 2),
+                ],
+            );
+            if unclean {
+                img.apply(&MetadataRecord::Config {
+                    resource: ConfigResource::Topic,
+                    resource_name: "t".into(),
+                    name: "unclean.leader.election.enable".into(),
+                    value: Some("true".into()),
+                });
+            }
+            let before = img.topics["t"].partitions.clone();
+            let recs = handle_broker_fenced(&img, broker);
+            assert!(
+                matches!(recs.last(), Some(MetadataRecord::FenceBroker { broker_id, .. }) if *broker_id == broker)
+            );
+            apply_all(&mut img, &recs);
+            assert!(img.brokers[&broker].fenced);
+            assert!(!has_leaderships(&img, broker), "row {i}");
+            assert_eq!(leaders_and_isrs(&img, "t"), fenced, "row {i} fenced");
+            for (b, a) in before.iter().zip(&img.topics["t"].partitions) {
+                let changed = (b.leader, &b.isr) != (a.leader, &a.isr);
+                assert_eq!(a.partition_epoch, b.partition_epoch + i32::from(changed));
+                assert_eq!(
+                    a.leader_epoch,
+                    b.leader_epoch + i32::from(a.leader != b.leader)
+                );
+            }
+            // Fencing again changes nothing.
+            assert!(handle_broker_fenced(&img, broker).is_empty(), "row {i}");
+            let recs = handle_broker_unfenced(&img, broker);
+            assert!(matches!(recs[0], MetadataRecord::UnfenceBroker { .. }));
+            apply_all(&mut img, &recs);
+            assert!(!img.brokers[&broker].fenced);
+            assert_eq!(leaders_and_isrs(&img, "t"), unfenced, "row {i} unfenced");
+        }
+    }
+
+    #[test]
+    fn controlled_shutdown_moves_leaders_and_isr() {
+        let mut img = image_with_brokers(&[1, 2]);
+        add_topic(
+            &mut img,
+            "t",
+            &[
+                (&[1, 2], &[1, 2], 1),
+                (&[2, 1], &[2, 1], 2),
+                (&[1, 2], &[1], 1),
+            ],
+        );
+        let recs = handle_controlled_shutdown(&img, 1);
+        assert!(matches!(
+            recs[0],
+            MetadataRecord::BrokerControlledShutdown { broker_id: 1, .. }
+        ));
+        apply_all(&mut img, &recs);
+        assert!(img.brokers[&1].in_controlled_shutdown && !img.brokers[&1].fenced);
+        assert_eq!(
+            leaders_and_isrs(&img, "t"),
+            vec![(2, vec![2]), (2, vec![2]), (-1, vec![1])]
+        );
+        assert!(!has_leaderships(&img, 1));
+        // A second call changes nothing.
+        assert_eq!(handle_controlled_shutdown(&img, 1), vec![]);
+    }
+
+    #[test]
+    fn unclean_setting_resolution() {
+        let mut img = image_with_brokers(&[1]);
+        add_topic(&mut img, "t", &[(&[1], &[1], 1)]);
+        let set = |img: &mut MetadataImage, resource, name: &str, v: Option<&str>| {
+            img.apply(&MetadataRecord::Config {
+                resource,
+                resource_name: name.into(),
+                name: "unclean.leader.election.enable".into(),
+                value: v.map(String::from),
+            })
+        };
+        assert!(!unclean_election_enabled(&img, "t"));
+        set(&mut img, ConfigResource::Broker, "", Some("true"));
+        assert!(unclean_election_enabled(&img, "t"));
+        set(&mut img, ConfigResource::Topic, "t", Some("false"));
+        assert!(!unclean_election_enabled(&img, "t"));
+    }
+
+    #[test]
+    fn elect_leaders_table() {
+        let mut img = image_with_brokers(&[1, 2, 3]);
+        add_topic(
+            &mut img,
+            "t",
+            &[
+                (&[1, 2], &[1, 2], 2), // preferred 1 eligible
+                (&[1, 2], &[1, 2], 1), // already preferred
+                (&[3, 2], &[2], 2),    // preferred out of ISR
+                (&[1, 3], &[3], -1),   // offline, 3 fenced below
+            ],
+        );
+        img.apply(&MetadataRecord::FenceBroker {
+            broker_id: 3,
+            broker_epoch: 103,
+        });
+        let p = |i: i32| ("t".to_string(), i);
+        let cases: Vec<(ElectionType, (String, i32), Result<Option<i32>, ErrorCode>)> = vec![
+            (ElectionType::Preferred, p(0), Ok(Some(1))),
+            (
+                ElectionType::Preferred,
+                p(1),
+                Err(ErrorCode::ElectionNotNeeded),
+            ),
+            (
+                ElectionType::Preferred,
+                p(2),
+                Err(ErrorCode::PreferredLeaderNotAvailable),
+            ),
+            (
+                ElectionType::Preferred,
+                p(9),
+                Err(ErrorCode::UnknownTopicOrPartition),
+            ),
+            (
+                ElectionType::Preferred,
+                ("nope".into(), 0),
+                Err(ErrorCode::UnknownTopicOrPartition),
+            ),
+            (
+                ElectionType::Unclean,
+                p(0),
+                Err(ErrorCode::ElectionNotNeeded),
+            ),
+            (ElectionType::Unclean, p(3), Ok(Some(1))),
+        ];
+        for (i, (ty, tp, want)) in cases.into_iter().enumerate() {
+            let (recs, results) = elect_leaders(&img, ty, Some(std::slice::from_ref(&tp)));
+            assert_eq!(results.len(), 1);
+            match want {
+                Ok(Some(leader)) => {
+                    assert_eq!(results[0].1, Ok(()), "case {i}");
+                    let [MetadataRecord::PartitionChange(c)] = &recs[..] else {
+                        panic!("case {i}: {recs:?}")
+                    };
+                    assert_eq!(c.leader, leader, "case {i}");
+                    assert_eq!(c.topic_id, topic_id("t"));
+                }
+                Ok(None) => unreachable!(),
+                Err(code) => {
+                    assert!(recs.is_empty(), "case {i}");
+                    assert_eq!(results[0].1.as_ref().unwrap_err().code, code, "case {i}");
+                }
+            }
+        }
+        // All partitions: the ones needing no election are left out.
+        let (recs, results) = elect_leaders(&img, ElectionType::Preferred, None);
+        assert_eq!(recs.len(), 1);
+        let ids: Vec<_> = results.iter().map(|(tp, _)| tp.1).collect();
+        assert_eq!(ids, vec![0, 2, 3]);
+        let (recs, _) = elect_preferred(&img, &[p(0)]);
+        apply_all(&mut img, &recs);
+        assert_eq!(img.topics["t"].partitions[0].leader, 1);
+        assert_eq!(img.topics["t"].partitions[0].leader_epoch, 1);
+    }
+}
