@@ -238,7 +238,10 @@ impl Partition {
 
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
-            return Err(PartitionError::new(ErrorCode::NotLeaderOrFollower, "partition is closed (deleted or shutting down)"));
+            return Err(PartitionError::new(
+                ErrorCode::NotLeaderOrFollower,
+                "partition is closed (deleted or shutting down)",
+            ));
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
@@ -413,7 +416,10 @@ fn check_client_batches(
             return invalid("Transactional records need a transactional produce request".into());
         }
         if h.has_producer_id() && h.base_sequence < 0 {
-            return invalid(format!("Invalid sequence {} for producer {}", h.base_sequence, h.producer_id));
+            return invalid(format!(
+                "Invalid sequence {} for producer {}",
+                h.base_sequence, h.producer_id
+            ));
         }
         if settings.log_append_time || h.is_log_append_time() {
             continue;
@@ -421,7 +427,9 @@ fn check_client_batches(
         if h.max_timestamp > now.saturating_add(settings.timestamp_after_max_ms) {
             return timestamp(format!("Timestamp {} is after the broker's time {now} by more than message.timestamp.after.max.ms", h.max_timestamp));
         }
-        if h.base_timestamp >= 0 && h.base_timestamp < now.saturating_sub(settings.timestamp_before_max_ms) {
+        if h.base_timestamp >= 0
+            && h.base_timestamp < now.saturating_sub(settings.timestamp_before_max_ms)
+        {
             return timestamp(format!("Timestamp {} is before the broker's time {now} by more than message.timestamp.before.max.ms", h.base_timestamp));
         }
     }
@@ -470,7 +478,11 @@ const DELETE_SUFFIX: &str = "-delete";
 /// out of the `<topic>-<partition>` namespace (so a crash never leaves a half
 /// deleted directory that a recreated topic would adopt), then the removal.
 fn delete_dir(dir: &Path) {
-    let doomed = PathBuf::from(format!("{}.{}{DELETE_SUFFIX}", dir.display(), Uuid::new_v4().simple()));
+    let doomed = PathBuf::from(format!(
+        "{}.{}{DELETE_SUFFIX}",
+        dir.display(),
+        Uuid::new_v4().simple()
+    ));
     if let Err(e) = std::fs::rename(dir, &doomed) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::warn!(dir = %dir.display(), error = %e, "could not rename partition directory for deletion");
@@ -676,9 +688,13 @@ impl Broker {
                 }
             }
         }
-        self.failed.lock().retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
+        self.failed
+            .lock()
+            .retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
         for (key, (id, replica, settings)) in wanted {
-            if self.partitions.read().contains_key(&key) || self.failed.lock().get(&key) == Some(&id) {
+            if self.partitions.read().contains_key(&key)
+                || self.failed.lock().get(&key) == Some(&id)
+            {
                 continue;
             }
             let dir = self.partition_dir(&key.0, key.1);

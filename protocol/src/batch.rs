@@ -124,7 +124,8 @@ impl BatchHeader {
     }
     /// Saturating: `base_offset` is outside the CRC, so on disk it may be garbage.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.saturating_add(self.last_offset_delta as i64)
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
     }
     pub fn next_offset(&self) -> i64 {
         self.last_offset().saturating_add(1)
@@ -198,7 +199,8 @@ pub fn validate_record_set(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
         }
         // Records are counted by their length prefixes, after decompressing a
         // compressed batch (as Kafka validates it); nothing is decoded.
-        if count_batch_records(&h, &rest[BATCH_HEADER_LEN..size]) != Some(h.records_count as usize) {
+        if count_batch_records(&h, &rest[BATCH_HEADER_LEN..size]) != Some(h.records_count as usize)
+        {
             return Err(BatchError::CountMismatch {
                 count: h.records_count,
                 last_offset_delta: h.last_offset_delta,
@@ -432,16 +434,32 @@ mod tests {
         let h = BatchHeader::parse(&b).unwrap();
         let crc = crc32c::crc32c(&b[21..h.total_size()]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
-        assert!(matches!(validate_record_set(&b), Err(BatchError::CountMismatch { .. })));
+        assert!(matches!(
+            validate_record_set(&b),
+            Err(BatchError::CountMismatch { .. })
+        ));
         assert_eq!(count_records(&[]), Some(0));
         assert_eq!(count_records(&[0x02, 0xaa]), Some(1));
-        assert_eq!(count_records(&[0x04, 0xaa]), None, "record runs past the body");
-        assert_eq!(count_records(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), None, "varint too long");
+        assert_eq!(
+            count_records(&[0x04, 0xaa]),
+            None,
+            "record runs past the body"
+        );
+        assert_eq!(
+            count_records(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]),
+            None,
+            "varint too long"
+        );
     }
 
     #[test]
     fn compressed_record_count_is_checked() {
-        for codec in [Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
             let mut b = encode_batch(4, -1, -1, -1, codec);
             assert!(validate_record_set(&b).is_ok(), "{codec:?}");
             b[23..27].copy_from_slice(&(i32::MAX - 1).to_be_bytes());
@@ -449,7 +467,13 @@ mod tests {
             let h = BatchHeader::parse(&b).unwrap();
             let crc = crc32c::crc32c(&b[21..h.total_size()]);
             b[17..21].copy_from_slice(&crc.to_be_bytes());
-            assert!(matches!(validate_record_set(&b), Err(BatchError::CountMismatch { .. })), "{codec:?}");
+            assert!(
+                matches!(
+                    validate_record_set(&b),
+                    Err(BatchError::CountMismatch { .. })
+                ),
+                "{codec:?}"
+            );
         }
     }
 

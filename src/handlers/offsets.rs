@@ -67,11 +67,21 @@ pub fn list_offsets(
                     };
                     match found {
                         // Records at or past the HW (LSO) are not visible yet.
-                        Ok(Some((offset, ts))) if offset < upper || (offset == upper && ts == -1) => {
+                        Ok(Some((offset, ts)))
+                            if offset < upper || (offset == upper && ts == -1) =>
+                        {
                             r.offset = offset;
                             r.timestamp = ts;
                             // The epoch of the batch that holds the offset, as Kafka reports it.
-                            r.leader_epoch = part.log.read().epoch_entries().iter().rev().find(|(_, start)| *start <= offset).map(|(e, _)| *e).unwrap_or(-1);
+                            r.leader_epoch = part
+                                .log
+                                .read()
+                                .epoch_entries()
+                                .iter()
+                                .rev()
+                                .find(|(_, start)| *start <= offset)
+                                .map(|(e, _)| *e)
+                                .unwrap_or(-1);
                         }
                         Ok(_) => {}
                         Err(e) => {
