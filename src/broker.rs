@@ -549,18 +549,25 @@ pub struct Broker {
     reconcile_lock: Mutex<()>,
     /// Partitions whose log could not be opened, with the topic id tried.
     failed: Mutex<HashMap<PartitionKey, Uuid>>,
+    /// This broker's registration epoch (fences stale producer-id requests).
+    broker_epoch: i64,
     /// The current producer id block: (next id, end exclusive).
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
 }
 
 impl Broker {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Broker {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        controller: ControllerHandle,
+        broker_epoch: i64,
+    ) -> Broker {
         Broker {
             config,
             controller,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
             failed: Mutex::new(HashMap::new()),
+            broker_epoch,
             producer_ids: tokio::sync::Mutex::new((0, 0)),
         }
     }
@@ -757,7 +764,7 @@ impl Broker {
         if block.0 >= block.1 {
             let (first, size) = self
                 .controller
-                .allocate_producer_ids(self.node_id())
+                .allocate_producer_ids(self.node_id(), Some(self.broker_epoch))
                 .await
                 .map_err(|e| e.code)?;
             *block = (first, first + size);

@@ -6,21 +6,23 @@
 mod broker;
 mod config;
 mod handlers;
+mod lifecycle;
 mod meta;
 mod server;
 
 use broker::{now_ms, Broker};
 use config::BrokerConfig;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strand_controller::manager::ControllerConfig;
-use strand_controller::records::BrokerRecord;
-use tokio::signal::unix::{signal, SignalKind};
+use strand_controller::{QuorumSettings, StoreKind};
 
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -75,28 +77,71 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let log_dir = config.log_dirs[0].clone();
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
-    let controller_config = ControllerConfig {
-        node_id: config.node_id,
-        num_partitions: config.num_partitions,
-        default_replication_factor: config.default_replication_factor,
-        producer_id_block_size: 1000,
+    let meta = meta::load_or_self_format(&config)?;
+    let voters: BTreeMap<u64, String> = if config.quorum_voters.is_empty() {
+        meta.initial_controllers
+            .iter()
+            .map(|v| (v.id as u64, v.addr.clone()))
+            .collect()
+    } else {
+        config
+            .quorum_voters
+            .iter()
+            .map(|v| (v.id as u64, v.addr.clone()))
+            .collect()
     };
-    let (controller, _controller_task) =
-        strand_controller::start(&log_dir.join("__cluster_metadata-0"), controller_config)
-            .map_err(|e| format!("controller start failed: {e}"))?;
-    let advertised = config.advertised().clone();
-    controller
-        .register_broker(BrokerRecord {
-            broker_id: config.node_id,
-            broker_epoch: 0,
-            host: advertised.host.clone(),
-            port: advertised.port,
-            rack: config.broker_rack.clone(),
-            ..Default::default()
+    let controller = if config.is_controller() {
+        let listener = match config.controller_listener() {
+            Some(l) => {
+                let addr = l
+                    .bind_addr()
+                    .map_err(|e| format!("invalid controller listener: {e}"))?;
+                Some(
+                    tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|e| format!("cannot listen on {addr}: {e}"))?,
+                )
+            }
+            None => None,
+        };
+        let node = strand_controller::start_controller(QuorumSettings {
+            node_id: config.node_id as u64,
+            cluster_id: meta.cluster_id.clone(),
+            voters: voters.clone(),
+            initial_voters: meta
+                .initial_controllers
+                .iter()
+                .map(|v| (v.id as u64, v.addr.clone()))
+                .collect(),
+            store: StoreKind::Rocks(log_dir.join("__cluster_metadata-0")),
+            election_timeout_ms: config.election_timeout_ms,
+            session_timeout_ms: config.broker_session_timeout_ms as u64,
+            listener,
+            controller: ControllerConfig {
+                node_id: config.node_id,
+                num_partitions: config.num_partitions,
+                default_replication_factor: config.default_replication_factor,
+                producer_id_block_size: 1000,
+            },
         })
         .await
-        .map_err(|e| format!("broker registration failed: {}", e.message))?;
-    let broker = Arc::new(Broker::new(config.clone(), controller.clone()));
+        .map_err(|e| format!("controller start failed: {e}"))?;
+        node.handle
+    } else {
+        strand_controller::remote_handle(&voters)
+    };
+    if !config.is_broker() {
+        tracing::info!(node_id = config.node_id, "controller is running");
+        lifecycle::wait_for_signal().await?;
+        return Ok(());
+    }
+    let registration = lifecycle::register(&config, &controller).await?;
+    lifecycle::spawn_heartbeats(config.clone(), controller.clone(), &registration);
+    let broker = Arc::new(Broker::new(
+        config.clone(),
+        controller.clone(),
+        registration.broker_epoch,
+    ));
     let image = broker.image();
     broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
@@ -150,12 +195,8 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(server::serve(listener, broker.clone(), shutdown_rx));
 
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    lifecycle::wait_for_signal().await?;
+    lifecycle::controlled_shutdown(&config, &controller, &registration).await;
     let _ = shutdown_tx.send(true);
     let _ = server.await;
     let b = broker.clone();

@@ -1,24 +1,38 @@
 //! The KRaft-like controller. All metadata mutations are events on one queue,
-//! handled by one task that owns the state: each event is a pure function of
-//! the image (`manager`) returning metadata records and a result; the records
-//! are committed to the metadata log, then replayed into the image, then the
-//! event is answered and the new image published to brokers. State changes only
-//! by replaying committed records, at start-up as in steady state.
+//! handled by one task that owns the controller state: each event is a pure
+//! function of the image (`manager`) returning metadata records and a result;
+//! the records of one event are proposed to the Raft quorum as one entry,
+//! committed, and applied by every node's state machine to its image; only
+//! then is the event answered. State changes only by replaying committed
+//! records, at start-up as in steady state.
+//!
+//! Every controller runs the event loop, but only the Raft leader (the active
+//! controller) decides: others answer NOT_CONTROLLER with the leader's id,
+//! and `ControllerHandle` forwards there. Brokers that are not controllers
+//! follow the committed image over the controller RPC (`FetchImage`).
 
 pub mod configs;
 pub mod image;
 pub mod manager;
-pub mod metadata_log;
 pub mod raft;
 pub mod records;
 
 use image::MetadataImage;
+use manager::cluster::{
+    BrokerHeartbeats, BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
+};
 use manager::{ApiError, ConfigOp, ControllerConfig, CreatedTopic, NewTopic};
-use metadata_log::{MetadataLog, MetadataLogError};
+use openraft::BasicNode;
+use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
+use raft::store::StateMachineStore;
+use raft::{MetadataBatch, NodeId, Raft};
 use rand::Rng;
-use records::{BrokerRecord, MetadataRecord};
-use std::path::Path;
+use records::MetadataRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use strand_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
@@ -28,63 +42,157 @@ pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
 /// AlterConfigs for one topic: name and (config, operation) pairs.
 pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
 
-/// Requests to the controller's event loop.
-pub enum ControllerEvent {
+/// A request to the controller, local or forwarded over the controller RPC.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerRequest {
     CreateTopics {
         topics: Vec<NewTopic>,
         validate_only: bool,
-        reply: oneshot::Sender<Vec<Result<CreatedTopic, ApiError>>>,
     },
     DeleteTopics {
         names: Vec<String>,
-        reply: oneshot::Sender<Vec<Result<Uuid, ApiError>>>,
     },
     CreatePartitions {
         topics: Vec<PartitionGrowth>,
         validate_only: bool,
-        reply: oneshot::Sender<Vec<Result<(), ApiError>>>,
     },
     AlterTopicConfigs {
         topics: Vec<TopicConfigOps>,
         incremental: bool,
         validate_only: bool,
-        reply: oneshot::Sender<Vec<Result<(), ApiError>>>,
     },
     AllocateProducerIds {
         broker_id: i32,
-        reply: oneshot::Sender<Result<(i64, i64), ApiError>>,
+        broker_epoch: Option<i64>,
     },
-    RegisterBroker {
-        broker: BrokerRecord,
-        reply: oneshot::Sender<Result<(), ApiError>>,
+    RegisterBroker(BrokerRegistrationRequest),
+    Heartbeat(HeartbeatRequest),
+    /// Served by any controller from its committed image: how brokers that
+    /// are not controllers follow the metadata log.
+    FetchImage {
+        known_applied: u64,
+        max_wait_ms: u64,
     },
 }
 
-/// A cheap handle for submitting events and reading the published image.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerReply {
+    CreateTopics(Vec<Result<CreatedTopic, ApiError>>),
+    DeleteTopics(Vec<Result<Uuid, ApiError>>),
+    Each(Vec<Result<(), ApiError>>),
+    ProducerIds(Result<(i64, i64), ApiError>),
+    Registered(Result<i64, ApiError>),
+    Heartbeat(Result<HeartbeatReply, ApiError>),
+    /// The image when it is newer than the caller's, else None after the wait.
+    Image(Option<Box<MetadataImage>>),
+    /// This node is not the active controller; the leader if known.
+    NotController {
+        leader_id: Option<NodeId>,
+    },
+}
+
+fn not_controller_error() -> ApiError {
+    ApiError::new(
+        ErrorCode::NotController,
+        "no active controller could be reached",
+    )
+}
+
+type Envelope = (ControllerRequest, oneshot::Sender<ControllerReply>);
+
+/// Submits requests to the active controller (locally or over RPC) and reads
+/// the committed metadata image.
 #[derive(Clone)]
 pub struct ControllerHandle {
-    events: mpsc::Sender<ControllerEvent>,
+    local_id: Option<NodeId>,
+    local: Option<mpsc::Sender<Envelope>>,
+    peers: Arc<BTreeMap<NodeId, Arc<RpcClient>>>,
+    leader_hint: Arc<parking_lot::Mutex<Option<NodeId>>>,
     image: watch::Receiver<Arc<MetadataImage>>,
-}
-
-fn unavailable() -> ApiError {
-    ApiError::new(ErrorCode::NotController, "controller is shutting down")
+    /// How long a request keeps looking for the active controller.
+    pub request_timeout: Duration,
 }
 
 impl ControllerHandle {
-    /// The latest published metadata image.
+    /// The latest committed metadata image known here.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.borrow().clone()
     }
-    /// A receiver that sees every published image.
+
+    /// A receiver that sees every image published here.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.image.clone()
     }
 
-    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> ControllerEvent) -> Option<T> {
-        let (tx, rx) = oneshot::channel();
-        self.events.send(make(tx)).await.ok()?;
-        rx.await.ok()
+    /// Sends a request to one node; RPC failures come back as NotController.
+    async fn send_to(&self, target: NodeId, request: &ControllerRequest) -> ControllerReply {
+        if Some(target) == self.local_id {
+            if let Some(local) = &self.local {
+                let (tx, rx) = oneshot::channel();
+                if local.send((request.clone(), tx)).await.is_ok() {
+                    if let Ok(reply) = rx.await {
+                        return reply;
+                    }
+                }
+            }
+            return ControllerReply::NotController { leader_id: None };
+        }
+        let Some(client) = self.peers.get(&target) else {
+            return ControllerReply::NotController { leader_id: None };
+        };
+        let Ok(value) = serde_json::to_value(request) else {
+            return ControllerReply::NotController { leader_id: None };
+        };
+        match client
+            .call(&RpcRequest::Controller(value), Duration::from_secs(10))
+            .await
+        {
+            Ok(RpcResponse::Controller(v)) => serde_json::from_value(v)
+                .unwrap_or(ControllerReply::NotController { leader_id: None }),
+            _ => ControllerReply::NotController { leader_id: None },
+        }
+    }
+
+    /// Calls the active controller, following leader hints and trying each
+    /// controller in turn until `request_timeout`.
+    pub async fn call(&self, request: ControllerRequest) -> Result<ControllerReply, ApiError> {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let ids: Vec<NodeId> = self
+            .local_id
+            .into_iter()
+            .chain(
+                self.peers
+                    .keys()
+                    .copied()
+                    .filter(|id| Some(*id) != self.local_id),
+            )
+            .collect();
+        if ids.is_empty() {
+            return Err(not_controller_error());
+        }
+        let mut next = 0usize;
+        loop {
+            let hint = *self.leader_hint.lock();
+            let target = hint.unwrap_or_else(|| {
+                next += 1;
+                ids[(next - 1) % ids.len()]
+            });
+            match self.send_to(target, &request).await {
+                ControllerReply::NotController { leader_id } => {
+                    *self.leader_hint.lock() =
+                        leader_id.filter(|l| *l != target && ids.contains(l));
+                }
+                reply => {
+                    *self.leader_hint.lock() = Some(target);
+                    return Ok(reply);
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(not_controller_error());
+            }
+            // Back off briefly while an election settles.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub async fn create_topics(
@@ -93,34 +201,52 @@ impl ControllerHandle {
         validate_only: bool,
     ) -> Vec<Result<CreatedTopic, ApiError>> {
         let n = topics.len();
-        self.call(|reply| ControllerEvent::CreateTopics {
-            topics,
-            validate_only,
-            reply,
-        })
-        .await
-        .unwrap_or_else(|| vec![Err(unavailable()); n])
+        match self
+            .call(ControllerRequest::CreateTopics {
+                topics,
+                validate_only,
+            })
+            .await
+        {
+            Ok(ControllerReply::CreateTopics(r)) => r,
+            Ok(_) => vec![Err(not_controller_error()); n],
+            Err(e) => vec![Err(e); n],
+        }
     }
+
     pub async fn delete_topics(&self, names: Vec<String>) -> Vec<Result<Uuid, ApiError>> {
         let n = names.len();
-        self.call(|reply| ControllerEvent::DeleteTopics { names, reply })
-            .await
-            .unwrap_or_else(|| vec![Err(unavailable()); n])
+        match self.call(ControllerRequest::DeleteTopics { names }).await {
+            Ok(ControllerReply::DeleteTopics(r)) => r,
+            Ok(_) => vec![Err(not_controller_error()); n],
+            Err(e) => vec![Err(e); n],
+        }
     }
+
+    async fn call_each(&self, request: ControllerRequest, n: usize) -> Vec<Result<(), ApiError>> {
+        match self.call(request).await {
+            Ok(ControllerReply::Each(r)) => r,
+            Ok(_) => vec![Err(not_controller_error()); n],
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
     pub async fn create_partitions(
         &self,
         topics: Vec<PartitionGrowth>,
         validate_only: bool,
     ) -> Vec<Result<(), ApiError>> {
         let n = topics.len();
-        self.call(|reply| ControllerEvent::CreatePartitions {
-            topics,
-            validate_only,
-            reply,
-        })
+        self.call_each(
+            ControllerRequest::CreatePartitions {
+                topics,
+                validate_only,
+            },
+            n,
+        )
         .await
-        .unwrap_or_else(|| vec![Err(unavailable()); n])
     }
+
     pub async fn alter_topic_configs(
         &self,
         topics: Vec<TopicConfigOps>,
@@ -128,64 +254,390 @@ impl ControllerHandle {
         validate_only: bool,
     ) -> Vec<Result<(), ApiError>> {
         let n = topics.len();
-        self.call(|reply| ControllerEvent::AlterTopicConfigs {
-            topics,
-            incremental,
-            validate_only,
-            reply,
-        })
+        self.call_each(
+            ControllerRequest::AlterTopicConfigs {
+                topics,
+                incremental,
+                validate_only,
+            },
+            n,
+        )
         .await
-        .unwrap_or_else(|| vec![Err(unavailable()); n])
     }
-    pub async fn allocate_producer_ids(&self, broker_id: i32) -> Result<(i64, i64), ApiError> {
-        self.call(|reply| ControllerEvent::AllocateProducerIds { broker_id, reply })
-            .await
-            .unwrap_or_else(|| Err(unavailable()))
+
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+    ) -> Result<(i64, i64), ApiError> {
+        match self
+            .call(ControllerRequest::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            })
+            .await?
+        {
+            ControllerReply::ProducerIds(r) => r,
+            _ => Err(not_controller_error()),
+        }
     }
-    pub async fn register_broker(&self, broker: BrokerRecord) -> Result<(), ApiError> {
-        self.call(|reply| ControllerEvent::RegisterBroker { broker, reply })
-            .await
-            .unwrap_or_else(|| Err(unavailable()))
+
+    pub async fn register_broker(&self, req: BrokerRegistrationRequest) -> Result<i64, ApiError> {
+        match self.call(ControllerRequest::RegisterBroker(req)).await? {
+            ControllerReply::Registered(r) => r,
+            _ => Err(not_controller_error()),
+        }
+    }
+
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
+        match self.call(ControllerRequest::Heartbeat(req)).await? {
+            ControllerReply::Heartbeat(r) => r,
+            _ => Err(not_controller_error()),
+        }
     }
 }
 
-/// The state the event loop owns.
+/// Where the quorum keeps its log and state machine.
+pub enum StoreKind {
+    Rocks(PathBuf),
+    /// Tests only: nothing survives the process.
+    Memory,
+}
+
+/// What a node needs to join the metadata quorum.
+pub struct QuorumSettings {
+    pub node_id: NodeId,
+    pub cluster_id: String,
+    /// The controllers: id -> controller listener address.
+    pub voters: BTreeMap<NodeId, String>,
+    /// From the format step: initialise the quorum with these voters if this
+    /// node has the lowest id among them and holds no Raft state yet.
+    pub initial_voters: BTreeMap<NodeId, String>,
+    pub store: StoreKind,
+    pub election_timeout_ms: u64,
+    pub session_timeout_ms: u64,
+    /// The bound controller listener; None for a lone voter that needs no network.
+    pub listener: Option<tokio::net::TcpListener>,
+    pub controller: ControllerConfig,
+}
+
+/// A running controller: its Raft instance and a handle for requests.
+pub struct ControllerNode {
+    pub raft: Raft,
+    pub handle: ControllerHandle,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("metadata store: {0}")]
+    Store(#[from] raft::store::StoreError),
+    #[error("raft: {0}")]
+    Raft(String),
+    #[error("{0}")]
+    ClusterIdMismatch(String),
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Starts this node's controller: store, Raft, RPC listener, event loop.
+pub async fn start_controller(settings: QuorumSettings) -> Result<ControllerNode, StartError> {
+    let config = openraft::Config {
+        cluster_name: settings.cluster_id.clone(),
+        heartbeat_interval: (settings.election_timeout_ms / 5).max(20),
+        election_timeout_min: settings.election_timeout_ms,
+        election_timeout_max: settings.election_timeout_ms * 2,
+        ..Default::default()
+    };
+    let config = Arc::new(
+        config
+            .validate()
+            .map_err(|e| StartError::Raft(e.to_string()))?,
+    );
+    let network = Network::default();
+    let (raft, sm) = match &settings.store {
+        StoreKind::Rocks(dir) => {
+            let (log, sm) = raft::store::open_rocks(dir)?;
+            (
+                Raft::new(settings.node_id, config, network, log, sm.clone()).await,
+                sm,
+            )
+        }
+        StoreKind::Memory => {
+            let (log, sm) = raft::store::open_memory();
+            (
+                Raft::new(settings.node_id, config, network, log, sm.clone()).await,
+                sm,
+            )
+        }
+    };
+    let raft = raft.map_err(|e| StartError::Raft(e.to_string()))?;
+    let stored = sm.image().cluster_id.clone();
+    if !stored.is_empty() && stored != settings.cluster_id {
+        return Err(StartError::ClusterIdMismatch(format!(
+            "the metadata log belongs to cluster {stored}, but meta.properties says {}",
+            settings.cluster_id
+        )));
+    }
+    let lowest = settings.initial_voters.keys().next().copied();
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+    // Only the lowest initial voter initialises, and only a node with no Raft
+    // state: committed state is never re-initialised.
+    if !initialized && lowest == Some(settings.node_id) {
+        let members: BTreeMap<NodeId, BasicNode> = settings
+            .initial_voters
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+            .collect();
+        raft.initialize(members)
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        tracing::info!(node_id = settings.node_id, voters = ?settings.initial_voters.keys().collect::<Vec<_>>(), "initialised the metadata quorum");
+    }
+
+    let (tx, rx) = mpsc::channel::<Envelope>(1024);
+    let peers: BTreeMap<NodeId, Arc<RpcClient>> = settings
+        .voters
+        .iter()
+        .filter(|(id, _)| **id != settings.node_id)
+        .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone()))))
+        .collect();
+    let handle = ControllerHandle {
+        local_id: Some(settings.node_id),
+        local: Some(tx.clone()),
+        peers: Arc::new(peers),
+        leader_hint: Arc::new(parking_lot::Mutex::new(None)),
+        image: sm.subscribe(),
+        request_timeout: Duration::from_secs(15),
+    };
+    if let Some(listener) = settings.listener {
+        let sm = sm.clone();
+        let tx = tx.clone();
+        tokio::spawn(raft::network::serve(listener, raft.clone(), move |value| {
+            let sm = sm.clone();
+            let tx = tx.clone();
+            async move {
+                serde_json::to_value(serve_remote(value, &sm, &tx).await)
+                    .unwrap_or(serde_json::Value::Null)
+            }
+        }));
+    }
+    let controller = Controller {
+        config: settings.controller,
+        cluster_id: settings.cluster_id,
+        raft: raft.clone(),
+        sm,
+        heartbeats: BrokerHeartbeats::default(),
+        active: false,
+        started_as_leader_before: false,
+        session_timeout_ms: settings.session_timeout_ms,
+    };
+    tokio::spawn(controller.run(rx));
+    Ok(ControllerNode { raft, handle })
+}
+
+/// A controller request that arrived over RPC.
+async fn serve_remote(
+    value: serde_json::Value,
+    sm: &StateMachineStore,
+    events: &mpsc::Sender<Envelope>,
+) -> ControllerReply {
+    let Ok(request) = serde_json::from_value::<ControllerRequest>(value) else {
+        return ControllerReply::NotController { leader_id: None };
+    };
+    if let ControllerRequest::FetchImage {
+        known_applied,
+        max_wait_ms,
+    } = request
+    {
+        return fetch_image(sm.subscribe(), known_applied, max_wait_ms).await;
+    }
+    let (tx, rx) = oneshot::channel();
+    if events.send((request, tx)).await.is_err() {
+        return ControllerReply::NotController { leader_id: None };
+    }
+    rx.await
+        .unwrap_or(ControllerReply::NotController { leader_id: None })
+}
+
+/// Long-poll for a committed image newer than `known_applied`.
+async fn fetch_image(
+    mut rx: watch::Receiver<Arc<MetadataImage>>,
+    known_applied: u64,
+    max_wait_ms: u64,
+) -> ControllerReply {
+    let newer = |img: &Arc<MetadataImage>| img.applied > known_applied;
+    let wait = tokio::time::timeout(Duration::from_millis(max_wait_ms), rx.wait_for(newer)).await;
+    match wait {
+        Ok(Ok(img)) => ControllerReply::Image(Some(Box::new((**img).clone()))),
+        _ => ControllerReply::Image(None),
+    }
+}
+
+/// A handle for a broker that is not a controller: requests go to the
+/// controllers over RPC, and a background task follows the committed image.
+pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
+    let peers: BTreeMap<NodeId, Arc<RpcClient>> = voters
+        .iter()
+        .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone()))))
+        .collect();
+    let (publish, image) = watch::channel(Arc::new(MetadataImage::default()));
+    let handle = ControllerHandle {
+        local_id: None,
+        local: None,
+        peers: Arc::new(peers),
+        leader_hint: Arc::new(parking_lot::Mutex::new(None)),
+        image,
+        request_timeout: Duration::from_secs(15),
+    };
+    let follower = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            let known = follower.image().applied;
+            let request = ControllerRequest::FetchImage {
+                known_applied: known,
+                max_wait_ms: 2_000,
+            };
+            // Any controller serves its committed image; a follower's may lag a
+            // little but never holds uncommitted records.
+            let mut got = None;
+            for id in follower.peers.keys().copied().collect::<Vec<_>>() {
+                if let ControllerReply::Image(img) = follower.send_to(id, &request).await {
+                    got = Some(img);
+                    break;
+                }
+            }
+            match got {
+                Some(Some(img)) if img.applied > follower.image().applied => {
+                    publish.send_replace(Arc::new(*img));
+                }
+                Some(_) => {}
+                None => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    });
+    handle
+}
+
+/// The event loop's state. Only the active controller decides; its soft
+/// state (heartbeat sessions) is rebuilt whenever it becomes active.
 struct Controller {
     config: ControllerConfig,
-    log: MetadataLog,
-    image: MetadataImage,
-    publish: watch::Sender<Arc<MetadataImage>>,
+    cluster_id: String,
+    raft: Raft,
+    sm: StateMachineStore,
+    heartbeats: BrokerHeartbeats,
+    active: bool,
+    /// Whether this process has been the active controller before.
+    started_as_leader_before: bool,
+    session_timeout_ms: u64,
 }
 
 impl Controller {
-    /// Commits records (fsync), then replays them. A failed commit leaves the
-    /// image untouched and the event fails.
-    fn commit(&mut self, records: &[MetadataRecord]) -> Result<(), ApiError> {
-        if records.is_empty() {
-            return Ok(());
+    async fn run(mut self, mut rx: mpsc::Receiver<Envelope>) {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some((request, reply)) => {
+                        let r = self.handle(request).await;
+                        let _ = reply.send(r);
+                    }
+                    None => return,
+                },
+                _ = tick.tick() => self.on_tick().await,
+            }
         }
-        self.log.append(records).map_err(|e| {
-            tracing::error!(error = %e, "metadata log append failed");
-            ApiError::new(ErrorCode::KafkaStorageError, e.to_string())
-        })?;
-        for r in records {
-            self.image.apply(r);
+    }
+
+    fn leader_id(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    fn is_leader(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.current_leader == Some(m.id)
+    }
+
+    /// Confirms leadership with a quorum and waits until every committed entry
+    /// is applied, so decisions see the latest image. On gaining leadership:
+    /// heartbeat sessions restart and a fresh log gets its cluster id.
+    async fn ensure_active(&mut self) -> Result<(), Option<NodeId>> {
+        if !self.is_leader() {
+            self.active = false;
+            return Err(self.leader_id());
         }
-        // Publish before the event is answered, so a caller that reads the
-        // image after its reply sees its own change.
-        self.publish.send_replace(Arc::new(self.image.clone()));
+        if let Err(e) = self.raft.ensure_linearizable().await {
+            self.active = false;
+            let hint = e
+                .forward_to_leader::<BasicNode>()
+                .and_then(|f| f.leader_id)
+                .or(self.leader_id());
+            return Err(hint);
+        }
+        if !self.active {
+            self.active = true;
+            self.heartbeats = BrokerHeartbeats::rebuild(&self.sm.image(), now_ms());
+            if !self.started_as_leader_before {
+                // A combined node's broker lives in this process: whatever
+                // incarnation the image records from before the restart is dead.
+                self.heartbeats.forget(self.config.node_id);
+                self.started_as_leader_before = true;
+            }
+            tracing::info!(
+                node_id = self.raft.metrics().borrow().id,
+                "became the active controller"
+            );
+            if self.sm.image().cluster_id.is_empty() {
+                let records = vec![MetadataRecord::ClusterFormatted {
+                    cluster_id: self.cluster_id.clone(),
+                }];
+                if self.commit(records).await.is_err() {
+                    self.active = false;
+                    return Err(self.leader_id());
+                }
+            }
+        }
         Ok(())
     }
 
-    /// Runs a batch of per-item decisions against a scratch image so later
-    /// items see earlier ones, then commits all records as one frame.
-    fn decide_each<I, T>(
+    /// Proposes one event's records as one entry and waits until it is
+    /// committed and applied here.
+    async fn commit(&mut self, records: Vec<MetadataRecord>) -> Result<(), ApiError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        match self.raft.client_write(MetadataBatch(records)).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.active = false;
+                tracing::warn!(error = %e, "metadata write not committed");
+                Err(ApiError::new(
+                    ErrorCode::NotController,
+                    format!("metadata write failed: {e}"),
+                ))
+            }
+        }
+    }
+
+    /// Runs per-item decisions against a scratch image so later items see
+    /// earlier ones, then commits all records as one entry.
+    async fn decide_each<I, T: Clone>(
         &mut self,
         items: Vec<I>,
         validate_only: bool,
         mut decide: impl FnMut(&MetadataImage, I) -> Result<(Vec<MetadataRecord>, T), ApiError>,
     ) -> Vec<Result<T, ApiError>> {
-        let mut scratch = self.image.clone();
+        let mut scratch = (*self.sm.image()).clone();
         let mut all = Vec::new();
         let mut results = Vec::new();
         for item in items {
@@ -201,69 +653,50 @@ impl Controller {
             }
         }
         if !validate_only {
-            if let Err(e) = self.commit(&all) {
+            if let Err(e) = self.commit(all).await {
                 return results.into_iter().map(|r| r.and(Err(e.clone()))).collect();
             }
         }
         results
     }
 
-    /// Registers a broker and, until heartbeats drive fencing, unfences it at
-    /// once so that it is usable for placement and leadership.
-    fn register_and_unfence(&mut self, broker: BrokerRecord) -> Result<(), ApiError> {
-        let req = manager::BrokerRegistrationRequest {
-            broker_id: broker.broker_id,
-            incarnation_id: broker.incarnation_id,
-            host: broker.host,
-            port: broker.port,
-            rack: broker.rack,
-        };
-        let mut heartbeats = manager::BrokerHeartbeats::default();
-        let (mut records, _epoch) = manager::register_broker(
-            &self.image,
-            &mut heartbeats,
-            &req,
-            0,
-            manager::DEFAULT_SESSION_TIMEOUT_MS,
-        )?;
-        let mut scratch = self.image.clone();
-        for r in &records {
-            scratch.apply(r);
+    async fn handle(&mut self, request: ControllerRequest) -> ControllerReply {
+        if let ControllerRequest::FetchImage {
+            known_applied,
+            max_wait_ms,
+        } = request
+        {
+            return fetch_image(self.sm.subscribe(), known_applied, max_wait_ms.min(100)).await;
         }
-        records.extend(manager::replication::handle_broker_unfenced(
-            &scratch,
-            req.broker_id,
-        ));
-        self.commit(&records)
-    }
-
-    fn handle(&mut self, event: ControllerEvent) {
+        if let Err(leader_id) = self.ensure_active().await {
+            return ControllerReply::NotController { leader_id };
+        }
         let cfg = self.config.clone();
-        let mut rng = rand::thread_rng();
-        match event {
-            ControllerEvent::CreateTopics {
+        let now = now_ms();
+        match request {
+            ControllerRequest::CreateTopics {
                 topics,
                 validate_only,
-                reply,
             } => {
-                let r = self.decide_each(topics, validate_only, |img, t| {
-                    let stripe = rng.gen_range(0..img.brokers.len().max(1));
-                    manager::create_topic(img, &cfg, &t, Uuid::new_v4(), stripe)
-                });
-                let _ = reply.send(r);
+                let r = self
+                    .decide_each(topics, validate_only, |img, t| {
+                        let stripe = rand::thread_rng().gen_range(0..img.brokers.len().max(1));
+                        manager::create_topic(img, &cfg, &t, Uuid::new_v4(), stripe)
+                    })
+                    .await;
+                ControllerReply::CreateTopics(r)
             }
-            ControllerEvent::DeleteTopics { names, reply } => {
-                let r = self.decide_each(names, false, |img, n| manager::delete_topic(img, &n));
-                let _ = reply.send(r);
-            }
-            ControllerEvent::CreatePartitions {
+            ControllerRequest::DeleteTopics { names } => ControllerReply::DeleteTopics(
+                self.decide_each(names, false, |img, n| manager::delete_topic(img, &n))
+                    .await,
+            ),
+            ControllerRequest::CreatePartitions {
                 topics,
                 validate_only,
-                reply,
             } => {
-                let r =
-                    self.decide_each(topics, validate_only, |img, (name, count, assignments)| {
-                        let stripe = rng.gen_range(0..img.brokers.len().max(1));
+                let r = self
+                    .decide_each(topics, validate_only, |img, (name, count, assignments)| {
+                        let stripe = rand::thread_rng().gen_range(0..img.brokers.len().max(1));
                         manager::create_partitions(
                             img,
                             &name,
@@ -272,158 +705,90 @@ impl Controller {
                             stripe,
                         )
                         .map(|rec| (rec, ()))
-                    });
-                let _ = reply.send(r);
+                    })
+                    .await;
+                ControllerReply::Each(r)
             }
-            ControllerEvent::AlterTopicConfigs {
+            ControllerRequest::AlterTopicConfigs {
                 topics,
                 incremental,
                 validate_only,
-                reply,
             } => {
-                let r = self.decide_each(topics, validate_only, |img, (name, ops)| {
-                    manager::alter_topic_configs(img, &name, &ops, incremental).map(|rec| (rec, ()))
-                });
-                let _ = reply.send(r);
+                let r = self
+                    .decide_each(topics, validate_only, |img, (name, ops)| {
+                        manager::alter_topic_configs(img, &name, &ops, incremental)
+                            .map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
             }
-            ControllerEvent::AllocateProducerIds { broker_id, reply } => {
-                let r = manager::allocate_producer_ids(&self.image, &cfg, broker_id, None)
-                    .and_then(|(records, block)| self.commit(&records).map(|_| block));
-                let _ = reply.send(r);
+            ControllerRequest::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            } => {
+                let decision =
+                    manager::allocate_producer_ids(&self.sm.image(), &cfg, broker_id, broker_epoch);
+                let r = match decision {
+                    Ok((records, block)) => self.commit(records).await.map(|_| block),
+                    Err(e) => Err(e),
+                };
+                ControllerReply::ProducerIds(r)
             }
-            ControllerEvent::RegisterBroker { broker, reply } => {
-                let _ = reply.send(self.register_and_unfence(broker));
+            ControllerRequest::RegisterBroker(req) => {
+                let image = self.sm.image();
+                let decision = manager::register_broker(
+                    &image,
+                    &mut self.heartbeats,
+                    &req,
+                    now,
+                    self.session_timeout_ms,
+                );
+                let r = match decision {
+                    Ok((records, epoch)) => self.commit(records).await.map(|_| epoch),
+                    Err(e) => Err(e),
+                };
+                ControllerReply::Registered(r)
             }
-        }
-    }
-}
-
-/// Opens the metadata log in `dir`, replays it, formats a new cluster if the
-/// log is empty, and starts the event loop. Returns once the image is ready.
-pub fn start(
-    dir: &Path,
-    config: ControllerConfig,
-) -> Result<(ControllerHandle, tokio::task::JoinHandle<()>), MetadataLogError> {
-    let (mut log, batches) = MetadataLog::open(dir)?;
-    let mut image = MetadataImage::default();
-    for batch in &batches {
-        for r in batch {
-            image.apply(r);
-        }
-    }
-    if image.cluster_id.is_empty() {
-        let records = vec![MetadataRecord::ClusterFormatted {
-            cluster_id: new_cluster_id(),
-        }];
-        log.append(&records)?;
-        for r in &records {
-            image.apply(r);
-        }
-    }
-    tracing::info!(cluster_id = %image.cluster_id, topics = image.topics.len(), records = image.applied, "metadata log replayed");
-    let (publish, image_rx) = watch::channel(Arc::new(image.clone()));
-    let (tx, mut rx) = mpsc::channel(1024);
-    let mut controller = Controller {
-        config,
-        log,
-        image,
-        publish,
-    };
-    // The event loop is the only owner of controller state: one event at a time.
-    let task = tokio::spawn(async move {
-        while let Some(event) = rx.recv().await {
-            tokio::task::block_in_place(|| controller.handle(event));
-        }
-    });
-    Ok((
-        ControllerHandle {
-            events: tx,
-            image: image_rx,
-        },
-        task,
-    ))
-}
-
-/// A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding.
-fn new_cluster_id() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = Uuid::new_v4().into_bytes();
-    let mut bits: u128 = u128::from_be_bytes(bytes);
-    let mut out = String::with_capacity(22);
-    for _ in 0..22 {
-        out.push(ALPHABET[(bits >> 122) as usize & 63] as char);
-        bits <<= 6;
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg() -> ControllerConfig {
-        ControllerConfig {
-            node_id: 1,
-            num_partitions: 2,
-            default_replication_factor: 1,
-            producer_id_block_size: 1000,
+            ControllerRequest::Heartbeat(req) => {
+                let image = self.sm.image();
+                let caught_up = image
+                    .brokers
+                    .get(&req.broker_id)
+                    .map(manager::cluster::caught_up_offset)
+                    .unwrap_or(u64::MAX);
+                let decision =
+                    manager::cluster::heartbeat(&image, &mut self.heartbeats, &req, caught_up, now);
+                let r = match decision {
+                    Ok((records, reply)) => self.commit(records).await.map(|_| reply),
+                    Err(e) => Err(e),
+                };
+                ControllerReply::Heartbeat(r)
+            }
+            ControllerRequest::FetchImage { .. } => unreachable!("answered above"),
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn events_commit_and_survive_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let cluster_id;
-        {
-            let (h, _task) = start(dir.path(), cfg()).unwrap();
-            cluster_id = h.image().cluster_id.clone();
-            assert_eq!(cluster_id.len(), 22);
-            h.register_broker(BrokerRecord {
-                broker_id: 1,
-                broker_epoch: 0,
-                host: "127.0.0.1".into(),
-                port: 1,
-                rack: None,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            let r = h
-                .create_topics(
-                    vec![NewTopic {
-                        name: "a".into(),
-                        num_partitions: -1,
-                        replication_factor: -1,
-                        ..Default::default()
-                    }],
-                    false,
-                )
-                .await;
-            assert!(r[0].is_ok());
-            let r = h
-                .create_topics(
-                    vec![NewTopic {
-                        name: "v".into(),
-                        num_partitions: 1,
-                        replication_factor: 1,
-                        ..Default::default()
-                    }],
-                    true,
-                )
-                .await;
-            assert!(r[0].is_ok());
-            assert!(
-                !h.image().topics.contains_key("v"),
-                "validate_only must not create"
+    /// Fences brokers whose sessions expired (only on the active controller).
+    async fn on_tick(&mut self) {
+        if !self.is_leader() {
+            self.active = false;
+            return;
+        }
+        if self.ensure_active().await.is_err() {
+            return;
+        }
+        let records = manager::cluster::fence_stale_brokers(
+            &self.sm.image(),
+            &self.heartbeats,
+            now_ms(),
+            self.session_timeout_ms,
+        );
+        if !records.is_empty() {
+            tracing::info!(
+                records = records.len(),
+                "fencing brokers whose sessions expired"
             );
-            let (first, size) = h.allocate_producer_ids(1).await.unwrap();
-            assert_eq!((first, size), (0, 1000));
+            let _ = self.commit(records).await;
         }
-        let (h, _task) = start(dir.path(), cfg()).unwrap();
-        let img = h.image();
-        assert_eq!(img.cluster_id, cluster_id);
-        assert_eq!(img.topics["a"].partitions.len(), 2);
-        let (first, _) = h.allocate_producer_ids(1).await.unwrap();
-        assert_eq!(first, 1000, "producer ids never repeat across restarts");
     }
 }

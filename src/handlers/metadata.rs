@@ -35,7 +35,14 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
                 .filter(|r| !image.brokers.contains_key(r))
                 .map(|r| BrokerId(*r))
                 .collect();
+            // No leader (every ISR member fenced): clients retry later.
+            let error = if p.leader < 0 {
+                ErrorCode::LeaderNotAvailable.code()
+            } else {
+                0
+            };
             MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)
@@ -113,9 +120,11 @@ pub async fn handle(broker: &Broker, req: MetadataRequest, version: i16) -> Meta
         };
         topics.push(entry);
     }
+    // Like Kafka, only brokers that may serve (unfenced) are listed.
     let brokers = image
         .brokers
         .values()
+        .filter(|b| !b.fenced)
         .map(|b| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.broker_id))
@@ -136,6 +145,7 @@ pub fn describe_cluster(broker: &Broker, _req: DescribeClusterRequest) -> Descri
     let brokers = image
         .brokers
         .values()
+        .filter(|b| !b.fenced)
         .map(|b| {
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(b.broker_id))

@@ -67,6 +67,13 @@ impl BrokerHeartbeats {
         BrokerHeartbeats { sessions }
     }
 
+    /// Forgets a broker's session: its process is known to be gone (the
+    /// broker of a combined node whose controller just restarted), so a new
+    /// incarnation may register at once instead of after the session timeout.
+    pub fn forget(&mut self, broker_id: i32) {
+        self.sessions.remove(&broker_id);
+    }
+
     pub fn session(&self, broker_id: i32) -> Option<&BrokerSession> {
         self.sessions.get(&broker_id)
     }
@@ -119,7 +126,7 @@ impl BrokerHeartbeats {
 }
 
 /// BrokerRegistration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerRegistrationRequest {
     pub broker_id: i32,
     pub incarnation_id: Uuid,
@@ -196,7 +203,7 @@ pub fn register_broker(
 }
 
 /// BrokerHeartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HeartbeatRequest {
     pub broker_id: i32,
     pub broker_epoch: i64,
@@ -206,7 +213,7 @@ pub struct HeartbeatRequest {
     pub want_shutdown: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct HeartbeatReply {
     pub is_caught_up: bool,
     pub is_fenced: bool,

@@ -26,7 +26,7 @@ pub fn validate_new_topic_configs(configs: &[(String, Option<String>)]) -> Resul
 }
 
 /// How AlterConfigs changes one config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConfigOp {
     Set(String),
     Delete,

@@ -43,12 +43,28 @@ pub struct ControllerConfig {
     pub producer_id_block_size: i64,
 }
 
+/// Error codes travel between controllers as their wire numbers.
+mod error_code_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use strand_protocol::ErrorCode;
+
+    pub fn serialize<S: Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(code.code())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        let code = i16::deserialize(d)?;
+        Ok(ErrorCode::try_from_code(code).unwrap_or(ErrorCode::UnknownServerError))
+    }
+}
+
 /// Kafka's broker.session.timeout.ms default.
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 9000;
 
 /// An error for one item of a request, as Kafka reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ApiError {
+    #[serde(with = "error_code_serde")]
     pub code: ErrorCode,
     pub message: String,
 }

@@ -33,7 +33,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct NewTopic {
     pub name: String,
     /// -1 = num.partitions
@@ -45,7 +45,7 @@ pub struct NewTopic {
     pub configs: Vec<(String, Option<String>)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatedTopic {
     pub name: String,
     pub topic_id: Uuid,
