@@ -122,6 +122,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
                 producer_id_block_size: 1000,
+                max_replication_factor: 1,
             },
         })
         .await

@@ -73,6 +73,20 @@ pub enum ControllerRequest {
         known_applied: u64,
         max_wait_ms: u64,
     },
+    /// The active controller's view of the quorum (DescribeQuorum).
+    DescribeQuorum,
+}
+
+/// The metadata quorum as the active controller sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumInfo {
+    pub leader_id: NodeId,
+    /// The Raft term: Kafka's leader epoch of the metadata partition.
+    pub leader_epoch: u64,
+    /// The committed (applied) log index.
+    pub high_watermark: u64,
+    /// Voters with the last log index the leader knows they hold.
+    pub voters: Vec<(NodeId, Option<u64>)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +99,7 @@ pub enum ControllerReply {
     Heartbeat(Result<HeartbeatReply, ApiError>),
     /// The image when it is newer than the caller's, else None after the wait.
     Image(Option<Box<MetadataImage>>),
+    Quorum(QuorumInfo),
     /// This node is not the active controller; the leader if known.
     NotController {
         leader_id: Option<NodeId>,
@@ -289,6 +304,13 @@ impl ControllerHandle {
         }
     }
 
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ApiError> {
+        match self.call(ControllerRequest::DescribeQuorum).await? {
+            ControllerReply::Quorum(q) => Ok(q),
+            _ => Err(not_controller_error()),
+        }
+    }
+
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
         match self.call(ControllerRequest::Heartbeat(req)).await? {
             ControllerReply::Heartbeat(r) => r,
@@ -376,6 +398,18 @@ pub async fn start_controller(settings: QuorumSettings) -> Result<ControllerNode
         }
     };
     let raft = raft.map_err(|e| StartError::Raft(e.to_string()))?;
+    start_on_raft(raft, sm, settings).await
+}
+
+/// Runs the controller on an existing Raft instance and state machine (the
+/// network and store are the caller's: tests use in-process ones). Checks the
+/// cluster id, initialises a fresh quorum from the lowest initial voter,
+/// serves the listener if given, and starts the event loop.
+pub async fn start_on_raft(
+    raft: Raft,
+    sm: StateMachineStore,
+    settings: QuorumSettings,
+) -> Result<ControllerNode, StartError> {
     let stored = sm.image().cluster_id.clone();
     if !stored.is_empty() && stored != settings.cluster_id {
         return Err(StartError::ClusterIdMismatch(format!(
@@ -764,7 +798,34 @@ impl Controller {
                 };
                 ControllerReply::Heartbeat(r)
             }
+            ControllerRequest::DescribeQuorum => ControllerReply::Quorum(self.quorum_info()),
             ControllerRequest::FetchImage { .. } => unreachable!("answered above"),
+        }
+    }
+
+    fn quorum_info(&self) -> QuorumInfo {
+        let m = self.raft.metrics().borrow().clone();
+        let voters = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .map(|id| {
+                let matched = if id == m.id {
+                    m.last_log_index
+                } else {
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id).cloned().flatten())
+                        .map(|l| l.index)
+                };
+                (id, matched)
+            })
+            .collect();
+        QuorumInfo {
+            leader_id: m.id,
+            leader_epoch: m.current_term,
+            high_watermark: m.last_applied.map(|l| l.index).unwrap_or(0),
+            voters,
         }
     }
 

@@ -7,8 +7,8 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
-    TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_controller::image::MetadataImage;
@@ -159,4 +159,53 @@ pub fn describe_cluster(broker: &Broker, _req: DescribeClusterRequest) -> Descri
         .with_controller_id(BrokerId(broker.node_id()))
         .with_endpoint_type(1)
         .with_brokers(brokers)
+}
+
+/// DescribeQuorum: the metadata quorum as the active controller reports it.
+pub async fn describe_quorum(
+    broker: &Broker,
+    req: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
+    use kafka_protocol::messages::describe_quorum_response::{
+        PartitionData, ReplicaState, TopicData,
+    };
+    let quorum = broker.controller.describe_quorum().await;
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut pd = PartitionData::default().with_partition_index(p.partition_index);
+                    match (&quorum, t.topic_name.0.as_str(), p.partition_index) {
+                        (Ok(q), "__cluster_metadata", 0) => {
+                            pd.leader_id = BrokerId(q.leader_id as i32);
+                            pd.leader_epoch = q.leader_epoch as i32;
+                            pd.high_watermark = q.high_watermark as i64;
+                            pd.current_voters = q
+                                .voters
+                                .iter()
+                                .map(|(id, leo)| {
+                                    ReplicaState::default()
+                                        .with_replica_id(BrokerId(*id as i32))
+                                        .with_log_end_offset(leo.map(|l| l as i64).unwrap_or(-1))
+                                        .with_last_fetch_timestamp(-1)
+                                        .with_last_caught_up_timestamp(-1)
+                                })
+                                .collect();
+                        }
+                        (Err(e), "__cluster_metadata", 0) => pd.error_code = e.code.code(),
+                        _ => pd.error_code = ErrorCode::UnknownTopicOrPartition.code(),
+                    }
+                    pd
+                })
+                .collect();
+            TopicData::default()
+                .with_topic_name(t.topic_name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeQuorumResponse::default().with_topics(topics)
 }

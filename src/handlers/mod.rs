@@ -67,6 +67,9 @@ pub async fn dispatch(
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(offsets::init_producer_id(broker, r).await)
         }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
         }

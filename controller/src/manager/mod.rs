@@ -41,6 +41,9 @@ pub struct ControllerConfig {
     pub default_replication_factor: i16,
     /// Producer ids handed to a broker per AllocateProducerIds.
     pub producer_id_block_size: i64,
+    /// The largest replication factor accepted. The broker sets 1 until
+    /// follower replication exists, so no topic claims replicas it lacks.
+    pub max_replication_factor: usize,
 }
 
 /// Error codes travel between controllers as their wire numbers.
@@ -92,6 +95,7 @@ pub(crate) mod testutil {
             num_partitions: 4,
             default_replication_factor: 1,
             producer_id_block_size: 1000,
+            max_replication_factor: usize::MAX,
         }
     }
 

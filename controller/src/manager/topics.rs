@@ -10,6 +10,9 @@ use crate::records::{ConfigResource, MetadataRecord, PartitionRecord};
 use strand_protocol::ErrorCode;
 use uuid::Uuid;
 
+/// The metadata log's name, reserved as in Kafka.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
 
 /// Kafka's topic name rule: 1..=249 chars of [a-zA-Z0-9._-], not "." or "..".
@@ -98,6 +101,13 @@ pub fn create_topic(
     stripe_start: usize,
 ) -> Result<(Vec<MetadataRecord>, CreatedTopic), ApiError> {
     validate_topic_name(&t.name)?;
+    if t.name == METADATA_TOPIC {
+        // Its partition directory would be the metadata quorum's own.
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Creation of internal topic {METADATA_TOPIC} is prohibited."),
+        ));
+    }
     if image.topics.contains_key(&t.name) {
         return Err(ApiError::new(
             ErrorCode::TopicAlreadyExists,
@@ -143,6 +153,17 @@ pub fn create_topic(
         }
         (place(image, partitions, rf, stripe_start)?, false)
     };
+    // While followers do not replicate, a replica set larger than the
+    // configured maximum would promise durability the broker does not give.
+    if replica_sets[0].len() > cfg.max_replication_factor {
+        return Err(ApiError::new(
+            ErrorCode::InvalidReplicationFactor,
+            format!(
+                "Replication factor {} is not supported yet: partitions are not replicated in this version (use 1)",
+                replica_sets[0].len()
+            ),
+        ));
+    }
     let created = CreatedTopic {
         name: t.name.clone(),
         topic_id,
@@ -374,6 +395,30 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn replication_limit_and_reserved_names() {
+        let img = image_with_brokers(&[1, 2, 3]);
+        let limited = ControllerConfig {
+            max_replication_factor: 1,
+            ..cfg()
+        };
+        let t = |name: &str, rf: i16| NewTopic {
+            name: name.into(),
+            num_partitions: 1,
+            replication_factor: rf,
+            ..Default::default()
+        };
+        let cases = [
+            (t("a", 1), None),
+            (t("a", 3), Some(ErrorCode::InvalidReplicationFactor)),
+            (t("__cluster_metadata", 1), Some(ErrorCode::InvalidRequest)),
+        ];
+        for (topic, want) in cases {
+            let got = create_topic(&img, &limited, &topic, Uuid::from_u128(3), 0);
+            assert_eq!(got.err().map(|e| e.code), want, "{}", topic.name);
         }
     }
 
