@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Strand test on a fresh Debian machine: installs what the tests
 # need, runs the workspace's unit, property and integration tests (kcat,
-# crash, bad input), builds librdkafka's own test suite and runs the
-# must-pass list against Strand. Exits non-zero if anything fails.
+# crash, bad input, 3-node cluster), builds librdkafka's own test suite and
+# runs the must-pass list against one node and against a 3-node cluster. Exits non-zero if anything fails.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -28,5 +28,13 @@ suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
     --suite "$suite" \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
+
+echo "== librdkafka test suite (must-pass list) on a 3-node cluster"
+"$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --nodes 3 \
+    --suite "$suite" \
+    --must-pass compat-tests/librdkafka-must-pass.txt \
+    --out "$STRAND_CACHE/librdkafka-results-3node"
 
 echo "== all tests passed in $((SECONDS - start))s"

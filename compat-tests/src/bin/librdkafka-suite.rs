@@ -9,6 +9,7 @@ use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use strand_compat_tests::cluster::{Cluster, ClusterSpec};
 use strand_compat_tests::harness::{tail_file, Broker};
 use strand_compat_tests::rdkafka_suite::{
     normalize_test_number, parse_output, parse_test_list, strip_ansi, verdict, Outcome, RunEnd,
@@ -23,6 +24,8 @@ auto.create.topics.enable=true, default.replication.factor=1).
 
 options:
   --strand BIN           strand binary to start for each test
+  --nodes N              start a fresh N-node cluster (combined broker+controller
+                         nodes, via the cluster harness) per test instead of one broker
   --broker ADDR          use an already running broker at ADDR (host:port) instead
   --suite DIR            librdkafka tree built by compat-tests/scripts/build-librdkafka.sh
                          (default: $STRAND_CACHE/librdkafka-2.12.1, $STRAND_CACHE
@@ -64,6 +67,8 @@ struct Args {
     multiplier: Option<f64>,
     conf: Vec<String>,
     overrides: Vec<(String, String)>,
+    /// Combined nodes per fresh cluster (1 = a single broker).
+    nodes: usize,
 }
 
 fn usage_err(msg: impl std::fmt::Display) -> String {
@@ -73,6 +78,7 @@ fn usage_err(msg: impl std::fmt::Display) -> String {
 fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut strand = None;
     let mut broker = None;
+    let mut nodes = 1usize;
     let mut suite = None;
     let mut tests = Vec::new();
     let mut list_files = Vec::new();
@@ -103,6 +109,13 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
             "-h" | "--help" => return Ok(None),
             "--strand" => strand = Some(PathBuf::from(val("--strand")?)),
             "--broker" => broker = Some(val("--broker")?),
+            "--nodes" => {
+                nodes = val("--nodes")?
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| usage_err("--nodes expects a positive number"))?
+            }
             "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
             "--list" => list_files.push(PathBuf::from(val("--list")?)),
             "--must-pass" => must_pass_file = Some(PathBuf::from(val("--must-pass")?)),
@@ -209,6 +222,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         .canonicalize()
         .map_err(|e| usage_err(format!("--suite: {e}")))?;
     Ok(Some(Args {
+        nodes,
         strand,
         broker,
         suite,
@@ -383,34 +397,47 @@ fn main() -> ExitCode {
 
         // broker
         let mut broker = None;
-        let addr = match (&args.broker, &args.strand) {
-            (Some(a), _) => a.clone(),
-            (None, Some(bin)) => match Broker::start(bin, &ov) {
-                Ok(b) => {
-                    let a = b.addr();
-                    broker = Some(b);
+        let mut cluster = None;
+        let started = match (&args.broker, &args.strand) {
+            (Some(a), _) => Ok(a.clone()),
+            (None, Some(bin)) if args.nodes > 1 => {
+                let mut spec = ClusterSpec::combined(args.nodes);
+                for (k, v) in &ov {
+                    spec = spec.with_override(*k, *v);
+                }
+                Cluster::start(bin, spec).map(|c| {
+                    let a = c.bootstrap();
+                    cluster = Some(c);
                     a
-                }
-                Err(e) => {
-                    let first = e.to_string().lines().next().unwrap_or("").to_string();
-                    let reason = format!(
-                        "strand did not start: {}",
-                        first.split("; log tail").next().unwrap_or("")
-                    );
-                    println!("{num} FAIL {:.1}s {reason}", t0.elapsed().as_secs_f64());
-                    print!("  strand startup error:\n{}", indent(&e.to_string()));
-                    tsv.push_str(&format!(
-                        "{num}\tFAIL\t{:.1}\t{reason}\n",
-                        t0.elapsed().as_secs_f64()
-                    ));
-                    failed += 1;
-                    if args.must_pass.contains(num) {
-                        must_fail.push(num.clone());
-                    }
-                    continue;
-                }
-            },
+                })
+            }
+            (None, Some(bin)) => Broker::start(bin, &ov).map(|b| {
+                let a = b.addr();
+                broker = Some(b);
+                a
+            }),
             (None, None) => unreachable!(),
+        };
+        let addr = match started {
+            Ok(a) => a,
+            Err(e) => {
+                let first = e.to_string().lines().next().unwrap_or("").to_string();
+                let reason = format!(
+                    "strand did not start: {}",
+                    first.split("; log tail").next().unwrap_or("")
+                );
+                println!("{num} FAIL {:.1}s {reason}", t0.elapsed().as_secs_f64());
+                print!("  strand startup error:\n{}", indent(&e.to_string()));
+                tsv.push_str(&format!(
+                    "{num}\tFAIL\t{:.1}\t{reason}\n",
+                    t0.elapsed().as_secs_f64()
+                ));
+                failed += 1;
+                if args.must_pass.contains(num) {
+                    must_fail.push(num.clone());
+                }
+                continue;
+            }
         };
 
         // test.conf
@@ -457,6 +484,14 @@ fn main() -> ExitCode {
             let _ = fs::copy(b.log_path(), logs.join(format!("{num}.strand.log")));
         }
         drop(broker);
+        if let Some(mut c) = cluster.take() {
+            for id in c.broker_ids() {
+                broker_tail.push_str(&format!("--- node {id}\n{}", c.log_tail(id)));
+            }
+            if let Err(e) = c.shutdown() {
+                eprintln!("  note: {e}");
+            }
+        }
 
         let reason = v.reason.replace(['\n', '\t'], " ");
         println!(

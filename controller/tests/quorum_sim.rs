@@ -1,0 +1,1341 @@
+//! A deterministic, seeded simulation of the controller quorum over the
+//! in-memory Raft backend.
+//!
+//! Three controllers run `start_on_raft` on openraft instances joined by an
+//! in-process network (clients call the target's `Raft` directly) that the test
+//! can cut: a node can be crashed (its Raft shut down and removed from the
+//! network; a restart is a new Raft over the same memory log store and state
+//! machine, modelling durable storage) or isolated from the others. A seeded
+//! driver registers brokers, heartbeats them (or lets their sessions lapse),
+//! asks for controlled shutdowns, creates and deletes topics, grows
+//! partitions, toggles unclean leader election, crashes and restarts the
+//! active controller and partitions nodes. Safety invariants are checked on
+//! every image every node publishes and every Raft metrics change (background
+//! watchers), and after every step:
+//!
+//! - at most one leader per Raft term;
+//! - per node, `applied` and every partition's leader and partition epochs
+//!   never decrease; broker epochs never decrease;
+//! - every partition leader (if any) is in the ISR and replicas and is an
+//!   active (registered, unfenced, not shutting down) broker; an inactive ISR
+//!   member is only the last member of an offline partition's ISR;
+//! - one leader per (partition, leader epoch) and one state per (partition,
+//!   partition epoch), across nodes and time; one incarnation per broker epoch;
+//! - images are prefix-consistent: two images with the same `applied` are equal;
+//! - acknowledged writes survive failover (the leader's image after every
+//!   successful request agrees with the acknowledged topic operations);
+//! - an isolated node never commits a write.
+//!
+//! At the end the network heals, crashed nodes restart, a leader must exist,
+//! a CreateTopics must succeed and all nodes must converge to one image.
+//!
+//! The action sequence is a function of the seed only (each step draws from
+//! its own RNG seeded by (seed, step)); timing (which node leads, when
+//! sessions expire) varies run to run. `SIM_SEED=<n>` runs one seed,
+//! `SIM_STEPS=<n>` changes the number of steps per seed.
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strand_controller::image::MetadataImage;
+use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
+use strand_controller::manager::{ConfigOp, ControllerConfig, NewTopic};
+use strand_controller::raft::store::{open_memory, MemLogStore, StateMachineStore};
+use strand_controller::raft::{NodeId, Raft, TypeConfig};
+use strand_controller::records::PartitionRecord;
+use strand_controller::{
+    start_on_raft, ControllerHandle, ControllerReply, ControllerRequest, QuorumSettings, StoreKind,
+};
+use strand_protocol::ErrorCode;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+const CONTROLLERS: [NodeId; 3] = [11, 12, 13];
+const BROKERS: std::ops::RangeInclusive<i32> = 1..=5;
+const TOPICS: [&str; 6] = ["t0", "t1", "t2", "t.3", "t_3", "t5"];
+const SESSION_TIMEOUT_MS: u64 = 1500;
+const ELECTION_TIMEOUT_MS: u64 = 150;
+const CLUSTER_ID: &str = "sim-cluster";
+const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
+const DEFAULT_STEPS: usize = 150;
+
+// ---------------------------------------------------------------------------
+// The in-process network.
+
+#[derive(Default)]
+struct NetState {
+    /// Running nodes: id -> (generation, Raft).
+    nodes: HashMap<NodeId, (u64, Raft)>,
+    /// Nodes cut off from every other node.
+    isolated: BTreeSet<NodeId>,
+    /// Bumped on every isolation change (probes check it did not move).
+    isolation_gen: u64,
+}
+
+type Net = Arc<Mutex<NetState>>;
+
+/// The network factory of one Raft instance (node `from`, generation `gen`):
+/// a crashed instance's in-flight RPCs are dropped too.
+struct SimNetwork {
+    from: NodeId,
+    gen: u64,
+    net: Net,
+}
+
+struct SimConn {
+    from: NodeId,
+    gen: u64,
+    target: NodeId,
+    net: Net,
+}
+
+impl RaftNetworkFactory<TypeConfig> for SimNetwork {
+    type Network = SimConn;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> SimConn {
+        SimConn {
+            from: self.from,
+            gen: self.gen,
+            target,
+            net: self.net.clone(),
+        }
+    }
+}
+
+fn unreachable<E: std::error::Error>(why: &str) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(why.to_string())))
+}
+
+impl SimConn {
+    /// The target's Raft if the link from this instance to it is up.
+    fn link<E: std::error::Error>(&self) -> Result<Raft, RPCError<NodeId, BasicNode, E>> {
+        let st = self.net.lock();
+        if st.nodes.get(&self.from).map(|(g, _)| *g) != Some(self.gen) {
+            return Err(unreachable("sender is down"));
+        }
+        if st.isolated.contains(&self.from) || st.isolated.contains(&self.target) {
+            return Err(unreachable("partitioned"));
+        }
+        match st.nodes.get(&self.target) {
+            Some((_, raft)) => Ok(raft.clone()),
+            None => Err(unreachable("target is down")),
+        }
+    }
+
+    /// Delivers one RPC: the link must be up both when it is sent and when
+    /// the response comes back (else the message is lost).
+    async fn deliver<T, E, F>(
+        &self,
+        option: &RPCOption,
+        send: impl FnOnce(Raft) -> F,
+    ) -> Result<T, RPCError<NodeId, BasicNode, E>>
+    where
+        E: std::error::Error,
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        let raft = self.link::<E>()?;
+        let res = tokio::time::timeout(option.hard_ttl(), send(raft))
+            .await
+            .map_err(|_| unreachable("timed out"))?;
+        self.link::<E>()?;
+        res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for SimConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.deliver(
+            &option,
+            |raft| async move { raft.append_entries(rpc).await },
+        )
+        .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.deliver(
+            &option,
+            |raft| async move { raft.install_snapshot(rpc).await },
+        )
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.deliver(&option, |raft| async move { raft.vote(rpc).await })
+            .await
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Invariants.
+
+#[derive(Default)]
+struct Checker {
+    violations: Vec<String>,
+    /// Raft term -> the leader of that term (from any node's metrics).
+    term_leader: BTreeMap<u64, (NodeId, NodeId)>,
+    last_applied: HashMap<NodeId, u64>,
+    /// (node, topic id, partition) -> last seen (leader epoch, partition epoch).
+    last_epochs: HashMap<(NodeId, Uuid, i32), (i32, i32)>,
+    /// (topic id, partition, leader epoch) -> leader.
+    epoch_leader: HashMap<(Uuid, i32, i32), (i32, NodeId, u64)>,
+    /// (topic id, partition, partition epoch) -> state.
+    at_partition_epoch: HashMap<(Uuid, i32, i32), PartitionRecord>,
+    /// applied -> the first image seen at that position.
+    images_at: BTreeMap<u64, (NodeId, Arc<MetadataImage>)>,
+    /// (node, broker) -> last seen broker epoch.
+    broker_epochs: HashMap<(NodeId, i32), i64>,
+    /// (broker, epoch) -> incarnation.
+    registrations: HashMap<(i32, i64), Uuid>,
+}
+
+impl Checker {
+    fn violation(&mut self, v: String) {
+        if self.violations.len() < 50 {
+            self.violations.push(v);
+        }
+    }
+
+    /// `observer` sees `leader` as the leader of `term`.
+    fn observe_leader(&mut self, observer: NodeId, term: u64, leader: NodeId) {
+        match self.term_leader.get(&term) {
+            Some(&(l, who)) if l != leader => self.violation(format!(
+                "two leaders in term {term}: node {who} saw {l}, node {observer} sees {leader}"
+            )),
+            Some(_) => {}
+            None => {
+                self.term_leader.insert(term, (leader, observer));
+            }
+        }
+    }
+
+    fn observe_image(&mut self, node: NodeId, img: &Arc<MetadataImage>) {
+        let applied = img.applied;
+        if let Some(&prev) = self.last_applied.get(&node) {
+            if applied < prev {
+                self.violation(format!(
+                    "node {node}: applied went back from {prev} to {applied}"
+                ));
+            }
+        }
+        self.last_applied.insert(node, applied);
+        match self.images_at.get(&applied) {
+            Some((who, prev)) => {
+                if **prev != **img {
+                    let (who, prev) = (*who, prev.clone());
+                    self.violation(format!(
+                        "images diverge at applied {applied}: node {who} had {prev:?}, node {node} has {img:?}"
+                    ));
+                }
+            }
+            None => {
+                self.images_at.insert(applied, (node, img.clone()));
+            }
+        }
+        if !img.cluster_id.is_empty() && img.cluster_id != CLUSTER_ID {
+            self.violation(format!("node {node}: cluster id {}", img.cluster_id));
+        }
+        for (id, b) in &img.brokers {
+            if let Some(&prev) = self.broker_epochs.get(&(node, *id)) {
+                if b.broker_epoch < prev {
+                    self.violation(format!(
+                        "node {node}: broker {id} epoch went back from {prev} to {}",
+                        b.broker_epoch
+                    ));
+                }
+            }
+            self.broker_epochs.insert((node, *id), b.broker_epoch);
+            let inc = *self
+                .registrations
+                .entry((*id, b.broker_epoch))
+                .or_insert(b.incarnation_id);
+            if inc != b.incarnation_id {
+                self.violation(format!(
+                    "node {node}: broker {id} epoch {} held by incarnations {inc} and {}",
+                    b.broker_epoch, b.incarnation_id
+                ));
+            }
+        }
+        for (name, topic) in &img.topics {
+            if img.topic_names.get(&topic.topic_id) != Some(name) {
+                self.violation(format!(
+                    "node {node}: topic {name} missing from topic_names"
+                ));
+            }
+            for (i, p) in topic.partitions.iter().enumerate() {
+                self.check_partition(node, img, name, i, p, applied);
+            }
+        }
+    }
+
+    fn check_partition(
+        &mut self,
+        node: NodeId,
+        img: &MetadataImage,
+        name: &str,
+        index: usize,
+        p: &PartitionRecord,
+        applied: u64,
+    ) {
+        let at = format!(
+            "node {node} applied {applied}: {name}-{} (leader {} epoch {}, partition epoch {}, replicas {:?}, isr {:?})",
+            p.partition, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr
+        );
+        if p.partition as usize != index {
+            self.violation(format!("{at}: stored at index {index}"));
+        }
+        let key = (node, p.topic_id, p.partition);
+        if let Some(&(le, pe)) = self.last_epochs.get(&key) {
+            if p.leader_epoch < le || p.partition_epoch < pe {
+                self.violation(format!(
+                    "{at}: epochs went back from (leader {le}, partition {pe})"
+                ));
+            }
+        }
+        self.last_epochs
+            .insert(key, (p.leader_epoch, p.partition_epoch));
+        match self
+            .epoch_leader
+            .get(&(p.topic_id, p.partition, p.leader_epoch))
+        {
+            Some(&(l, who, when)) if l != p.leader => self.violation(format!(
+                "{at}: node {who} at applied {when} had leader {l} in the same leader epoch"
+            )),
+            Some(_) => {}
+            None => {
+                self.epoch_leader.insert(
+                    (p.topic_id, p.partition, p.leader_epoch),
+                    (p.leader, node, applied),
+                );
+            }
+        }
+        match self
+            .at_partition_epoch
+            .get(&(p.topic_id, p.partition, p.partition_epoch))
+        {
+            Some(prev) if prev != p => {
+                let prev = prev.clone();
+                self.violation(format!("{at}: the same partition epoch held {prev:?}"));
+            }
+            Some(_) => {}
+            None => {
+                self.at_partition_epoch
+                    .insert((p.topic_id, p.partition, p.partition_epoch), p.clone());
+            }
+        }
+        if p.isr.is_empty() {
+            self.violation(format!("{at}: empty ISR"));
+        }
+        let distinct: BTreeSet<_> = p.isr.iter().collect();
+        if distinct.len() != p.isr.len() || p.isr.iter().any(|r| !p.replicas.contains(r)) {
+            self.violation(format!("{at}: ISR not a set of replicas"));
+        }
+        if p.leader != -1 {
+            if !p.isr.contains(&p.leader) {
+                self.violation(format!("{at}: leader not in ISR"));
+            }
+            if !img.is_active(p.leader) {
+                self.violation(format!(
+                    "{at}: leader is not an active broker ({:?})",
+                    img.brokers.get(&p.leader)
+                ));
+            }
+        }
+        for &r in &p.isr {
+            if !img.is_active(r) && !(p.leader == -1 && p.isr.len() == 1) {
+                self.violation(format!(
+                    "{at}: inactive broker {r} in the ISR of a partition that is not offline with it as last member ({:?})",
+                    img.brokers.get(&r)
+                ));
+            }
+        }
+    }
+}
+
+type SharedChecker = Arc<Mutex<Checker>>;
+
+/// Watches a Raft instance's metrics: every leader claim and every follower's
+/// view of the leader goes to the checker.
+fn watch_metrics(id: NodeId, raft: &Raft, checker: SharedChecker) -> JoinHandle<()> {
+    let mut rx = raft.metrics();
+    tokio::spawn(async move {
+        loop {
+            {
+                let m = rx.borrow_and_update();
+                let mut c = checker.lock();
+                if m.state == ServerState::Leader {
+                    c.observe_leader(id, m.current_term, id);
+                }
+                if let Some(l) = m.current_leader {
+                    c.observe_leader(id, m.current_term, l);
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Watches every image a node's state machine publishes.
+fn watch_images(id: NodeId, sm: &StateMachineStore, checker: SharedChecker) -> JoinHandle<()> {
+    let mut rx = sm.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let img = rx.borrow_and_update().clone();
+            checker.lock().observe_image(id, &img);
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// The simulated cluster.
+
+struct Running {
+    raft: Raft,
+    handle: ControllerHandle,
+    metrics_task: JoinHandle<()>,
+}
+
+struct SimNode {
+    log: MemLogStore,
+    sm: StateMachineStore,
+    gen: u64,
+    running: Option<Running>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BrokerPhase {
+    /// No process (never started, hung, or shut down).
+    Offline,
+    /// Started: registers every round until it gets an epoch.
+    Registering,
+    /// Registered at `epoch`: heartbeats every round.
+    Running { epoch: i64 },
+    /// Heartbeats asking to shut down until told to.
+    ShuttingDown { epoch: i64 },
+}
+
+/// The current process of one broker id.
+#[derive(Debug, Clone)]
+struct BrokerModel {
+    incarnation: Uuid,
+    phase: BrokerPhase,
+}
+
+/// What the acknowledged topic operations say about a topic.
+#[derive(Debug, Clone, PartialEq)]
+enum TopicModel {
+    Absent,
+    Present { id: Uuid, partitions: i32 },
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    /// A new process for the broker id (the previous one, if any, is gone).
+    StartBroker {
+        broker: i32,
+        inc: u128,
+    },
+    Lapse {
+        broker: i32,
+    },
+    ControlledShutdown {
+        broker: i32,
+    },
+    CreateTopic {
+        topic: usize,
+        partitions: i32,
+        rf: i16,
+    },
+    DeleteTopic {
+        topic: usize,
+    },
+    CreatePartitions {
+        topic: usize,
+        add: i32,
+    },
+    ToggleUnclean {
+        topic: usize,
+        on: bool,
+    },
+    CrashLeader,
+    Restart,
+    Isolate {
+        leader: bool,
+        pick: usize,
+    },
+    Heal,
+    Sleep {
+        ms: u64,
+    },
+    IsolatedProbe,
+}
+
+fn step_rng(seed: u64, step: usize) -> StdRng {
+    StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (step as u64 + 1))
+}
+
+fn draw_action(rng: &mut StdRng) -> Action {
+    let broker = rng.gen_range(BROKERS);
+    let topic = rng.gen_range(0..TOPICS.len());
+    match rng.gen_range(0..100) {
+        0..=11 => Action::StartBroker {
+            broker,
+            inc: rng.gen(),
+        },
+        12..=17 => Action::Lapse { broker },
+        18..=20 => Action::ControlledShutdown { broker },
+        21..=36 => Action::CreateTopic {
+            topic,
+            partitions: rng.gen_range(1..=3),
+            rf: [-1, 1, 2, 3][rng.gen_range(0..4)],
+        },
+        37..=47 => Action::DeleteTopic { topic },
+        48..=55 => Action::CreatePartitions {
+            topic,
+            add: rng.gen_range(1..=2),
+        },
+        56..=59 => Action::ToggleUnclean {
+            topic,
+            on: rng.gen_bool(0.5),
+        },
+        60..=66 => Action::CrashLeader,
+        67..=73 => Action::Restart,
+        74..=80 => Action::Isolate {
+            leader: rng.gen_bool(0.6),
+            pick: rng.gen_range(0..CONTROLLERS.len()),
+        },
+        81..=86 => Action::Heal,
+        87..=93 => Action::Sleep {
+            ms: rng.gen_range(200..=1800),
+        },
+        _ => Action::IsolatedProbe,
+    }
+}
+
+struct Sim {
+    seed: u64,
+    config: Arc<Config>,
+    net: Net,
+    nodes: BTreeMap<NodeId, SimNode>,
+    checker: SharedChecker,
+    image_tasks: Vec<JoinHandle<()>>,
+    brokers: BTreeMap<i32, BrokerModel>,
+    topics: BTreeMap<String, TopicModel>,
+    crashed: Option<NodeId>,
+    isolated: Option<NodeId>,
+    /// Probes sent to isolated nodes: a success while still isolated is a bug.
+    probes: Vec<JoinHandle<Option<String>>>,
+    history: Vec<String>,
+    step: usize,
+}
+
+fn settings(id: NodeId) -> QuorumSettings {
+    let voters: BTreeMap<NodeId, String> = CONTROLLERS
+        .iter()
+        .map(|&v| (v, "127.0.0.1:1".to_string()))
+        .collect();
+    QuorumSettings {
+        node_id: id,
+        cluster_id: CLUSTER_ID.into(),
+        voters: voters.clone(),
+        initial_voters: voters,
+        store: StoreKind::Memory,
+        election_timeout_ms: ELECTION_TIMEOUT_MS,
+        session_timeout_ms: SESSION_TIMEOUT_MS,
+        listener: None,
+        controller: ControllerConfig {
+            node_id: id as i32,
+            num_partitions: 3,
+            default_replication_factor: 2,
+            producer_id_block_size: 1000,
+            max_replication_factor: usize::MAX,
+        },
+    }
+}
+
+impl Sim {
+    async fn new(seed: u64) -> Sim {
+        let config = Config {
+            cluster_name: CLUSTER_ID.into(),
+            heartbeat_interval: (ELECTION_TIMEOUT_MS / 5).max(20),
+            election_timeout_min: ELECTION_TIMEOUT_MS,
+            election_timeout_max: ELECTION_TIMEOUT_MS * 2,
+            // Snapshot and purge often, so lagging and restarted nodes
+            // catch up by InstallSnapshot too.
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
+            max_in_snapshot_log_to_keep: 3,
+            purge_batch_size: 1,
+            ..Default::default()
+        };
+        let checker = SharedChecker::default();
+        let mut sim = Sim {
+            seed,
+            config: Arc::new(config.validate().expect("valid raft config")),
+            net: Net::default(),
+            nodes: BTreeMap::new(),
+            checker: checker.clone(),
+            image_tasks: vec![],
+            // Every broker starts with the cluster.
+            brokers: BROKERS
+                .map(|b| {
+                    (
+                        b,
+                        BrokerModel {
+                            incarnation: Uuid::from_u128(b as u128),
+                            phase: BrokerPhase::Registering,
+                        },
+                    )
+                })
+                .collect(),
+            topics: TOPICS
+                .iter()
+                .map(|t| (t.to_string(), TopicModel::Absent))
+                .collect(),
+            crashed: None,
+            isolated: None,
+            probes: vec![],
+            history: vec![],
+            step: 0,
+        };
+        for id in CONTROLLERS {
+            let (log, sm) = open_memory();
+            sim.image_tasks.push(watch_images(id, &sm, checker.clone()));
+            sim.nodes.insert(
+                id,
+                SimNode {
+                    log,
+                    sm,
+                    gen: 0,
+                    running: None,
+                },
+            );
+        }
+        for id in CONTROLLERS {
+            sim.start(id).await;
+        }
+        sim
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> ! {
+        let tail: Vec<&String> = self.history.iter().rev().take(25).rev().collect();
+        panic!(
+            "quorum_sim seed {} step {}: {what}\nlast actions:\n  {}\nrerun with SIM_SEED={}",
+            self.seed,
+            self.step,
+            tail.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  "),
+            self.seed
+        );
+    }
+
+    fn note(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        self.history.push(format!("[{}] {s}", self.step));
+    }
+
+    /// Starts (or restarts) a node: a new Raft over its stores, then the controller.
+    async fn start(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        node.gen += 1;
+        let network = SimNetwork {
+            from: id,
+            gen: node.gen,
+            net: self.net.clone(),
+        };
+        let raft = match Raft::new(
+            id,
+            self.config.clone(),
+            network,
+            node.log.clone(),
+            node.sm.clone(),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let e = e.to_string();
+                self.fail(format!("Raft::new for node {id} failed: {e}"))
+            }
+        };
+        self.net.lock().nodes.insert(id, (node.gen, raft.clone()));
+        let metrics_task = watch_metrics(id, &raft, self.checker.clone());
+        let sm = node.sm.clone();
+        let started = start_on_raft(raft.clone(), sm, settings(id)).await;
+        let mut started = match started {
+            Ok(n) => n,
+            Err(e) => {
+                let e = e.to_string();
+                self.fail(format!("start_on_raft for node {id} failed: {e}"))
+            }
+        };
+        started.handle.request_timeout = Duration::from_millis(300);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        node.running = Some(Running {
+            raft,
+            handle: started.handle,
+            metrics_task,
+        });
+    }
+
+    /// Crashes a node: off the network, Raft shut down, controller dropped.
+    async fn crash(&mut self, id: NodeId) {
+        self.net.lock().nodes.remove(&id);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if let Some(r) = node.running.take() {
+            let _ = r.raft.shutdown().await;
+            drop(r.handle);
+            // Let the metrics watcher see the final state, then stop it.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            r.metrics_task.abort();
+        }
+        // Let the state machine worker of the old instance drain before a
+        // restart reuses the stores.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    fn set_isolated(&mut self, id: Option<NodeId>) {
+        let mut net = self.net.lock();
+        net.isolated.clear();
+        net.isolated.extend(id);
+        net.isolation_gen += 1;
+        drop(net);
+        self.isolated = id;
+    }
+
+    fn running_ids(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.running.is_some())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn handle(&self, id: NodeId) -> Option<ControllerHandle> {
+        self.nodes[&id].running.as_ref().map(|r| r.handle.clone())
+    }
+
+    /// The leader of the reachable side: a running, non-isolated node that is
+    /// Raft leader (the highest term wins).
+    fn current_leader(&self) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(id, _)| Some(**id) != self.isolated)
+            .filter_map(|(id, n)| {
+                let r = n.running.as_ref()?;
+                let m = r.raft.metrics().borrow().clone();
+                (m.state == ServerState::Leader).then_some((m.current_term, *id))
+            })
+            .max()
+            .map(|(_, id)| id)
+    }
+
+    async fn wait_leader(&self, deadline: Instant) -> Option<NodeId> {
+        loop {
+            if let Some(l) = self.current_leader() {
+                return Some(l);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Sends a request to the active controller. None: no answer (no leader
+    /// found, or the outcome is unknown because the call timed out).
+    async fn request(&mut self, req: ControllerRequest) -> Option<(NodeId, ControllerReply)> {
+        let deadline = Instant::now() + Duration::from_secs(6);
+        loop {
+            if let Some(l) = self.wait_leader(deadline).await {
+                let h = self.handle(l).expect("leader runs");
+                match tokio::time::timeout(Duration::from_secs(5), h.call(req.clone())).await {
+                    Ok(Ok(ControllerReply::NotController { .. })) => {}
+                    Ok(Ok(reply)) => return Some((l, reply)),
+                    // Refused before deciding: safe to retry.
+                    Ok(Err(_)) => {}
+                    Err(_) => {
+                        self.note(format!("request to {l} timed out: outcome unknown"));
+                        return None;
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                self.note("no active controller answered");
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn leader_image(&self, leader: NodeId) -> Arc<MetadataImage> {
+        self.nodes[&leader].sm.image()
+    }
+
+    /// After a successful request at `leader`: its image holds every
+    /// committed write, so it must agree with every acknowledged topic
+    /// operation. Topics whose last operation's outcome is unknown are
+    /// resolved from it.
+    fn check_model(&mut self, leader: NodeId) {
+        let img = self.leader_image(leader);
+        let mut errors = vec![];
+        for (name, model) in self.topics.iter_mut() {
+            let actual = match img.topics.get(name) {
+                Some(t) => TopicModel::Present {
+                    id: t.topic_id,
+                    partitions: t.partitions.len() as i32,
+                },
+                None => TopicModel::Absent,
+            };
+            if *model != actual {
+                errors.push(format!(
+                    "acknowledged state of topic {name} is {model:?}, but the leader {leader} (applied {}) has {actual:?}",
+                    img.applied
+                ));
+            }
+        }
+        if let Some(e) = errors.into_iter().next() {
+            self.fail(e);
+        }
+    }
+
+    /// The uncertain topic names are resolved from the leader's image.
+    fn resync_topic(&mut self, name: &str, leader: NodeId) {
+        let img = self.leader_image(leader);
+        let actual = match img.topics.get(name) {
+            Some(t) => TopicModel::Present {
+                id: t.topic_id,
+                partitions: t.partitions.len() as i32,
+            },
+            None => TopicModel::Absent,
+        };
+        self.topics.insert(name.to_string(), actual);
+    }
+
+    async fn act(&mut self, action: &Action) {
+        match action.clone() {
+            Action::StartBroker { broker, inc } => {
+                self.brokers.insert(
+                    broker,
+                    BrokerModel {
+                        incarnation: Uuid::from_u128(inc),
+                        phase: BrokerPhase::Registering,
+                    },
+                );
+            }
+            Action::Lapse { broker } => {
+                self.brokers.get_mut(&broker).expect("known broker").phase = BrokerPhase::Offline;
+            }
+            Action::ControlledShutdown { broker } => {
+                let b = self.brokers.get_mut(&broker).expect("known broker");
+                if let BrokerPhase::Running { epoch } = b.phase {
+                    b.phase = BrokerPhase::ShuttingDown { epoch };
+                }
+            }
+            Action::CreateTopic {
+                topic,
+                partitions,
+                rf,
+            } => {
+                let name = TOPICS[topic].to_string();
+                let req = ControllerRequest::CreateTopics {
+                    topics: vec![NewTopic {
+                        name: name.clone(),
+                        num_partitions: partitions,
+                        replication_factor: rf,
+                        ..Default::default()
+                    }],
+                    validate_only: false,
+                };
+                match self.request(req).await {
+                    Some((l, ControllerReply::CreateTopics(r))) if r.len() == 1 => {
+                        match &r[0] {
+                            Ok(created) => {
+                                self.note(format!(
+                                    "created {name} ({} partitions, rf {})",
+                                    created.num_partitions, created.replication_factor
+                                ));
+                                if self.topics[&name] != TopicModel::Absent {
+                                    self.fail(format!(
+                                        "created {name}, which the model says exists: {:?}",
+                                        self.topics[&name]
+                                    ));
+                                }
+                                self.topics.insert(
+                                    name,
+                                    TopicModel::Present {
+                                        id: created.topic_id,
+                                        partitions: created.num_partitions,
+                                    },
+                                );
+                                self.check_model(l);
+                            }
+                            Err(e) if e.code == ErrorCode::NotController => {
+                                self.note(format!("create {name}: unknown outcome"));
+                            }
+                            Err(e) => {
+                                self.note(format!("create {name}: {:?}", e.code));
+                                self.check_model(l);
+                            }
+                        }
+                        self.resync_topic(TOPICS[topic], l);
+                    }
+                    other => self.note(format!("create {name}: {other:?}")),
+                }
+            }
+            Action::DeleteTopic { topic } => {
+                let name = TOPICS[topic].to_string();
+                let req = ControllerRequest::DeleteTopics {
+                    names: vec![name.clone()],
+                };
+                match self.request(req).await {
+                    Some((l, ControllerReply::DeleteTopics(r))) if r.len() == 1 => {
+                        match &r[0] {
+                            Ok(id) => {
+                                self.note(format!("deleted {name}"));
+                                match &self.topics[&name] {
+                                    TopicModel::Present { id: known, .. } if known == id => {}
+                                    other => self.fail(format!(
+                                        "deleted {name} ({id}), but the model has {other:?}"
+                                    )),
+                                }
+                                self.topics.insert(name, TopicModel::Absent);
+                                self.check_model(l);
+                            }
+                            Err(e) if e.code == ErrorCode::NotController => {
+                                self.note(format!("delete {name}: unknown outcome"));
+                            }
+                            Err(e) => {
+                                self.note(format!("delete {name}: {:?}", e.code));
+                                self.check_model(l);
+                            }
+                        }
+                        self.resync_topic(TOPICS[topic], l);
+                    }
+                    other => self.note(format!("delete {name}: {other:?}")),
+                }
+            }
+            Action::CreatePartitions { topic, add } => {
+                let name = TOPICS[topic].to_string();
+                let current = match self.topics[&name] {
+                    TopicModel::Present { partitions, .. } => partitions,
+                    TopicModel::Absent => 1,
+                };
+                let req = ControllerRequest::CreatePartitions {
+                    topics: vec![(name.clone(), current + add, None)],
+                    validate_only: false,
+                };
+                match self.request(req).await {
+                    Some((l, ControllerReply::Each(r))) if r.len() == 1 => {
+                        match &r[0] {
+                            Ok(()) => {
+                                self.note(format!("{name} grown to {}", current + add));
+                                match self.topics[&name].clone() {
+                                    TopicModel::Present { id, .. } => {
+                                        self.topics.insert(
+                                            name,
+                                            TopicModel::Present {
+                                                id,
+                                                partitions: current + add,
+                                            },
+                                        );
+                                    }
+                                    TopicModel::Absent => self.fail(format!(
+                                        "grew {name}, which the model says is absent"
+                                    )),
+                                }
+                                self.check_model(l);
+                            }
+                            Err(e) if e.code == ErrorCode::NotController => {
+                                self.note(format!("grow {name}: unknown outcome"));
+                            }
+                            Err(e) => {
+                                self.note(format!("grow {name}: {:?}", e.code));
+                                self.check_model(l);
+                            }
+                        }
+                        self.resync_topic(TOPICS[topic], l);
+                    }
+                    other => self.note(format!("grow {name}: {other:?}")),
+                }
+            }
+            Action::ToggleUnclean { topic, on } => {
+                let name = TOPICS[topic].to_string();
+                let op = if on {
+                    ConfigOp::Set("true".into())
+                } else {
+                    ConfigOp::Delete
+                };
+                let req = ControllerRequest::AlterTopicConfigs {
+                    topics: vec![(
+                        name.clone(),
+                        vec![("unclean.leader.election.enable".into(), op)],
+                    )],
+                    incremental: true,
+                    validate_only: false,
+                };
+                let r = self.request(req).await;
+                self.note(format!(
+                    "unclean election {on} on {name}: {:?}",
+                    r.map(|x| x.1)
+                ));
+            }
+            Action::CrashLeader => {
+                if self.crashed.is_some() || self.isolated.is_some() {
+                    return self.note("crash leader: skipped (a node is impaired)");
+                }
+                let deadline = Instant::now() + Duration::from_secs(5);
+                if let Some(l) = self.wait_leader(deadline).await {
+                    self.note(format!("crash leader {l}"));
+                    self.crash(l).await;
+                    self.crashed = Some(l);
+                }
+            }
+            Action::Restart => {
+                if let Some(id) = self.crashed.take() {
+                    self.note(format!("restart {id}"));
+                    self.start(id).await;
+                }
+            }
+            Action::Isolate { leader, pick } => {
+                if self.crashed.is_some() || self.isolated.is_some() {
+                    return self.note("isolate: skipped (a node is impaired)");
+                }
+                let target = if leader {
+                    self.wait_leader(Instant::now() + Duration::from_secs(5))
+                        .await
+                        .unwrap_or(CONTROLLERS[pick])
+                } else {
+                    CONTROLLERS[pick]
+                };
+                self.note(format!("isolate {target}"));
+                self.set_isolated(Some(target));
+            }
+            Action::Heal => {
+                if let Some(id) = self.isolated {
+                    self.note(format!("heal {id}"));
+                    self.set_isolated(None);
+                }
+            }
+            Action::Sleep { ms } => {
+                self.note(format!("sleep {ms} ms"));
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Action::IsolatedProbe => {
+                let Some(id) = self.isolated else { return };
+                let Some(h) = self.handle(id) else { return };
+                let net = self.net.clone();
+                let gen = net.lock().isolation_gen;
+                let name = format!("probe-{}", self.step);
+                self.note(format!("probe isolated node {id} with {name}"));
+                self.probes.push(tokio::spawn(async move {
+                    let req = ControllerRequest::CreateTopics {
+                        topics: vec![NewTopic {
+                            name: name.clone(),
+                            num_partitions: 1,
+                            replication_factor: 1,
+                            ..Default::default()
+                        }],
+                        validate_only: false,
+                    };
+                    let r = tokio::time::timeout(Duration::from_secs(3), h.call(req)).await;
+                    let still_isolated = net.lock().isolation_gen == gen;
+                    match r {
+                        Ok(Ok(ControllerReply::CreateTopics(v)))
+                            if still_isolated && v.iter().any(|x| x.is_ok()) =>
+                        {
+                            Some(format!(
+                                "isolated node {id} acknowledged CreateTopics {name}: {v:?}"
+                            ))
+                        }
+                        _ => None,
+                    }
+                }));
+            }
+        }
+    }
+
+    /// Every broker process does its part: registering ones register,
+    /// running ones heartbeat (reporting a lagging offset now and then).
+    async fn broker_round(&mut self, rng: &mut StdRng) {
+        for id in BROKERS {
+            let lag = rng.gen_bool(0.1);
+            let b = self.brokers[&id].clone();
+            match b.phase {
+                BrokerPhase::Offline => {}
+                BrokerPhase::Registering => self.register(id, b.incarnation).await,
+                BrokerPhase::Running { epoch } | BrokerPhase::ShuttingDown { epoch } => {
+                    let shutting = matches!(b.phase, BrokerPhase::ShuttingDown { .. });
+                    self.heartbeat(id, epoch, lag, shutting).await
+                }
+            }
+        }
+    }
+
+    async fn register(&mut self, broker: i32, incarnation: Uuid) {
+        let req = BrokerRegistrationRequest {
+            broker_id: broker,
+            incarnation_id: incarnation,
+            host: "localhost".into(),
+            port: 9000 + broker as u16,
+            rack: None,
+        };
+        match self.request(ControllerRequest::RegisterBroker(req)).await {
+            Some((l, ControllerReply::Registered(Ok(epoch)))) => {
+                self.note(format!("broker {broker} registered at epoch {epoch}"));
+                let img = self.leader_image(l);
+                match img.brokers.get(&broker) {
+                    Some(b) if b.broker_epoch == epoch && b.incarnation_id == incarnation => {}
+                    other => self.fail(format!(
+                        "registration of broker {broker} at epoch {epoch} acknowledged, but leader {l}'s image has {other:?}"
+                    )),
+                }
+                self.brokers.get_mut(&broker).expect("known broker").phase =
+                    BrokerPhase::Running { epoch };
+            }
+            Some((_, ControllerReply::Registered(Err(e))))
+                if e.code == ErrorCode::DuplicateBrokerRegistration =>
+            {
+                self.note(format!(
+                    "broker {broker}: duplicate registration, will retry"
+                ));
+            }
+            other => self.note(format!("broker {broker}: registration {other:?}")),
+        }
+    }
+
+    async fn heartbeat(&mut self, id: i32, epoch: i64, lag: bool, want_shutdown: bool) {
+        let offset = match self.current_leader() {
+            Some(l) if !lag => self.leader_image(l).applied,
+            _ => 0,
+        };
+        let req = HeartbeatRequest {
+            broker_id: id,
+            broker_epoch: epoch,
+            current_metadata_offset: offset,
+            want_fence: false,
+            want_shutdown,
+        };
+        match self.request(ControllerRequest::Heartbeat(req)).await {
+            Some((_, ControllerReply::Heartbeat(Ok(reply)))) => {
+                if reply.should_shutdown {
+                    self.note(format!("broker {id} shut down"));
+                    self.brokers.get_mut(&id).expect("known broker").phase = BrokerPhase::Offline;
+                }
+            }
+            Some((_, ControllerReply::Heartbeat(Err(e)))) => {
+                // Only this process registers this id, at the epoch it was given.
+                self.note(format!("broker {id} heartbeat at epoch {epoch}: {e:?}"));
+                if e.code != ErrorCode::NotController {
+                    self.fail(format!(
+                        "heartbeat of broker {id} at its acknowledged epoch {epoch} refused: {e:?}"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks every node's current image and metrics, and the background
+    /// watchers' findings.
+    async fn check(&mut self) {
+        for (id, node) in &self.nodes {
+            let img = node.sm.image();
+            self.checker.lock().observe_image(*id, &img);
+            if let Some(r) = &node.running {
+                let m = r.raft.metrics().borrow().clone();
+                let mut c = self.checker.lock();
+                if m.state == ServerState::Leader {
+                    c.observe_leader(*id, m.current_term, *id);
+                }
+                if let Some(l) = m.current_leader {
+                    c.observe_leader(*id, m.current_term, l);
+                }
+            }
+        }
+        let mut done = vec![];
+        for p in std::mem::take(&mut self.probes) {
+            if p.is_finished() {
+                done.push(p);
+            } else {
+                self.probes.push(p);
+            }
+        }
+        for p in done {
+            if let Ok(Some(v)) = p.await {
+                self.checker.lock().violation(v);
+            }
+        }
+        let violations = self.checker.lock().violations.clone();
+        if !violations.is_empty() {
+            self.fail(format!("invariants violated:\n{}", violations.join("\n")));
+        }
+    }
+
+    async fn run(&mut self, steps: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        if self.wait_leader(deadline).await.is_none() {
+            self.fail("no leader elected at start");
+        }
+        for step in 0..steps {
+            self.step = step;
+            let mut rng = step_rng(self.seed, step);
+            let action = draw_action(&mut rng);
+            self.note(format!("{action:?}"));
+            self.act(&action).await;
+            self.broker_round(&mut rng).await;
+            self.check().await;
+        }
+        self.step = steps;
+        self.finish().await;
+    }
+
+    /// Liveness: heal, restart, a leader answers, all nodes converge.
+    async fn finish(&mut self) {
+        self.note("heal everything");
+        self.set_isolated(None);
+        if let Some(id) = self.crashed.take() {
+            self.start(id).await;
+        }
+        let Some(_) = self
+            .wait_leader(Instant::now() + Duration::from_secs(10))
+            .await
+        else {
+            self.fail("no leader after healing")
+        };
+        let req = ControllerRequest::CreateTopics {
+            topics: vec![NewTopic {
+                name: "final".into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                ..Default::default()
+            }],
+            validate_only: false,
+        };
+        match self.request(req).await {
+            Some((l, ControllerReply::CreateTopics(r)))
+                if r.len() == 1
+                    && r[0].as_ref().map_or_else(
+                        |e| e.code == ErrorCode::InvalidReplicationFactor,
+                        |_| true,
+                    ) =>
+            {
+                // With every broker fenced the topic cannot be placed, but the
+                // controller answered a decision: the quorum is live.
+                self.note(format!("final create: {:?}", r[0]));
+                for name in TOPICS {
+                    self.resync_topic(name, l);
+                }
+            }
+            other => self.fail(format!("final CreateTopics failed: {other:?}")),
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let imgs: Vec<Arc<MetadataImage>> = self.nodes.values().map(|n| n.sm.image()).collect();
+            if imgs.windows(2).all(|w| w[0] == w[1]) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let applied: Vec<u64> = imgs.iter().map(|i| i.applied).collect();
+                self.fail(format!(
+                    "images did not converge after healing: applied {applied:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.check().await;
+    }
+
+    async fn shutdown(&mut self) {
+        for id in self.running_ids() {
+            self.crash(id).await;
+        }
+        for t in self.image_tasks.drain(..) {
+            t.abort();
+        }
+        for p in self.probes.drain(..) {
+            p.abort();
+        }
+    }
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("SIM_SEED") {
+        Ok(s) => s
+            .split(',')
+            .map(|x| x.trim().parse().expect("SIM_SEED: comma-separated u64s"))
+            .collect(),
+        Err(_) => DEFAULT_SEEDS.to_vec(),
+    }
+}
+
+fn steps() -> usize {
+    std::env::var("SIM_STEPS")
+        .ok()
+        .map(|s| s.parse().expect("SIM_STEPS: a number"))
+        .unwrap_or(DEFAULT_STEPS)
+}
+
+/// The action sequence is a function of the seed alone.
+#[test]
+fn quorum_sim_actions_are_deterministic() {
+    for seed in DEFAULT_SEEDS {
+        let a: Vec<String> = (0..DEFAULT_STEPS)
+            .map(|s| format!("{:?}", draw_action(&mut step_rng(seed, s))))
+            .collect();
+        let b: Vec<String> = (0..DEFAULT_STEPS)
+            .map(|s| format!("{:?}", draw_action(&mut step_rng(seed, s))))
+            .collect();
+        assert_eq!(a, b, "seed {seed}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_sim() {
+    let steps = steps();
+    for seed in seeds() {
+        let started = Instant::now();
+        let mut sim = Sim::new(seed).await;
+        sim.run(steps).await;
+        let terms = sim.checker.lock().term_leader.len();
+        let applied = sim.nodes.values().next().map(|n| n.sm.image().applied);
+        if std::env::var("SIM_VERBOSE").is_ok() {
+            eprintln!("{}", sim.history.join("\n"));
+        }
+        sim.shutdown().await;
+        eprintln!(
+            "quorum_sim seed {seed}: {steps} steps passed in {:.1?} ({terms} terms, {applied:?} records applied)",
+            started.elapsed()
+        );
+    }
+}
