@@ -4,7 +4,7 @@
 //!
 //! [`cluster::Cluster`] starts a multi-node cluster (combined or split controllers and
 //! brokers) and kills, stops, resumes and restarts its nodes; the `strand-cluster`
-//! binary exposes it as a command (see `compat-tests/CLUSTER.md`).
+//! binary exposes it as a command (see the README, "A 3-node cluster").
 //!
 //! Build the suite first: `compat-tests/scripts/build-librdkafka.sh`.
 

@@ -556,6 +556,7 @@ struct Sim {
     probes: Vec<JoinHandle<Option<String>>>,
     history: Vec<String>,
     step: usize,
+    started: Instant,
 }
 
 fn settings(id: NodeId) -> QuorumSettings {
@@ -625,6 +626,7 @@ impl Sim {
             probes: vec![],
             history: vec![],
             step: 0,
+            started: Instant::now(),
         };
         for id in CONTROLLERS {
             let (log, sm) = open_memory();
@@ -661,7 +663,8 @@ impl Sim {
 
     fn note(&mut self, s: impl Into<String>) {
         let s = s.into();
-        self.history.push(format!("[{}] {s}", self.step));
+        let ms = self.started.elapsed().as_millis();
+        self.history.push(format!("[{} @{ms}ms] {s}", self.step));
     }
 
     /// Starts (or restarts) a node: a new Raft over its stores, then the controller.

@@ -1,5 +1,5 @@
 //! `strand-cluster`: format and start a local multi-node Strand cluster, then control it
-//! with one-line commands on stdin. See `--help` and compat-tests/CLUSTER.md.
+//! with one-line commands on stdin. See `--help` and the README ("A 3-node cluster").
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
