@@ -291,3 +291,49 @@ fn kcat_round_trip_on_three_nodes() {
         "identical after kill -9 of the leader and a restart"
     );
 }
+
+/// 3 controllers + 3 brokers: brokers that are not controllers follow the
+/// committed metadata and forward changes; losing the active controller does
+/// not stop topic creation.
+#[test]
+fn split_roles_cluster() {
+    let mut cluster =
+        Cluster::start(&common::strand_bin(), ClusterSpec::split(3, 3)).expect("cluster starts");
+    let brokers = cluster.broker_ids();
+    let controllers = cluster.controller_ids();
+    assert_eq!(brokers.len(), 3);
+    assert!(brokers.iter().all(|b| !controllers.contains(b)));
+    let a0 = cluster.broker_addr(brokers[0]).unwrap();
+    assert_eq!(create_topic(&a0, "split-one", 3), 0);
+    for b in &brokers {
+        let a = cluster.broker_addr(*b).unwrap();
+        eventually(
+            &format!("split-one on broker {b}"),
+            Duration::from_secs(10),
+            || {
+                topic_names(&a)
+                    .contains(&"split-one".to_string())
+                    .then_some(())
+            },
+        );
+    }
+    let active = eventually("an active controller", Duration::from_secs(10), || {
+        active_controller(&a0)
+    });
+    assert!(controllers.contains(&active));
+    cluster.kill9(active).unwrap();
+    eventually("a new active controller", Duration::from_secs(20), || {
+        active_controller(&a0).filter(|l| *l != active)
+    });
+    let a2 = cluster.broker_addr(brokers[2]).unwrap();
+    assert_eq!(create_topic(&a2, "split-two", 1), 0);
+    eventually(
+        "split-two reaches broker 1",
+        Duration::from_secs(10),
+        || {
+            topic_names(&a0)
+                .contains(&"split-two".to_string())
+                .then_some(())
+        },
+    );
+}

@@ -66,8 +66,8 @@ const TOPICS: [&str; 6] = ["t0", "t1", "t2", "t.3", "t_3", "t5"];
 const SESSION_TIMEOUT_MS: u64 = 1500;
 const ELECTION_TIMEOUT_MS: u64 = 150;
 const CLUSTER_ID: &str = "sim-cluster";
-const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
-const DEFAULT_STEPS: usize = 150;
+const DEFAULT_SEEDS: [u64; 4] = [1, 2, 3, 4];
+const DEFAULT_STEPS: usize = 250;
 
 // ---------------------------------------------------------------------------
 // The in-process network.
@@ -533,9 +533,9 @@ fn draw_action(rng: &mut StdRng) -> Action {
             leader: rng.gen_bool(0.6),
             pick: rng.gen_range(0..CONTROLLERS.len()),
         },
-        81..=86 => Action::Heal,
-        87..=93 => Action::Sleep {
-            ms: rng.gen_range(200..=1800),
+        81..=88 => Action::Heal,
+        89..=93 => Action::Sleep {
+            ms: rng.gen_range(200..=1600),
         },
         _ => Action::IsolatedProbe,
     }
@@ -1218,6 +1218,10 @@ impl Sim {
             self.act(&action).await;
             self.broker_round(&mut rng).await;
             self.check().await;
+            // Some wall-clock time per step, so sessions expire and ticks
+            // fence brokers between and during steps.
+            let pause = rng.gen_range(0..=40);
+            tokio::time::sleep(Duration::from_millis(pause)).await;
         }
         self.step = steps;
         self.finish().await;
@@ -1323,22 +1327,80 @@ fn quorum_sim_actions_are_deterministic() {
     }
 }
 
+/// One seed's simulation; a summary line when it passes.
+async fn simulate(seed: u64, steps: usize) -> String {
+    let started = Instant::now();
+    let mut sim = Sim::new(seed).await;
+    sim.run(steps).await;
+    let terms = sim.checker.lock().term_leader.len();
+    let applied = sim
+        .nodes
+        .values()
+        .next()
+        .map_or(0, |n| n.sm.image().applied);
+    let snapshots: Vec<String> = sim
+        .nodes
+        .iter()
+        .filter_map(|(id, n)| {
+            let m = n.running.as_ref()?.raft.metrics().borrow().clone();
+            Some(format!(
+                "{id}: snapshot {:?} purged {:?}",
+                m.snapshot.map(|l| l.index),
+                m.purged.map(|l| l.index)
+            ))
+        })
+        .collect();
+    if std::env::var("SIM_VERBOSE").is_ok() {
+        eprintln!("{}", sim.history.join("\n"));
+    }
+    let acked = sim
+        .history
+        .iter()
+        .filter(|h| {
+            h.contains("] created ") || h.contains("] deleted ") || h.contains(" grown to ")
+        })
+        .count();
+    let fenced = sim
+        .history
+        .iter()
+        .filter(|h| h.contains("shut down"))
+        .count();
+    sim.shutdown().await;
+    assert!(
+        terms >= 2 && acked >= 5,
+        "quorum_sim seed {seed}: the run did too little ({terms} terms, {acked} acknowledged topic operations)"
+    );
+    format!(
+        "quorum_sim seed {seed}: {steps} steps passed in {:.1?}: {terms} terms, {applied} records, {acked} acknowledged topic ops, {fenced} controlled shutdowns; {}",
+        started.elapsed(),
+        snapshots.join(", ")
+    )
+}
+
+/// The seeds run concurrently (each is mostly waiting on timers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_sim() {
     let steps = steps();
-    for seed in seeds() {
-        let started = Instant::now();
-        let mut sim = Sim::new(seed).await;
-        sim.run(steps).await;
-        let terms = sim.checker.lock().term_leader.len();
-        let applied = sim.nodes.values().next().map(|n| n.sm.image().applied);
-        if std::env::var("SIM_VERBOSE").is_ok() {
-            eprintln!("{}", sim.history.join("\n"));
+    let runs: Vec<_> = seeds()
+        .into_iter()
+        .map(|seed| (seed, tokio::spawn(simulate(seed, steps))))
+        .collect();
+    let mut failures = vec![];
+    for (seed, run) in runs {
+        match run.await {
+            Ok(summary) => eprintln!("{summary}"),
+            Err(e) => {
+                let msg = match e.try_into_panic() {
+                    Ok(p) => p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default(),
+                    Err(e) => e.to_string(),
+                };
+                failures.push(format!("seed {seed} FAILED:\n{msg}"));
+            }
         }
-        sim.shutdown().await;
-        eprintln!(
-            "quorum_sim seed {seed}: {steps} steps passed in {:.1?} ({terms} terms, {applied:?} records applied)",
-            started.elapsed()
-        );
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
