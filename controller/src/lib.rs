@@ -99,6 +99,8 @@ pub enum ControllerReply {
     Heartbeat(Result<HeartbeatReply, ApiError>),
     /// The image when it is newer than the caller's, else None after the wait.
     Image(Option<Box<MetadataImage>>),
+    /// The records committed since the caller's image position (a delta).
+    Records(Vec<MetadataRecord>),
     Quorum(QuorumInfo),
     /// This node is not the active controller; the leader if known.
     NotController {
@@ -491,7 +493,7 @@ async fn serve_remote(
         max_wait_ms,
     } = request
     {
-        return fetch_image(sm.subscribe(), known_applied, max_wait_ms).await;
+        return fetch_image(sm, known_applied, max_wait_ms).await;
     }
     let (tx, rx) = oneshot::channel();
     if events.send((request, tx)).await.is_err() {
@@ -502,21 +504,33 @@ async fn serve_remote(
 }
 
 /// Long-poll for a committed image newer than `known_applied`.
+/// Answers with the committed records after `known_applied` (a delta) when
+/// they are still in the state machine's recent window, else the image.
 async fn fetch_image(
-    mut rx: watch::Receiver<Arc<MetadataImage>>,
+    sm: &StateMachineStore,
     known_applied: u64,
     max_wait_ms: u64,
 ) -> ControllerReply {
+    let mut rx = sm.subscribe();
     let newer = |img: &Arc<MetadataImage>| img.applied > known_applied;
     let wait = tokio::time::timeout(Duration::from_millis(max_wait_ms), rx.wait_for(newer)).await;
-    match wait {
-        Ok(Ok(img)) => ControllerReply::Image(Some(Box::new((**img).clone()))),
-        _ => ControllerReply::Image(None),
+    let image = match wait {
+        Ok(Ok(img)) => img.clone(),
+        _ => return ControllerReply::Image(None),
+    };
+    // The image is only a fallback for followers too far behind (or new).
+    match sm
+        .records_since(known_applied)
+        .filter(|_| known_applied > 0)
+    {
+        Some(records) if !records.is_empty() => ControllerReply::Records(records),
+        _ => ControllerReply::Image(Some(Box::new((*image).clone()))),
     }
 }
 
 /// A handle for a broker that is not a controller: requests go to the
-/// controllers over RPC, and a background task follows the committed image.
+/// controllers over RPC, and a background task follows the committed metadata
+/// (deltas of records, or the whole image when it is too far behind).
 pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
     let peers: BTreeMap<NodeId, Arc<RpcClient>> = voters
         .iter()
@@ -539,17 +553,29 @@ pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
                 known_applied: known,
                 max_wait_ms: 2_000,
             };
-            // Any controller serves its committed image; a follower's may lag a
-            // little but never holds uncommitted records.
+            // Any controller serves its committed state; a follower's may lag
+            // a little but never holds uncommitted records.
             let mut got = None;
             for id in follower.peers.keys().copied().collect::<Vec<_>>() {
-                if let ControllerReply::Image(img) = follower.send_to(id, &request).await {
-                    got = Some(img);
-                    break;
+                match follower.send_to(id, &request).await {
+                    reply @ (ControllerReply::Image(_) | ControllerReply::Records(_)) => {
+                        got = Some(reply);
+                        break;
+                    }
+                    _ => {}
                 }
             }
+            let current = follower.image();
             match got {
-                Some(Some(img)) if img.applied > follower.image().applied => {
+                // A delta: apply the records to a copy of the local image.
+                Some(ControllerReply::Records(records)) if current.applied == known => {
+                    let mut next = (*current).clone();
+                    for r in &records {
+                        next.apply(r);
+                    }
+                    publish.send_replace(Arc::new(next));
+                }
+                Some(ControllerReply::Image(Some(img))) if img.applied > current.applied => {
                     publish.send_replace(Arc::new(*img));
                 }
                 Some(_) => {}
@@ -700,7 +726,7 @@ impl Controller {
             max_wait_ms,
         } = request
         {
-            return fetch_image(self.sm.subscribe(), known_applied, max_wait_ms.min(100)).await;
+            return fetch_image(&self.sm, known_applied, max_wait_ms.min(100)).await;
         }
         if let Err(leader_id) = self.ensure_active().await {
             return ControllerReply::NotController { leader_id };

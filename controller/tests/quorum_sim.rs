@@ -455,6 +455,20 @@ struct BrokerModel {
 enum TopicModel {
     Absent,
     Present { id: Uuid, partitions: i32 },
+    /// The last operation's outcome is unknown (resolved at the next success).
+    Unknown,
+}
+
+fn create_request(name: &str, partitions: i32, rf: i16) -> ControllerRequest {
+    ControllerRequest::CreateTopics {
+        topics: vec![NewTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: rf,
+            ..Default::default()
+        }],
+        validate_only: false,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -513,10 +527,17 @@ fn draw_action(rng: &mut StdRng) -> Action {
         },
         12..=17 => Action::Lapse { broker },
         18..=20 => Action::ControlledShutdown { broker },
-        21..=36 => Action::CreateTopic {
+        21..=32 => Action::CreateTopic {
             topic,
             partitions: rng.gen_range(1..=3),
             rf: [-1, 1, 2, 3][rng.gen_range(0..4)],
+        },
+        33..=36 => Action::WriteDuringFailover {
+            topic,
+            partitions: rng.gen_range(1..=3),
+            rf: rng.gen_range(1..=2),
+            delay_us: rng.gen_range(0..=3000),
+            isolate: rng.gen_bool(0.4),
         },
         37..=47 => Action::DeleteTopic { topic },
         48..=55 => Action::CreatePartitions {
@@ -805,24 +826,31 @@ impl Sim {
         self.nodes[&leader].sm.image()
     }
 
+    fn actual_topic(img: &MetadataImage, name: &str) -> TopicModel {
+        match img.topics.get(name) {
+            Some(t) => TopicModel::Present {
+                id: t.topic_id,
+                partitions: t.partitions.len() as i32,
+            },
+            None => TopicModel::Absent,
+        }
+    }
+
     /// After a successful request at `leader`: its image holds every
     /// committed write, so it must agree with every acknowledged topic
     /// operation. Topics whose last operation's outcome is unknown are
-    /// resolved from it.
+    /// resolved from it (an uncertain write is decided by the time a later
+    /// request succeeds at the active controller).
     fn check_model(&mut self, leader: NodeId) {
         let img = self.leader_image(leader);
         let mut errors = vec![];
         for (name, model) in self.topics.iter_mut() {
-            let actual = match img.topics.get(name) {
-                Some(t) => TopicModel::Present {
-                    id: t.topic_id,
-                    partitions: t.partitions.len() as i32,
-                },
-                None => TopicModel::Absent,
-            };
-            if *model != actual {
+            let actual = Self::actual_topic(&img, name);
+            if *model == TopicModel::Unknown {
+                *model = actual;
+            } else if *model != actual {
                 errors.push(format!(
-                    "acknowledged state of topic {name} is {model:?}, but the leader {leader} (applied {}) has {actual:?}",
+                    "acknowledged state of topic {name} is {model:?}, but the active controller {leader} (applied {}) has {actual:?}",
                     img.applied
                 ));
             }
@@ -832,17 +860,36 @@ impl Sim {
         }
     }
 
-    /// The uncertain topic names are resolved from the leader's image.
-    fn resync_topic(&mut self, name: &str, leader: NodeId) {
-        let img = self.leader_image(leader);
-        let actual = match img.topics.get(name) {
-            Some(t) => TopicModel::Present {
-                id: t.topic_id,
-                partitions: t.partitions.len() as i32,
-            },
-            None => TopicModel::Absent,
-        };
-        self.topics.insert(name.to_string(), actual);
+    /// A topic operation answered at `leader` with `outcome`: Some(state) when
+    /// it succeeded, None when it was refused (no change); then the model is
+    /// checked. An unknown outcome makes the topic Unknown.
+    fn topic_outcome(
+        &mut self,
+        name: &str,
+        leader: NodeId,
+        result: Result<TopicModel, strand_controller::manager::ApiError>,
+    ) {
+        match result {
+            Ok(state) => {
+                self.note(format!("{name} acknowledged: {state:?}"));
+                self.topics.insert(name.to_string(), state);
+                self.check_model(leader);
+            }
+            Err(e) if e.code == ErrorCode::NotController => {
+                self.note(format!("{name}: outcome unknown ({})", e.message));
+                self.topics.insert(name.to_string(), TopicModel::Unknown);
+            }
+            Err(e) => {
+                self.note(format!("{name}: refused with {:?}", e.code));
+                self.check_model(leader);
+            }
+        }
+    }
+
+    /// No answer to a topic operation: its outcome is unknown.
+    fn unknown(&mut self, name: &str, reply: Option<(NodeId, ControllerReply)>) {
+        self.note(format!("{name}: no decision ({reply:?})"));
+        self.topics.insert(name.to_string(), TopicModel::Unknown);
     }
 
     async fn act(&mut self, action: &Action) {
@@ -870,126 +917,135 @@ impl Sim {
                 partitions,
                 rf,
             } => {
-                let name = TOPICS[topic].to_string();
-                let req = ControllerRequest::CreateTopics {
-                    topics: vec![NewTopic {
-                        name: name.clone(),
-                        num_partitions: partitions,
-                        replication_factor: rf,
-                        ..Default::default()
-                    }],
-                    validate_only: false,
-                };
-                match self.request(req).await {
+                let name = TOPICS[topic];
+                match self.request(create_request(name, partitions, rf)).await {
                     Some((l, ControllerReply::CreateTopics(r))) if r.len() == 1 => {
-                        match &r[0] {
+                        let prior = self.topics[name].clone();
+                        let result = r[0].clone().map(|created| TopicModel::Present {
+                            id: created.topic_id,
+                            partitions: created.num_partitions,
+                        });
+                        if result.is_ok() && !matches!(prior, TopicModel::Absent | TopicModel::Unknown) {
+                            self.fail(format!("created {name}, which exists: {prior:?}"));
+                        }
+                        self.topic_outcome(name, l, result);
+                    }
+                    other => self.unknown(name, other),
+                }
+            }
+            Action::WriteDuringFailover {
+                topic,
+                partitions,
+                rf,
+                delay_us,
+                isolate,
+            } => {
+                let name = TOPICS[topic];
+                if self.crashed.is_some() || self.isolated.is_some() {
+                    self.note("write during failover: skipped (a node is impaired)");
+                    return;
+                }
+                let Some(l) = self.wait_leader(Instant::now() + Duration::from_secs(5)).await else {
+                    return;
+                };
+                let h = self.handle(l).expect("leader runs");
+                let req = create_request(name, partitions, rf);
+                let call = tokio::spawn(async move {
+                    tokio::time::timeout(Duration::from_secs(2), h.call(req)).await
+                });
+                tokio::time::sleep(Duration::from_micros(delay_us)).await;
+                if isolate {
+                    self.note(format!("isolate leader {l} during a write"));
+                    self.set_isolated(Some(l));
+                } else {
+                    self.note(format!("crash leader {l} during a write"));
+                    self.crash(l).await;
+                    self.crashed = Some(l);
+                }
+                match call.await {
+                    Ok(Ok(Ok(ControllerReply::CreateTopics(r)))) if r.len() == 1 => {
+                        let prior = self.topics[name].clone();
+                        match r[0].clone() {
                             Ok(created) => {
-                                self.note(format!(
-                                    "created {name} ({} partitions, rf {})",
-                                    created.num_partitions, created.replication_factor
-                                ));
-                                if self.topics[&name] != TopicModel::Absent {
-                                    self.fail(format!(
-                                        "created {name}, which the model says exists: {:?}",
-                                        self.topics[&name]
-                                    ));
+                                if !matches!(prior, TopicModel::Absent | TopicModel::Unknown) {
+                                    self.fail(format!("created {name}, which exists: {prior:?}"));
                                 }
+                                // Acknowledged before the failover: it must survive.
+                                self.note(format!("{name} acknowledged by {l} before the failover"));
                                 self.topics.insert(
-                                    name,
+                                    name.to_string(),
                                     TopicModel::Present {
                                         id: created.topic_id,
                                         partitions: created.num_partitions,
                                     },
                                 );
-                                self.check_model(l);
                             }
                             Err(e) if e.code == ErrorCode::NotController => {
-                                self.note(format!("create {name}: unknown outcome"));
+                                self.note(format!("{name}: outcome unknown ({})", e.message));
+                                self.topics.insert(name.to_string(), TopicModel::Unknown);
                             }
-                            Err(e) => {
-                                self.note(format!("create {name}: {:?}", e.code));
-                                self.check_model(l);
-                            }
+                            Err(e) => self.note(format!("{name}: refused with {:?}", e.code)),
                         }
-                        self.resync_topic(TOPICS[topic], l);
                     }
-                    other => self.note(format!("create {name}: {other:?}")),
+                    other => {
+                        self.note(format!("{name}: outcome unknown ({other:?})"));
+                        self.topics.insert(name.to_string(), TopicModel::Unknown);
+                    }
                 }
             }
             Action::DeleteTopic { topic } => {
-                let name = TOPICS[topic].to_string();
+                let name = TOPICS[topic];
                 let req = ControllerRequest::DeleteTopics {
-                    names: vec![name.clone()],
+                    names: vec![name.to_string()],
                 };
                 match self.request(req).await {
                     Some((l, ControllerReply::DeleteTopics(r))) if r.len() == 1 => {
-                        match &r[0] {
-                            Ok(id) => {
-                                self.note(format!("deleted {name}"));
-                                match &self.topics[&name] {
-                                    TopicModel::Present { id: known, .. } if known == id => {}
-                                    other => self.fail(format!(
-                                        "deleted {name} ({id}), but the model has {other:?}"
-                                    )),
-                                }
-                                self.topics.insert(name, TopicModel::Absent);
-                                self.check_model(l);
-                            }
-                            Err(e) if e.code == ErrorCode::NotController => {
-                                self.note(format!("delete {name}: unknown outcome"));
-                            }
-                            Err(e) => {
-                                self.note(format!("delete {name}: {:?}", e.code));
-                                self.check_model(l);
+                        let prior = self.topics[name].clone();
+                        if let Ok(id) = &r[0] {
+                            match prior {
+                                TopicModel::Present { id: known, .. } if known == *id => {}
+                                TopicModel::Unknown => {}
+                                other => self.fail(format!(
+                                    "deleted {name} ({id}), but the model has {other:?}"
+                                )),
                             }
                         }
-                        self.resync_topic(TOPICS[topic], l);
+                        let result = r[0].clone().map(|_| TopicModel::Absent);
+                        self.topic_outcome(name, l, result);
                     }
-                    other => self.note(format!("delete {name}: {other:?}")),
+                    other => self.unknown(name, other),
                 }
             }
             Action::CreatePartitions { topic, add } => {
-                let name = TOPICS[topic].to_string();
-                let current = match self.topics[&name] {
+                let name = TOPICS[topic];
+                let prior = self.topics[name].clone();
+                let current = match prior {
                     TopicModel::Present { partitions, .. } => partitions,
-                    TopicModel::Absent => 1,
+                    _ => 1,
                 };
                 let req = ControllerRequest::CreatePartitions {
-                    topics: vec![(name.clone(), current + add, None)],
+                    topics: vec![(name.to_string(), current + add, None)],
                     validate_only: false,
                 };
                 match self.request(req).await {
                     Some((l, ControllerReply::Each(r))) if r.len() == 1 => {
-                        match &r[0] {
-                            Ok(()) => {
-                                self.note(format!("{name} grown to {}", current + add));
-                                match self.topics[&name].clone() {
-                                    TopicModel::Present { id, .. } => {
-                                        self.topics.insert(
-                                            name,
-                                            TopicModel::Present {
-                                                id,
-                                                partitions: current + add,
-                                            },
-                                        );
-                                    }
-                                    TopicModel::Absent => self.fail(format!(
-                                        "grew {name}, which the model says is absent"
-                                    )),
-                                }
-                                self.check_model(l);
+                        let result = match (&r[0], prior) {
+                            (Ok(()), TopicModel::Present { id, .. }) => Ok(TopicModel::Present {
+                                id,
+                                partitions: current + add,
+                            }),
+                            (Ok(()), TopicModel::Unknown) => {
+                                // What it grew is unknown: take it from the image.
+                                Ok(Self::actual_topic(&self.leader_image(l), name))
                             }
-                            Err(e) if e.code == ErrorCode::NotController => {
-                                self.note(format!("grow {name}: unknown outcome"));
+                            (Ok(()), TopicModel::Absent) => {
+                                self.fail(format!("grew {name}, which the model says is absent"))
                             }
-                            Err(e) => {
-                                self.note(format!("grow {name}: {:?}", e.code));
-                                self.check_model(l);
-                            }
-                        }
-                        self.resync_topic(TOPICS[topic], l);
+                            (Err(e), _) => Err(e.clone()),
+                        };
+                        self.topic_outcome(name, l, result);
                     }
-                    other => self.note(format!("grow {name}: {other:?}")),
+                    other => self.unknown(name, other),
                 }
             }
             Action::ToggleUnclean { topic, on } => {
@@ -1260,9 +1316,7 @@ impl Sim {
                 // With every broker fenced the topic cannot be placed, but the
                 // controller answered a decision: the quorum is live.
                 self.note(format!("final create: {:?}", r[0]));
-                for name in TOPICS {
-                    self.resync_topic(name, l);
-                }
+                self.check_model(l);
             }
             other => self.fail(format!("final CreateTopics failed: {other:?}")),
         }

@@ -8,6 +8,7 @@
 use super::rocks;
 use crate::image::MetadataImage;
 use crate::raft::{Applied, NodeId, TypeConfig};
+use crate::records::MetadataRecord;
 use openraft::storage::RaftStateMachine;
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot,
@@ -16,6 +17,7 @@ use openraft::{
 use parking_lot::Mutex;
 use rocksdb::DB;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::io::Cursor;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -60,7 +62,14 @@ struct SmState {
     image: MetadataImage,
     last_applied: Option<LogId<NodeId>>,
     last_membership: StoredMembership<NodeId, BasicNode>,
+    /// The most recent applied batches, each with the image position before
+    /// it: what brokers following the metadata fetch as deltas.
+    recent: VecDeque<(u64, Arc<Vec<MetadataRecord>>)>,
 }
+
+/// How many recent batches are kept for delta followers; one further behind
+/// gets the whole image.
+const RECENT_BATCHES: usize = 4096;
 
 struct Current {
     meta: Meta,
@@ -103,6 +112,7 @@ impl StateMachineStore {
             image: MetadataImage::default(),
             last_applied: None,
             last_membership: StoredMembership::default(),
+            recent: VecDeque::new(),
         }
     }
 
@@ -121,6 +131,7 @@ impl StateMachineStore {
                     image: p.image,
                     last_applied: p.last_applied,
                     last_membership: p.last_membership,
+                    recent: VecDeque::new(),
                 };
                 (Some(Current { meta, data }), state)
             }
@@ -131,6 +142,26 @@ impl StateMachineStore {
     /// The image as of the last apply (or snapshot install).
     pub fn image(&self) -> Arc<MetadataImage> {
         self.inner.publish.borrow().clone()
+    }
+
+    /// The records applied since image position `applied`, if they are all
+    /// still in the recent window (None: the caller needs the whole image).
+    pub fn records_since(&self, applied: u64) -> Option<Vec<MetadataRecord>> {
+        let st = self.inner.state.lock();
+        if applied == st.image.applied {
+            return Some(Vec::new());
+        }
+        let start = st
+            .recent
+            .iter()
+            .position(|(before, _)| *before == applied)?;
+        Some(
+            st.recent
+                .iter()
+                .skip(start)
+                .flat_map(|(_, records)| records.iter().cloned())
+                .collect(),
+        )
     }
 
     /// A receiver that sees the image after every apply call.
@@ -237,8 +268,15 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 match entry.payload {
                     EntryPayload::Blank => {}
                     EntryPayload::Normal(batch) => {
+                        let before = st.image.applied;
                         for record in &batch.0 {
                             st.image.apply(record);
+                        }
+                        if !batch.0.is_empty() {
+                            if st.recent.len() == RECENT_BATCHES {
+                                st.recent.pop_front();
+                            }
+                            st.recent.push_back((before, Arc::new(batch.0)));
                         }
                     }
                     EntryPayload::Membership(m) => {
@@ -280,6 +318,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let image = {
             let mut st = self.inner.state.lock();
             st.image = payload.image;
+            // Deltas from before the snapshot no longer line up with the image.
+            st.recent.clear();
             st.last_applied = meta.last_log_id;
             st.last_membership = meta.last_membership.clone();
             st.image.clone()
