@@ -557,12 +557,10 @@ pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
             // a little but never holds uncommitted records.
             let mut got = None;
             for id in follower.peers.keys().copied().collect::<Vec<_>>() {
-                match follower.send_to(id, &request).await {
-                    reply @ (ControllerReply::Image(_) | ControllerReply::Records(_)) => {
-                        got = Some(reply);
-                        break;
-                    }
-                    _ => {}
+                let reply = follower.send_to(id, &request).await;
+                if let ControllerReply::Image(_) | ControllerReply::Records(_) = reply {
+                    got = Some(reply);
+                    break;
                 }
             }
             let current = follower.image();
