@@ -191,19 +191,7 @@ fn acknowledged_batches_survive_sigkill_and_torn_tails() {
     .unwrap();
     let partition_dir = broker.data_dir().join("data").join(format!("{TOPIC}-0"));
     // Auto-create the topic through Metadata, as a client would.
-    let md: MetadataResponse = Client::connect(&broker.addr())
-        .unwrap()
-        .call(
-            ApiKey::Metadata,
-            9,
-            &MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-                )
-                .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))])),
-        )
-        .unwrap();
-    assert_eq!(md.topics[0].error_code, 0);
+    common::auto_create(&mut Client::connect(&broker.addr()).unwrap(), TOPIC);
     let mut rng = rand::thread_rng();
     let mut acked: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     let rounds = 6;

@@ -89,17 +89,7 @@ fn batches(p: &fetch_response::PartitionData) -> Vec<i64> {
 fn fetch_limits_and_delayed_fetch_wakeup() {
     let broker = Broker::start(&common::strand_bin(), &[("num.partitions", "2")]).unwrap();
     let mut c = Client::connect(&broker.addr()).unwrap();
-    let md: MetadataResponse = c
-        .call(
-            ApiKey::Metadata,
-            9,
-            &MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-                )
-                .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))])),
-        )
-        .unwrap();
+    let md = common::auto_create(&mut c, TOPIC);
     assert_eq!(md.topics[0].partitions.len(), 2);
     for _ in 0..3 {
         produce(&mut c, 0, 5);

@@ -81,18 +81,7 @@ fn high_watermark(c: &mut Client) -> i64 {
 fn idempotent_producer_state_and_ids_survive_restarts() {
     let mut broker = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
     let mut c = Client::connect(&broker.addr()).unwrap();
-    let md: MetadataResponse = c
-        .call(
-            ApiKey::Metadata,
-            9,
-            &MetadataRequest::default()
-                .with_allow_auto_topic_creation(true)
-                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-                )
-                .with_name(Some(TopicName(StrBytes::from_static_str(TOPIC))))])),
-        )
-        .unwrap();
-    assert_eq!(md.topics[0].error_code, 0);
+    common::auto_create(&mut c, TOPIC);
 
     let pid = init_producer_id(&mut c);
     assert_eq!(produce(&mut c, pid, 0, 0, 3), (0, 0));

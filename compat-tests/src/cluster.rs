@@ -748,19 +748,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for n in self.nodes.iter_mut() {
-            if let Some(mut child) = n.child.take() {
-                if let Ok(None) = child.try_wait() {
-                    let _ = signal(n.pid, libc::SIGKILL);
-                }
-                let _ = child.wait();
-            }
+            crate::harness::kill_and_reap(n.child.take(), n.pid);
         }
-        if std::env::var("STRAND_KEEP_DATA").is_ok_and(|v| v == "1") {
-            if let Some(d) = self.tmp.take() {
-                let p = d.keep();
-                eprintln!("strand-compat-tests: kept cluster dir {}", p.display());
-            }
-        }
+        crate::harness::keep_dir_if_asked(self.tmp.take(), "cluster dir");
     }
 }
 

@@ -275,17 +275,27 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Ok(None) = child.try_wait() {
-                let _ = signal(self.pid, libc::SIGKILL);
-            }
-            let _ = child.wait();
+        kill_and_reap(self.child.take(), self.pid);
+        keep_dir_if_asked(self.dir.take(), "data dir");
+    }
+}
+
+/// SIGKILLs (by PID) a child that is still running, then reaps it.
+pub(crate) fn kill_and_reap(child: Option<Child>, pid: u32) {
+    if let Some(mut child) = child {
+        if let Ok(None) = child.try_wait() {
+            let _ = signal(pid, libc::SIGKILL);
         }
-        if std::env::var("STRAND_KEEP_DATA").is_ok_and(|v| v == "1") {
-            if let Some(d) = self.dir.take() {
-                let p = d.keep();
-                eprintln!("strand-compat-tests: kept data dir {}", p.display());
-            }
+        let _ = child.wait();
+    }
+}
+
+/// With STRAND_KEEP_DATA=1, keeps a temporary directory for inspection.
+pub(crate) fn keep_dir_if_asked(dir: Option<tempfile::TempDir>, what: &str) {
+    if std::env::var("STRAND_KEEP_DATA").is_ok_and(|v| v == "1") {
+        if let Some(d) = dir {
+            let p = d.keep();
+            eprintln!("strand-compat-tests: kept {what} {}", p.display());
         }
     }
 }

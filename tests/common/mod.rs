@@ -100,3 +100,18 @@ impl Client {
 fn io_err<E: std::fmt::Display>(e: E) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
+
+/// Auto-creates `topic` through Metadata, as a client would; returns the response.
+pub fn auto_create(c: &mut Client, topic: &str) -> kafka_protocol::messages::MetadataResponse {
+    use kafka_protocol::messages::{
+        metadata_request::MetadataRequestTopic, MetadataRequest, TopicName,
+    };
+    let req = MetadataRequest::default()
+        .with_allow_auto_topic_creation(true)
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_string())),
+        ))]));
+    let md: kafka_protocol::messages::MetadataResponse = c.call(ApiKey::Metadata, 9, &req).unwrap();
+    assert_eq!(md.topics[0].error_code, 0, "auto-create {topic}");
+    md
+}
