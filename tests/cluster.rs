@@ -179,8 +179,16 @@ fn three_node_metadata_quorum() {
     // kill -9 of a broker: fenced after its session; its partition goes
     // offline (one replica) with a higher leader epoch, and when it returns it
     // is unfenced and leads again, at a higher epoch still.
+    // (The SIGSTOPped node above may have been fenced meanwhile: wait until
+    // every broker is back and the partition has a leader again.)
+    cluster.wait_ready(Duration::from_secs(30)).unwrap();
     let topic = format!("via-{}", ids[0]);
-    let (victim, epoch0) = leader(&addr(&cluster, ids[0]), &topic).unwrap();
+    let a0 = addr(&cluster, ids[0]);
+    let (victim, epoch0) = eventually(
+        "a leader for the partition",
+        Duration::from_secs(20),
+        || leader(&a0, &topic).filter(|(l, _)| *l >= 0),
+    );
     let watcher = addr(&cluster, *ids.iter().find(|id| **id != victim).unwrap());
     cluster.kill9(victim).unwrap();
     let epoch1 = eventually(

@@ -584,6 +584,10 @@ pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
     handle
 }
 
+/// Backstop for a Raft call on the active controller (a quorum round normally
+/// takes milliseconds; losing leadership ends the wait sooner).
+const RAFT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The event loop's state. Only the active controller decides; its soft
 /// state (heartbeat sessions) is rebuilt whenever it becomes active.
 struct Controller {
@@ -634,13 +638,20 @@ impl Controller {
             self.active = false;
             return Err(self.leader_id());
         }
-        if let Err(e) = self.raft.ensure_linearizable().await {
-            self.active = false;
-            let hint = e
-                .forward_to_leader::<BasicNode>()
-                .and_then(|f| f.leader_id)
-                .or(self.leader_id());
-            return Err(hint);
+        match self.while_leader(self.raft.ensure_linearizable()).await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                self.active = false;
+                let hint = e
+                    .forward_to_leader::<BasicNode>()
+                    .and_then(|f| f.leader_id)
+                    .or(self.leader_id());
+                return Err(hint);
+            }
+            None => {
+                self.active = false;
+                return Err(self.leader_id());
+            }
         }
         if !self.active {
             self.active = true;
@@ -674,9 +685,12 @@ impl Controller {
         if records.is_empty() {
             return Ok(());
         }
-        match self.raft.client_write(MetadataBatch(records)).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
+        match self
+            .while_leader(self.raft.client_write(MetadataBatch(records)))
+            .await
+        {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => {
                 self.active = false;
                 tracing::warn!(error = %e, "metadata write not committed");
                 Err(ApiError::new(
@@ -684,6 +698,43 @@ impl Controller {
                     format!("metadata write failed: {e}"),
                 ))
             }
+            None => {
+                // Leadership was lost (or the quorum is gone) with the entry
+                // in flight: its outcome is unknown, and openraft may never
+                // answer it (a snapshot can overtake an uncommitted entry), so
+                // the event loop must not wait on it.
+                self.active = false;
+                tracing::warn!(
+                    "metadata write outcome unknown: leadership lost or quorum unreachable"
+                );
+                Err(ApiError::new(
+                    ErrorCode::NotController,
+                    "metadata write outcome unknown: the controller lost leadership",
+                ))
+            }
+        }
+    }
+
+    /// Runs a Raft call while this node stays leader of the current term;
+    /// None when leadership is lost or `RAFT_CALL_TIMEOUT` passes first.
+    async fn while_leader<F: std::future::Future>(&self, call: F) -> Option<F::Output> {
+        let mut metrics = self.raft.metrics();
+        let term = metrics.borrow().current_term;
+        let lost = async move {
+            loop {
+                if metrics.changed().await.is_err() {
+                    return;
+                }
+                let m = metrics.borrow();
+                if m.current_term != term || m.current_leader != Some(m.id) {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            out = call => Some(out),
+            _ = lost => None,
+            _ = tokio::time::sleep(RAFT_CALL_TIMEOUT) => None,
         }
     }
 
