@@ -6,5 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/deps.sh"
 strand_apt_install "${STRAND_BUILD_PKGS[@]}"
-cargo build --release --quiet --manifest-path "$here/../Cargo.toml" --bin strand
+# Build from the repository root: cargo reads .cargo/config.toml (the system
+# RocksDB settings) from the working directory, not from the manifest's.
+(cd "$here/.." && cargo build --release --quiet --bin strand)
+# Run from the caller's directory, so the default ./data is theirs.
 exec "$CARGO_TARGET_DIR/release/strand" "$@"
