@@ -18,6 +18,7 @@
 //! DIR/nodeN.log           stdout+stderr of `strand format` and of every start, appended
 //! ```
 
+use crate::harness::signal;
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -860,19 +861,6 @@ fn resolve_bin(bin: &Path) -> io::Result<PathBuf> {
         ));
     }
     Ok(bin)
-}
-
-fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
-    if pid == 0 {
-        return Err(io::Error::other("refusing to signal pid 0"));
-    }
-    // SAFETY: plain syscall on a PID we spawned (and have not reaped yet).
-    let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// `n` distinct free loopback ports: all bound at once, then released.

@@ -300,7 +300,8 @@ pub(crate) fn keep_dir_if_asked(dir: Option<tempfile::TempDir>, what: &str) {
     }
 }
 
-fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
+/// Sends `sig` to a child by PID (never by name).
+pub(crate) fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     if pid == 0 {
         return Err(io::Error::other("refusing to signal pid 0"));
     }
