@@ -13,11 +13,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use strand_controller::configs::{resolve_topic_config, topic_config};
 use strand_controller::image::MetadataImage;
+use strand_controller::manager::replication::AlterPartitionRequest;
 use strand_controller::ControllerHandle;
 use strand_log::{LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::{validate_record_set, BatchError, BatchIter};
 use strand_protocol::ErrorCode;
-use strand_replication::rules::{self, Acks, PartitionAckState};
+use strand_replication::leader::{
+    AlterOutcome, AlterPartitionResult, IsrProposal, LeaderConfig, LeaderState, MetadataOutcome,
+    PartitionRegistration,
+};
+use strand_replication::rules::{self, AckDecision, Acks};
 use strand_txn::{ProducerStateError, ProducerStateManager, SequenceCheck};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -43,21 +48,38 @@ pub struct PartitionSettings {
 }
 
 /// Offsets published on every change, so waiting produces and fetches
-/// complete when the HW or LEO moves (never by polling).
+/// complete when the HW or LEO moves or leadership changes (never by polling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PartitionOffsets {
     pub high_watermark: i64,
     pub log_end_offset: i64,
     pub log_start_offset: i64,
+    /// The leader epoch this broker leads under; -1 while it follows.
+    pub leading_epoch: i32,
+    /// The partition epoch the leader's ISR is at (wakes waiters on ISR changes).
+    pub partition_epoch: i32,
 }
 
-/// Leader-side replica state. On one node the ISR is this node alone.
+/// The partition as the metadata image last described it.
 #[derive(Debug, Clone)]
 pub struct ReplicaState {
     pub leader_epoch: i32,
+    pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     pub leader: i32,
+}
+
+impl ReplicaState {
+    fn registration(&self) -> PartitionRegistration {
+        PartitionRegistration {
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+        }
+    }
 }
 
 pub struct Partition {
@@ -67,6 +89,10 @@ pub struct Partition {
     pub log: RwLock<PartitionLog>,
     producers: Mutex<ProducerStateManager>,
     pub replica: Mutex<ReplicaState>,
+    /// Present while this broker leads the partition: follower progress, ISR,
+    /// HW. Lock order: `leader` before `log`, so an append and a leadership
+    /// change never interleave (a stale epoch never authorises a write).
+    leader: Mutex<Option<LeaderState>>,
     pub settings: RwLock<PartitionSettings>,
     offsets: watch::Sender<PartitionOffsets>,
     /// Base offset of the active segment when the last producer snapshot was taken.
@@ -82,6 +108,8 @@ pub struct AppendOutcome {
     pub base_offset: i64,
     /// Offset the HW must reach for acks=all (last offset + 1).
     pub required_offset: i64,
+    /// The leader epoch that authorised the append.
+    pub leader_epoch: i32,
     pub log_append_time: i64,
     pub log_start_offset: i64,
 }
@@ -126,31 +154,17 @@ impl Partition {
     ) -> Result<Partition, LogError> {
         let log = PartitionLog::open(dir, settings.log.clone())?;
         write_partition_metadata(dir, topic_id)?;
-        // Producer state: the latest snapshot, then every batch after it.
-        let mut producers = None;
-        let mut replay_from = log.log_start_offset();
-        if let Some((offset, data)) = log.latest_producer_snapshot()? {
-            match ProducerStateManager::from_snapshot(&data) {
-                Ok(p) => {
-                    producers = Some(p);
-                    replay_from = offset;
-                }
-                Err(e) => {
-                    tracing::warn!(topic, index, error = %e, "producer snapshot unreadable; rebuilding from the log")
-                }
-            }
-        }
-        let mut producers = producers.unwrap_or_default();
-        for h in log.batch_headers_from(replay_from)? {
-            if h.has_producer_id() {
-                producers.record(&h, h.max_timestamp);
-            }
-        }
-        // One replica: everything in the recovered log is on the whole ISR.
+        let producers = rebuild_producer_state(&log);
+        // The checkpointed HW until a leader says more (a leader of a
+        // single-member ISR moves it to the LEO at once).
         let offsets = PartitionOffsets {
-            high_watermark: log.log_end_offset(),
+            high_watermark: log
+                .high_watermark_checkpoint()
+                .clamp(0, log.log_end_offset()),
             log_end_offset: log.log_end_offset(),
             log_start_offset: log.log_start_offset(),
+            leading_epoch: -1,
+            partition_epoch: -1,
         };
         Ok(Partition {
             topic: topic.to_string(),
@@ -159,6 +173,7 @@ impl Partition {
             log: RwLock::new(log),
             producers: Mutex::new(producers),
             replica: Mutex::new(replica),
+            leader: Mutex::new(None),
             settings: RwLock::new(settings),
             offsets: watch::channel(offsets).0,
             snapshot_segment: Mutex::new(None),
@@ -178,16 +193,101 @@ impl Partition {
         self.replica.lock().leader_epoch
     }
 
+    /// True while this broker leads the partition.
+    pub fn is_leader(&self) -> bool {
+        self.leader.lock().is_some()
+    }
+
     /// Checks a client's current leader epoch against ours (KIP-320).
     pub fn check_leader_epoch(&self, client_epoch: i32) -> Result<(), ErrorCode> {
-        let ours = self.leader_epoch();
-        if client_epoch < 0 || client_epoch == ours {
-            Ok(())
-        } else if client_epoch < ours {
-            Err(ErrorCode::FencedLeaderEpoch)
-        } else {
-            Err(ErrorCode::UnknownLeaderEpoch)
+        rules::check_request_leader_epoch(
+            (client_epoch >= 0).then_some(client_epoch),
+            self.leader_epoch(),
+        )
+    }
+
+    /// Publishes offsets; waiters wake only if something changed.
+    fn publish(&self, hw: i64, leo: i64, log_start: i64, leader: Option<&LeaderState>) {
+        let next = PartitionOffsets {
+            high_watermark: hw,
+            log_end_offset: leo,
+            log_start_offset: log_start,
+            leading_epoch: leader.map_or(-1, |l| l.leader_epoch()),
+            partition_epoch: leader.map_or(-1, |l| l.partition_epoch()),
+        };
+        self.offsets.send_if_modified(|o| {
+            let changed = *o != next;
+            *o = next;
+            changed
+        });
+    }
+
+    fn publish_leader(&self, state: &LeaderState, log: &PartitionLog) {
+        self.publish(
+            state.hw(),
+            log.log_end_offset(),
+            log.log_start_offset(),
+            Some(state),
+        );
+    }
+
+    /// Applies the metadata image's view of this partition: become (or stay)
+    /// leader, or follow. Returns true when this broker follows a live leader.
+    fn apply_registration(
+        &self,
+        replica: ReplicaState,
+        config: LeaderConfig,
+        eligible: &dyn Fn(i32) -> bool,
+        me: i32,
+    ) -> bool {
+        let reg = replica.registration();
+        *self.replica.lock() = replica;
+        let now = now_ms();
+        let mut leader = self.leader.lock();
+        if reg.leader != me {
+            if leader.take().is_some() {
+                tracing::info!(topic = %self.topic, partition = self.index, new_leader = reg.leader, epoch = reg.leader_epoch, "no longer leader; following");
+            }
+            let o = self.offsets();
+            self.publish(o.high_watermark, o.log_end_offset, o.log_start_offset, None);
+            return reg.leader >= 0;
         }
+        let mut log = self.log.write();
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let same_epoch = leader
+            .as_ref()
+            .is_some_and(|s| s.leader_epoch() == reg.leader_epoch);
+        if same_epoch {
+            // Only this module's lock holder replaces the state, so `leader` is Some.
+            let state = leader.as_mut().expect("checked above");
+            state.set_config(config);
+            if (state.leader_epoch(), state.partition_epoch())
+                != (reg.leader_epoch, reg.partition_epoch)
+            {
+                if let MetadataOutcome::Resign = state.on_metadata(&reg, now) {
+                    *leader = None;
+                }
+            }
+        } else {
+            let leo = log.log_end_offset();
+            // The new epoch starts at our LEO: followers truncate anything
+            // past it that they got from an older leader.
+            if let Err(e) = log.assign_epoch_start_offset(reg.leader_epoch, leo) {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "cannot record leader epoch start");
+            }
+            let hw = self.offsets().high_watermark;
+            tracing::info!(topic = %self.topic, partition = self.index, epoch = reg.leader_epoch, leo, hw, isr = ?reg.isr, "becoming leader");
+            *leader = Some(LeaderState::new(reg, config, leo, hw, now));
+        }
+        if let Some(state) = leader.as_mut() {
+            for &r in state.replicas().to_vec().iter() {
+                state.set_isr_eligible(r, eligible(r));
+            }
+            self.publish_leader(state, &log);
+        }
+        false
     }
 
     /// Validates and appends one partition's record set as leader.
@@ -227,14 +327,28 @@ impl Partition {
                 "Produce requests v3+ must contain exactly one record batch per partition",
             ));
         }
-        let (leader_epoch, isr_len, replica_count) = {
-            let r = self.replica.lock();
-            (r.leader_epoch, r.isr.len(), r.replicas.len())
+        let not_leader = || {
+            PartitionError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "This broker is not the leader of {}-{}",
+                    self.topic, self.index
+                ),
+            )
         };
-        let min_isr = rules::effective_min_isr(settings.min_insync_replicas, replica_count);
-        rules::check_min_isr_before_append(acks, isr_len, min_isr).map_err(|code| {
-            PartitionError::new(code, format!("The size of the current ISR {isr_len} is insufficient to satisfy the min.isr requirement of {min_isr}"))
+        let mut leader = self.leader.lock();
+        let state = leader.as_mut().ok_or_else(not_leader)?;
+        state.check_min_isr_before_append(acks).map_err(|code| {
+            PartitionError::new(
+                code,
+                format!(
+                    "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
+                    state.isr(),
+                    state.effective_min_isr()
+                ),
+            )
         })?;
+        let leader_epoch = state.leader_epoch();
 
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
@@ -253,6 +367,7 @@ impl Partition {
                     return Ok(AppendOutcome {
                         base_offset: meta.first_offset,
                         required_offset: meta.last_offset + 1,
+                        leader_epoch,
                         log_append_time: -1,
                         log_start_offset: log.log_start_offset(),
                     });
@@ -272,38 +387,221 @@ impl Partition {
             }
         }
         drop(producers);
-        let leo = log.log_end_offset();
-        let log_start = log.log_start_offset();
+        state.on_leader_append(log.log_end_offset(), now_ms());
         // Published under the log lock, so offsets are never overwritten by older ones.
-        self.advance_high_watermark(leo, log_start, min_isr);
+        self.publish_leader(state, &log);
+        let log_start = log.log_start_offset();
         drop(log);
         Ok(AppendOutcome {
             base_offset: info.first_offset,
             required_offset: info.last_offset + 1,
+            leader_epoch,
             log_append_time: append_time.unwrap_or(-1),
             log_start_offset: log_start,
         })
     }
 
-    /// Applies the HW rule after the LEO moved and publishes the new offsets.
-    fn advance_high_watermark(&self, leo: i64, log_start: i64, min_isr: usize) {
-        self.offsets.send_modify(|o| {
-            // The ISR is this node alone, so no follower LEOs bound the HW.
-            o.high_watermark = rules::advance_high_watermark(o.high_watermark, leo, &[], min_isr);
-            o.log_end_offset = leo;
-            o.log_start_offset = log_start;
-        });
+    /// The ack decision for an acks=all append authorised under
+    /// `authority_epoch` (purgatory completion check).
+    pub fn ack_decision(&self, authority_epoch: i32, required_offset: i64) -> AckDecision {
+        match self.leader.lock().as_ref() {
+            Some(state) => {
+                rules::ack_decision(&state.ack_observation(authority_epoch, required_offset))
+            }
+            None => AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+        }
     }
 
-    /// The acks=all completion check for one appended partition (purgatory rule).
-    pub fn ack_state(&self, required_offset: i64) -> PartitionAckState {
-        let hw = self.offsets().high_watermark;
-        let (isr_len, replicas) = {
-            let r = self.replica.lock();
-            (r.isr.len(), r.replicas.len())
-        };
-        let min_isr = rules::effective_min_isr(self.settings.read().min_insync_replicas, replicas);
-        rules::produce_partition_state(hw, required_offset, isr_len, min_isr)
+    /// A follower fetched from `fetch_offset`: record its progress; returns an
+    /// ISR expansion to send to the controller, if one is due.
+    pub fn on_follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+    ) -> Result<Option<IsrProposal>, ErrorCode> {
+        let mut leader = self.leader.lock();
+        let state = leader.as_mut().ok_or(ErrorCode::NotLeaderOrFollower)?;
+        let outcome = state.on_follower_fetch(replica, fetch_offset, now_ms())?;
+        if outcome.hw_advanced.is_some() {
+            let log = self.log.read();
+            self.publish_leader(state, &log);
+        }
+        Ok(outcome.proposal)
+    }
+
+    /// The periodic ISR shrink check.
+    pub fn maybe_shrink_isr(&self, eligible: &dyn Fn(i32) -> bool) -> Option<IsrProposal> {
+        let mut leader = self.leader.lock();
+        let state = leader.as_mut()?;
+        for &r in state.replicas().to_vec().iter() {
+            state.set_isr_eligible(r, eligible(r));
+        }
+        state.maybe_shrink_isr(now_ms())
+    }
+
+    /// The controller's answer to an AlterPartition; returns the proposal to
+    /// send again if the error was retriable.
+    pub fn on_alter_partition_result(
+        &self,
+        sent: &IsrProposal,
+        result: AlterPartitionResult,
+    ) -> Option<IsrProposal> {
+        let mut leader = self.leader.lock();
+        let state = leader.as_mut()?;
+        let outcome = state.on_alter_partition_result(sent, result, now_ms());
+        tracing::debug!(topic = %self.topic, partition = self.index, ?outcome, "AlterPartition answered");
+        match outcome {
+            AlterOutcome::Committed { .. } | AlterOutcome::Reverted { .. } => {
+                let log = self.log.read();
+                self.publish_leader(state, &log);
+                None
+            }
+            AlterOutcome::Retry(p) => Some(p),
+            AlterOutcome::AwaitingMetadata | AlterOutcome::Superseded => None,
+        }
+    }
+
+    /// What a follower fetch for this partition carries: (fetch offset = LEO,
+    /// last fetched epoch, log start offset, the leader epoch we follow).
+    /// None while this broker leads it or it is closed.
+    pub fn follower_fetch_state(&self) -> Option<(i64, i32, i64, i32)> {
+        let leader = self.leader.lock();
+        if leader.is_some() || self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let epoch = self.replica.lock().leader_epoch;
+        let log = self.log.read();
+        Some((
+            log.log_end_offset(),
+            log.latest_epoch().unwrap_or(-1),
+            log.log_start_offset(),
+            epoch,
+        ))
+    }
+
+    /// Runs `f` on the log as a follower of `leader_epoch`; nothing (false)
+    /// if this broker leads the partition now or follows another epoch.
+    fn as_follower<R>(
+        &self,
+        leader_epoch: i32,
+        f: impl FnOnce(&mut PartitionLog, &mut ProducerStateManager) -> Result<R, LogError>,
+    ) -> Result<Option<R>, LogError> {
+        let leader = self.leader.lock();
+        if leader.is_some() || self.replica.lock().leader_epoch != leader_epoch {
+            return Ok(None);
+        }
+        let mut log = self.log.write();
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let mut producers = self.producers.lock();
+        let r = f(&mut log, &mut producers)?;
+        drop(producers);
+        drop(leader);
+        Ok(Some(r))
+    }
+
+    /// Appends batches fetched from the leader (offsets and epochs as the
+    /// leader wrote them), then takes the leader's HW (capped by our LEO)
+    /// and log start offset. Returns false if the fetch is stale.
+    pub fn append_as_follower(
+        &self,
+        leader_epoch: i32,
+        fetch_offset: i64,
+        records: &[u8],
+        leader_hw: i64,
+        leader_log_start: i64,
+    ) -> Result<bool, LogError> {
+        let done = self.as_follower(leader_epoch, |log, producers| {
+            if log.log_end_offset() != fetch_offset {
+                return Ok(false);
+            }
+            if !records.is_empty() {
+                // Never write what does not check out, even from the leader.
+                let valid = strand_protocol::batch::valid_prefix_len(records);
+                let records = &records[..valid];
+                if !records.is_empty() {
+                    let headers = validate_record_set(records)
+                        .map_err(|e| LogError::InvalidRecords(e.to_string()))?;
+                    log.append_as_follower(records, &headers)?;
+                    for h in &headers {
+                        if h.has_producer_id() {
+                            producers.record(h, h.max_timestamp);
+                        }
+                    }
+                }
+            }
+            if leader_log_start > log.log_start_offset() && leader_log_start <= log.log_end_offset()
+            {
+                log.delete_records_before(leader_log_start)?;
+            }
+            Ok(true)
+        })?;
+        if done == Some(true) {
+            let log = self.log.read();
+            let hw = leader_hw.min(log.log_end_offset()).max(0);
+            self.publish(hw, log.log_end_offset(), log.log_start_offset(), None);
+        }
+        Ok(done == Some(true))
+    }
+
+    /// Truncates our log to `offset` as a follower (a divergent suffix from an
+    /// older leader epoch, or a log past the leader's end) and rebuilds the
+    /// producer state.
+    pub fn truncate_as_follower(&self, leader_epoch: i32, offset: i64) -> Result<bool, LogError> {
+        let done = self.as_follower(leader_epoch, |log, producers| {
+            let leo = log.log_end_offset();
+            // Also when nothing is cut: drops epochs that start past `offset`.
+            log.truncate_to(offset)?;
+            if log.log_end_offset() == leo {
+                return Ok(false);
+            }
+            tracing::info!(topic = %self.topic, partition = self.index, from = leo, to = log.log_end_offset(), "truncated divergent log suffix");
+            *producers = rebuild_producer_state(log);
+            Ok(true)
+        })?;
+        self.publish_after_truncation();
+        Ok(done == Some(true))
+    }
+
+    /// The leader's log starts after our end: start again empty at its log start.
+    pub fn restart_as_follower_at(&self, leader_epoch: i32, offset: i64) -> Result<bool, LogError> {
+        let done = self.as_follower(leader_epoch, |log, producers| {
+            tracing::info!(topic = %self.topic, partition = self.index, offset, "log behind the leader's log start; restarting it there");
+            log.truncate_fully_and_start_at(offset)?;
+            *producers = ProducerStateManager::default();
+            Ok(true)
+        })?;
+        self.publish_after_truncation();
+        Ok(done == Some(true))
+    }
+
+    fn publish_after_truncation(&self) {
+        let log = self.log.read();
+        let leo = log.log_end_offset();
+        let hw = self.offsets().high_watermark.min(leo);
+        self.publish(hw, leo, log.log_start_offset(), None);
+    }
+
+    /// Kafka's follower truncation on a diverging epoch in a fetch response:
+    /// the leader says its `epoch` ends at `end_offset`. Returns the offset
+    /// to truncate to.
+    pub fn divergence_truncation_offset(&self, epoch: i32, end_offset: i64) -> i64 {
+        let log = self.log.read();
+        let leo = log.log_end_offset();
+        if epoch < 0 {
+            return end_offset.min(leo);
+        }
+        let (local_epoch, local_end) = log.end_offset_for_epoch(epoch);
+        if local_epoch < 0 {
+            end_offset.min(leo)
+        } else if local_epoch == epoch {
+            end_offset.min(local_end).min(leo)
+        } else {
+            // We do not have the leader's epoch: cut back to the end of the
+            // largest epoch below it; the next fetch checks again from there.
+            local_end.min(leo)
+        }
     }
 
     /// The highest offset a fetch may read to: HW, or the LSO under
@@ -333,10 +631,21 @@ impl Partition {
     /// Background housekeeping: time-based roll and flush, producer-id
     /// expiry, a producer-state snapshot after each roll (so recovery replays
     /// at most about one segment), retention.
-    pub fn housekeeping(&self, now: i64, retention: bool, producer_id_expiration_ms: i64) {
+    pub fn housekeeping(
+        &self,
+        now: i64,
+        retention: bool,
+        checkpoint_hw: bool,
+        producer_id_expiration_ms: i64,
+    ) {
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
             return;
+        }
+        if checkpoint_hw {
+            if let Err(e) = log.checkpoint_high_watermark(self.offsets().high_watermark) {
+                tracing::error!(topic = %self.topic, partition = self.index, error = %e, "HW checkpoint failed");
+            }
         }
         let res = log.maybe_roll(now).and_then(|_| log.maybe_flush(now));
         if let Err(e) = res {
@@ -395,6 +704,42 @@ impl Partition {
         let _log = self.log.write();
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// Producer state from the log: the latest snapshot, then every batch after
+/// it (all batches if no snapshot is readable).
+fn rebuild_producer_state(log: &PartitionLog) -> ProducerStateManager {
+    let mut producers = None;
+    let mut replay_from = log.log_start_offset();
+    match log.latest_producer_snapshot() {
+        Ok(Some((offset, data))) => match ProducerStateManager::from_snapshot(&data) {
+            Ok(p) => {
+                producers = Some(p);
+                replay_from = offset;
+            }
+            Err(e) => {
+                tracing::warn!(dir = %log.dir().display(), error = %e, "producer snapshot unreadable; rebuilding from the log")
+            }
+        },
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(dir = %log.dir().display(), error = %e, "producer snapshot unreadable; rebuilding from the log")
+        }
+    }
+    let mut producers = producers.unwrap_or_default();
+    match log.batch_headers_from(replay_from) {
+        Ok(headers) => {
+            for h in headers {
+                if h.has_producer_id() {
+                    producers.record(&h, h.max_timestamp);
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(dir = %log.dir().display(), error = %e, "cannot replay producer state from the log")
+        }
+    }
+    producers
 }
 
 /// Kafka's checks on batches written by clients (INVALID_RECORD /
@@ -553,6 +898,9 @@ pub struct Broker {
     broker_epoch: i64,
     /// The current producer id block: (next id, end exclusive).
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    /// One fetcher per leader this broker follows partitions of.
+    fetchers: crate::replica_fetcher::ReplicaFetcherManager,
+    runtime: tokio::runtime::Handle,
 }
 
 impl Broker {
@@ -561,6 +909,8 @@ impl Broker {
         controller: ControllerHandle,
         broker_epoch: i64,
     ) -> Broker {
+        let fetchers =
+            crate::replica_fetcher::ReplicaFetcherManager::new(config.clone(), controller.clone());
         Broker {
             config,
             controller,
@@ -569,6 +919,64 @@ impl Broker {
             failed: Mutex::new(HashMap::new()),
             broker_epoch,
             producer_ids: tokio::sync::Mutex::new((0, 0)),
+            fetchers,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    fn leader_config(&self, settings: &PartitionSettings) -> LeaderConfig {
+        LeaderConfig {
+            min_insync_replicas: settings.min_insync_replicas,
+            replica_lag_time_max_ms: self.config.replica_lag_time_max_ms,
+        }
+    }
+
+    /// Sends an ISR change to the controller (AlterPartition) and hands the
+    /// answer to the partition's leader state; retries retriable errors.
+    pub fn send_alter_partition(&self, partition: Arc<Partition>, proposal: IsrProposal) {
+        let controller = self.controller.clone();
+        let broker_id = self.node_id();
+        let broker_epoch = self.broker_epoch;
+        tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?proposal.new_isr, change = ?proposal.change, "proposing ISR change");
+        self.runtime.spawn(async move {
+            let mut proposal = proposal;
+            loop {
+                let req = AlterPartitionRequest {
+                    broker_id,
+                    broker_epoch,
+                    topic_id: partition.topic_id,
+                    partition: partition.index,
+                    leader_epoch: proposal.leader_epoch,
+                    partition_epoch: proposal.partition_epoch,
+                    new_isr: proposal.new_isr.clone(),
+                };
+                let result = match controller.alter_partition(req).await {
+                    Ok(s) => AlterPartitionResult::Ok {
+                        leader_epoch: s.leader_epoch,
+                        partition_epoch: s.partition_epoch,
+                        isr: s.isr,
+                    },
+                    Err(e) => AlterPartitionResult::Err(e.code),
+                };
+                match partition.on_alter_partition_result(&proposal, result) {
+                    Some(again) if !partition.closed.load(Ordering::Acquire) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        proposal = again;
+                    }
+                    _ => return,
+                }
+            }
+        });
+    }
+
+    /// The periodic ISR shrink check over the partitions this broker leads.
+    pub fn maybe_shrink_isrs(&self) {
+        let image = self.image();
+        let eligible = |r: i32| image.is_active(r);
+        for p in self.all_partitions() {
+            if let Some(proposal) = p.maybe_shrink_isr(&eligible) {
+                self.send_alter_partition(p, proposal);
+            }
         }
     }
 
@@ -603,7 +1011,7 @@ impl Broker {
     pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
         if let Some(p) = self.partition(topic, index) {
             // Hosting a replica is not enough: only the leader serves clients.
-            if p.replica.lock().leader != self.node_id() {
+            if !p.is_leader() {
                 return Err(ErrorCode::NotLeaderOrFollower);
             }
             return Ok(p);
@@ -656,6 +1064,7 @@ impl Broker {
                 if p.replicas.contains(&me) {
                     let replica = ReplicaState {
                         leader_epoch: p.leader_epoch,
+                        partition_epoch: p.partition_epoch,
                         replicas: p.replicas.clone(),
                         isr: p.isr.clone(),
                         leader: p.leader,
@@ -675,8 +1084,7 @@ impl Broker {
             .collect();
         for (key, part) in current {
             match wanted.get(&key) {
-                Some((id, replica, settings)) if *id == part.topic_id => {
-                    *part.replica.lock() = replica.clone();
+                Some((id, _, settings)) if *id == part.topic_id => {
                     let changed = {
                         let mut s = part.settings.write();
                         let changed = format!("{:?}", s.log) != format!("{:?}", settings.log);
@@ -698,7 +1106,8 @@ impl Broker {
         self.failed
             .lock()
             .retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
-        for (key, (id, replica, settings)) in wanted {
+        for (key, (id, replica, settings)) in &wanted {
+            let (key, id) = (key.clone(), *id);
             if self.partitions.read().contains_key(&key)
                 || self.failed.lock().get(&key) == Some(&id)
             {
@@ -712,7 +1121,7 @@ impl Broker {
                     delete_dir(&dir);
                 }
             }
-            match Partition::open(&dir, &key.0, id, key.1, replica, settings) {
+            match Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone()) {
                 Ok(p) => {
                     self.partitions.write().insert(key, Arc::new(p));
                 }
@@ -722,6 +1131,26 @@ impl Broker {
                 }
             }
         }
+        // Lead or follow as the image says; followers fetch from their leader.
+        let eligible = |r: i32| image.is_active(r);
+        let mut follow: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
+        let parts: Vec<(PartitionKey, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, part) in parts {
+            let Some((_, replica, settings)) = wanted.get(&key) else {
+                continue;
+            };
+            let leader = replica.leader;
+            let config = self.leader_config(settings);
+            if part.apply_registration(replica.clone(), config, &eligible, me) {
+                follow.entry(leader).or_default().push(part.clone());
+            }
+        }
+        self.fetchers.update(follow);
     }
 
     /// Removes partition directories on disk that the image does not know
@@ -776,6 +1205,7 @@ impl Broker {
 
     /// Clean shutdown of every partition.
     pub fn shutdown(&self) {
+        self.fetchers.shutdown();
         for p in self.all_partitions() {
             if let Err(e) = p.close() {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "clean close failed");

@@ -70,6 +70,15 @@ pub struct BrokerConfig {
     pub election_timeout_ms: u64,
     pub broker_session_timeout_ms: i64,
     pub broker_heartbeat_interval_ms: u64,
+    /// replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// replica.fetch.*: how followers fetch from leaders.
+    pub replica_fetch_wait_max_ms: i32,
+    pub replica_fetch_min_bytes: i32,
+    pub replica_fetch_max_bytes: i32,
+    pub replica_fetch_response_max_bytes: i32,
+    pub replica_fetch_backoff_ms: u64,
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -114,6 +123,13 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("broker.session.timeout.ms", "9000"),
     ("broker.heartbeat.interval.ms", "2000"),
     ("metadata.log.dir", ""),
+    ("replica.lag.time.max.ms", "30000"),
+    ("replica.fetch.wait.max.ms", "500"),
+    ("replica.fetch.min.bytes", "1"),
+    ("replica.fetch.max.bytes", "1048576"),
+    ("replica.fetch.response.max.bytes", "10485760"),
+    ("replica.fetch.backoff.ms", "1000"),
+    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
 ];
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
@@ -177,7 +193,13 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
             .map_err(|r| invalid(key, value, r)),
         "controller.quorum.election.timeout.ms"
         | "broker.session.timeout.ms"
-        | "broker.heartbeat.interval.ms" => int(1),
+        | "broker.heartbeat.interval.ms"
+        | "replica.lag.time.max.ms"
+        | "replica.fetch.min.bytes"
+        | "replica.fetch.max.bytes"
+        | "replica.fetch.response.max.bytes"
+        | "replica.high.watermark.checkpoint.interval.ms" => int(1),
+        "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
         "log.retention.check.interval.ms" => int(1),
         "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
         "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
@@ -412,6 +434,19 @@ impl BrokerConfig {
             broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
                 .parse()
                 .unwrap_or(2000),
+            replica_lag_time_max_ms: get("replica.lag.time.max.ms").parse().unwrap_or(30000),
+            replica_fetch_wait_max_ms: get("replica.fetch.wait.max.ms").parse().unwrap_or(500),
+            replica_fetch_min_bytes: get("replica.fetch.min.bytes").parse().unwrap_or(1),
+            replica_fetch_max_bytes: get("replica.fetch.max.bytes").parse().unwrap_or(1048576),
+            replica_fetch_response_max_bytes: get("replica.fetch.response.max.bytes")
+                .parse()
+                .unwrap_or(10485760),
+            replica_fetch_backoff_ms: get("replica.fetch.backoff.ms").parse().unwrap_or(1000),
+            replica_high_watermark_checkpoint_interval_ms: get(
+                "replica.high.watermark.checkpoint.interval.ms",
+            )
+            .parse()
+            .unwrap_or(5000),
             static_props,
         })
     }

@@ -8,6 +8,7 @@ mod config;
 mod handlers;
 mod lifecycle;
 mod meta;
+mod replica_fetcher;
 mod server;
 
 use broker::{now_ms, Broker};
@@ -122,7 +123,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
                 producer_id_block_size: 1000,
-                max_replication_factor: 1,
+                max_replication_factor: usize::MAX,
             },
         })
         .await
@@ -163,11 +164,13 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         }
     });
 
-    // Housekeeping: time-based roll and flush every second, retention at its interval.
+    // Housekeeping: time-based roll and flush every second, retention and
+    // HW checkpoints at their intervals.
     let b = broker.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut last_retention = now_ms();
+        let mut last_hw_checkpoint = now_ms();
         loop {
             tick.tick().await;
             let now = now_ms();
@@ -175,13 +178,34 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             if retention {
                 last_retention = now;
             }
+            let checkpoint_hw =
+                now - last_hw_checkpoint >= b.config.replica_high_watermark_checkpoint_interval_ms;
+            if checkpoint_hw {
+                last_hw_checkpoint = now;
+            }
             let b = b.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 for p in b.all_partitions() {
-                    p.housekeeping(now, retention, b.config.producer_id_expiration_ms);
+                    p.housekeeping(
+                        now,
+                        retention,
+                        checkpoint_hw,
+                        b.config.producer_id_expiration_ms,
+                    );
                 }
             })
             .await;
+        }
+    });
+
+    // ISR shrink: Kafka checks every replica.lag.time.max.ms / 2.
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_millis((b.config.replica_lag_time_max_ms / 2).max(10) as u64);
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            b.maybe_shrink_isrs();
         }
     });
 

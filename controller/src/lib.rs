@@ -21,6 +21,9 @@ use image::MetadataImage;
 use manager::cluster::{
     BrokerHeartbeats, BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
 };
+use manager::replication::{
+    AlterPartitionRequest, AlterPartitionState, ElectionResult, ElectionType,
+};
 use manager::{ApiError, ConfigOp, ControllerConfig, CreatedTopic, NewTopic};
 use openraft::BasicNode;
 use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
@@ -67,6 +70,14 @@ pub enum ControllerRequest {
     },
     RegisterBroker(BrokerRegistrationRequest),
     Heartbeat(HeartbeatRequest),
+    /// A partition leader's ISR change.
+    AlterPartition(AlterPartitionRequest),
+    /// `election_type` is Kafka's wire value (0 preferred, 1 unclean);
+    /// `partitions` None means every partition.
+    ElectLeaders {
+        election_type: u8,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// Served by any controller from its committed image: how brokers that
     /// are not controllers follow the metadata log.
     FetchImage {
@@ -97,6 +108,8 @@ pub enum ControllerReply {
     ProducerIds(Result<(i64, i64), ApiError>),
     Registered(Result<i64, ApiError>),
     Heartbeat(Result<HeartbeatReply, ApiError>),
+    AlterPartition(Result<AlterPartitionState, ApiError>),
+    ElectLeaders(Vec<ElectionResult>),
     /// The image when it is newer than the caller's, else None after the wait.
     Image(Option<Box<MetadataImage>>),
     /// The records committed since the caller's image position (a delta).
@@ -316,6 +329,35 @@ impl ControllerHandle {
     pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
         match self.call(ControllerRequest::Heartbeat(req)).await? {
             ControllerReply::Heartbeat(r) => r,
+            _ => Err(not_controller_error()),
+        }
+    }
+
+    /// AlterPartition for one partition: the state after the change (or the
+    /// current one when nothing changes).
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartitionRequest,
+    ) -> Result<AlterPartitionState, ApiError> {
+        match self.call(ControllerRequest::AlterPartition(req)).await? {
+            ControllerReply::AlterPartition(r) => r,
+            _ => Err(not_controller_error()),
+        }
+    }
+
+    /// ElectLeaders; `partitions` None means every partition, and then only
+    /// the partitions that needed an election are in the results.
+    pub async fn elect_leaders(
+        &self,
+        election_type: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<ElectionResult>, ApiError> {
+        let request = ControllerRequest::ElectLeaders {
+            election_type: election_type as u8,
+            partitions,
+        };
+        match self.call(request).await? {
+            ControllerReply::ElectLeaders(r) => Ok(r),
             _ => Err(not_controller_error()),
         }
     }
@@ -872,6 +914,40 @@ impl Controller {
                     Err(e) => Err(e),
                 };
                 ControllerReply::Heartbeat(r)
+            }
+            ControllerRequest::AlterPartition(req) => {
+                let decision = manager::alter_partition(&self.sm.image(), &req);
+                let r = match decision {
+                    Ok((records, state)) => self.commit(records).await.map(|_| state),
+                    Err(e) => Err(e),
+                };
+                ControllerReply::AlterPartition(r)
+            }
+            ControllerRequest::ElectLeaders {
+                election_type,
+                partitions,
+            } => {
+                let election_type = match ElectionType::try_from(election_type) {
+                    Ok(t) => t,
+                    // Unreachable through `ControllerHandle`; a forwarded
+                    // request may carry anything.
+                    Err(e) => {
+                        let items = partitions.unwrap_or_default();
+                        return ControllerReply::ElectLeaders(
+                            items.into_iter().map(|tp| (tp, Err(e.clone()))).collect(),
+                        );
+                    }
+                };
+                let (records, results) =
+                    manager::elect_leaders(&self.sm.image(), election_type, partitions.as_deref());
+                let results = match self.commit(records).await {
+                    Ok(()) => results,
+                    Err(e) => results
+                        .into_iter()
+                        .map(|(tp, r)| (tp, r.and(Err(e.clone()))))
+                        .collect(),
+                };
+                ControllerReply::ElectLeaders(results)
             }
             ControllerRequest::DescribeQuorum => ControllerReply::Quorum(self.quorum_info()),
             ControllerRequest::FetchImage { .. } => unreachable!("answered above"),

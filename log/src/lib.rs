@@ -855,6 +855,12 @@ impl PartitionLog {
             return Err(self.out_of_range(offset));
         }
         if offset >= self.leo {
+            // No batch goes, but epochs starting at or past `offset` do: a
+            // leader epoch assigned at the LEO and never written must not be
+            // offered as the last fetched epoch of this (now following) log.
+            if self.epochs.truncate_from_end(offset) {
+                self.write_epochs()?;
+            }
             return Ok(());
         }
         let first_base = *self.segments.keys().next().unwrap_or(&0);

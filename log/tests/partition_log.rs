@@ -599,3 +599,24 @@ fn concurrent_reads_share_the_log() {
     }
     assert_eq!(BatchIter::new(&read_all(&log.read())).count(), 50);
 }
+
+#[test]
+fn truncate_at_leo_drops_an_epoch_with_no_batches() {
+    // A broker that led epoch 3 without writing, then follows again: its
+    // epoch cache must not offer epoch 3 (which the leader may never have
+    // had) as the last fetched epoch, or the follower would loop on the
+    // diverging-epoch answer without ever truncating.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = open(tmp.path());
+    append_bytes(&mut log, batch(3), 1);
+    log.assign_epoch_start_offset(3, 3).unwrap();
+    assert_eq!(log.epoch_entries(), vec![(1, 0), (3, 3)]);
+    log.truncate_to(3).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.epoch_entries(), vec![(1, 0)]);
+    assert_eq!(log.latest_epoch(), Some(1));
+    // The change is durable.
+    drop(log);
+    let log = open(tmp.path());
+    assert_eq!(log.epoch_entries(), vec![(1, 0)]);
+}

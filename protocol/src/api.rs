@@ -27,6 +27,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
 ];
 
 /// The advertised range for `key`, if we serve it.

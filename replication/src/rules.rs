@@ -81,19 +81,23 @@ pub enum PartitionAckState {
 
 /// Kafka's `Partition.checkEnoughReplicasReachOffset`: once HW >= required
 /// offset (last offset of the append + 1) the partition is done, successfully
-/// iff min ISR <= |maximal ISR|.
+/// iff min ISR <= |maximal ISR|. While |maximal ISR| < min ISR the HW does not
+/// advance (see [`advance_high_watermark`]), so a request still short of its
+/// offset then is answered `NOT_ENOUGH_REPLICAS_AFTER_APPEND` at once rather
+/// than left to time out: its records are in the leader's log but not
+/// acknowledged (the client may retry; an idempotent retry is deduplicated).
 pub fn produce_partition_state(
     hw: i64,
     required_offset: i64,
     maximal_isr_len: usize,
     effective_min_isr: usize,
 ) -> PartitionAckState {
-    if hw < required_offset {
-        PartitionAckState::Pending
-    } else if effective_min_isr <= maximal_isr_len {
-        PartitionAckState::Done(None)
-    } else {
+    if maximal_isr_len < effective_min_isr {
         PartitionAckState::Done(Some(ErrorCode::NotEnoughReplicasAfterAppend))
+    } else if hw < required_offset {
+        PartitionAckState::Pending
+    } else {
+        PartitionAckState::Done(None)
     }
 }
 

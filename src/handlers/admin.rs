@@ -535,3 +535,50 @@ fn disk_space(dir: &std::path::Path) -> (i64, i64) {
         (st.f_bavail as i64) * st.f_frsize as i64,
     )
 }
+
+/// ElectLeaders: preferred or unclean elections, decided by the controller.
+/// No partitions listed (null) means every partition.
+pub async fn elect_leaders(broker: &Broker, req: ElectLeadersRequest) -> ElectLeadersResponse {
+    use kafka_protocol::messages::elect_leaders_response::{
+        PartitionResult, ReplicaElectionResult,
+    };
+    use strand_controller::manager::replication::ElectionType;
+    let election_type = match req.election_type {
+        0 => ElectionType::Preferred,
+        1 => ElectionType::Unclean,
+        _ => {
+            return ElectLeadersResponse::default()
+                .with_error_code(ErrorCode::InvalidRequest.code());
+        }
+    };
+    let partitions: Option<Vec<(String, i32)>> = req.topic_partitions.as_ref().map(|tps| {
+        tps.iter()
+            .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+            .collect()
+    });
+    let results = match broker
+        .controller
+        .elect_leaders(election_type, partitions)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return ElectLeadersResponse::default().with_error_code(e.code.code()),
+    };
+    broker.reconcile();
+    let mut out: Vec<ReplicaElectionResult> = Vec::new();
+    for ((topic, partition), r) in results {
+        let mut pr = PartitionResult::default().with_partition_id(partition);
+        if let Err(e) = r {
+            (pr.error_code, pr.error_message) = err_parts(&e);
+        }
+        match out.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(t) => t.partition_result.push(pr),
+            None => out.push(
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(s(&topic)))
+                    .with_partition_result(vec![pr]),
+            ),
+        }
+    }
+    ElectLeadersResponse::default().with_replica_election_results(out)
+}

@@ -1,7 +1,10 @@
-//! Fetch for consumers: whole batches up to the HW (or LSO under
-//! read_committed), honouring max_bytes, partition_max_bytes, min_bytes and
-//! max_wait_ms. A fetch that has less than min_bytes waits (DelayedFetch) and
-//! completes as soon as an append moves the LEO/HW of one of its partitions.
+//! Fetch for consumers and followers: whole batches up to the HW (or LSO
+//! under read_committed) for consumers, up to the LEO for followers,
+//! honouring max_bytes, partition_max_bytes, min_bytes and max_wait_ms. A
+//! fetch that has less than min_bytes waits (DelayedFetch) and completes as
+//! soon as an append moves the LEO/HW of one of its partitions. A follower's
+//! fetch offset is its LEO: the leader records it (follower progress, HW,
+//! ISR expansion) before reading.
 
 use crate::broker::{Broker, Partition};
 use bytes::Bytes;
@@ -28,6 +31,13 @@ struct Target {
 pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
     let image = broker.image();
     let read_committed = req.isolation_level == 1;
+    // A follower sets its broker id (in the body before v15, in ReplicaState after).
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower = (replica_id >= 0).then_some(replica_id);
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
     let mut targets: Vec<(i32, i32, Target)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
@@ -39,10 +49,23 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         };
         topics.push((t.topic.clone(), t.topic_id));
         for p in &t.partitions {
-            let partition = match &name {
+            let mut partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
                 Some(n) => broker.leader_partition_at_epoch(n, p.partition, p.current_leader_epoch),
             };
+            if let (Some(replica), Ok(part)) = (follower, &partition) {
+                // A fetch whose log diverges from ours records nothing: the
+                // follower truncates first (the response says where).
+                if diverging_epoch(part, p.last_fetched_epoch, p.fetch_offset).is_none() {
+                    match part.on_follower_fetch(replica, p.fetch_offset) {
+                        Ok(Some(proposal)) => broker.send_alter_partition(part.clone(), proposal),
+                        Ok(None) => {}
+                        // The read reports it, with our HW and log start.
+                        Err(ErrorCode::OffsetOutOfRange) => {}
+                        Err(code) => partition = Err(code),
+                    }
+                }
+            }
             targets.push((
                 ti as i32,
                 p.partition,
@@ -74,7 +97,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         for w in &mut watches {
             w.borrow_and_update();
         }
-        let (parts, bytes, errors) = read_all(&targets, max_bytes, read_committed);
+        let (parts, bytes, errors) = read_all(&targets, max_bytes, read_committed, follower);
         if errors
             || fetch_can_complete(bytes, min_bytes)
             || watches.is_empty()
@@ -84,7 +107,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         }
         let changed = futures_any_changed(&mut watches);
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let (parts, _, _) = read_all(&targets, max_bytes, read_committed);
+            let (parts, _, _) = read_all(&targets, max_bytes, read_committed, follower);
             break parts;
         }
     };
@@ -116,6 +139,7 @@ fn read_all(
     targets: &[(i32, i32, Target)],
     max_bytes: usize,
     read_committed: bool,
+    follower: Option<i32>,
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
@@ -146,7 +170,12 @@ fn read_all(
                     out.push((t.topic, pd));
                     continue;
                 }
-                let upper = p.fetch_upper_bound(read_committed);
+                // Followers read to the LEO; consumers to the HW (or LSO).
+                let upper = if follower.is_some() {
+                    offsets.log_end_offset
+                } else {
+                    p.fetch_upper_bound(read_committed)
+                };
                 let remaining = max_bytes.saturating_sub(total);
                 let limit = t.partition_max_bytes.min(remaining);
                 // At least one batch in the first partition that has data, so

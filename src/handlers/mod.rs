@@ -70,6 +70,9 @@ pub async fn dispatch(
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
         }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
         }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strand_controller::manager::validate_topic_name;
 use strand_protocol::ErrorCode;
-use strand_replication::rules::{Acks, PartitionAckState};
+use strand_replication::rules::{AckDecision, Acks};
 
 /// A partition's place in the response and what happened to it.
 struct Pending {
@@ -123,8 +123,9 @@ fn append_one(
     Ok((partition, outcome))
 }
 
-/// DelayedProduce: completes when every partition is done per the purgatory
-/// rule, woken by HW changes; REQUEST_TIMED_OUT for those still pending at the timeout.
+/// DelayedProduce: completes when every partition is done per the ack
+/// decision, woken by HW, ISR and leadership changes; REQUEST_TIMED_OUT for
+/// those still pending at the timeout.
 async fn wait_for_acks(
     pending: &[Pending],
     responses: &mut [TopicProduceResponse],
@@ -133,20 +134,22 @@ async fn wait_for_acks(
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
     for p in pending {
         let mut rx = p.partition.subscribe();
-        let state = loop {
-            let state = p.partition.ack_state(p.outcome.required_offset);
-            if !matches!(state, PartitionAckState::Pending) {
-                break state;
+        let decision = loop {
+            let decision = p
+                .partition
+                .ack_decision(p.outcome.leader_epoch, p.outcome.required_offset);
+            if decision != AckDecision::Wait {
+                break decision;
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => continue,
-                _ => break PartitionAckState::Pending,
+                _ => break AckDecision::Wait,
             }
         };
-        let code = match state {
-            PartitionAckState::Done(None) => None,
-            PartitionAckState::Done(Some(code)) => Some(code),
-            PartitionAckState::Pending => Some(ErrorCode::RequestTimedOut),
+        let code = match decision {
+            AckDecision::Ack { error, .. } => error,
+            AckDecision::Reject(code) => Some(code),
+            AckDecision::Wait => Some(ErrorCode::RequestTimedOut),
         };
         if let Some(code) = code {
             let topic = &mut responses[p.topic];

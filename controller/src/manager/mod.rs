@@ -7,7 +7,7 @@
 //! - `topics`: CreateTopics, DeleteTopics, CreatePartitions.
 //! - `placement`: striped, rack-aware replica placement; manual assignment checks.
 //! - `replication`: leader election and ISR changes (fencing, unfencing,
-//!   controlled shutdown, ElectLeaders).
+//!   controlled shutdown, ElectLeaders, AlterPartition).
 //! - `cluster`: broker registration, heartbeats, session expiry.
 //! - `configs`: AlterConfigs / IncrementalAlterConfigs.
 //! - `producer_ids`: AllocateProducerIds.
@@ -27,7 +27,10 @@ pub use cluster::{
 };
 pub use configs::{alter_topic_configs, ConfigOp};
 pub use producer_ids::allocate_producer_ids;
-pub use replication::{elect_leaders, elect_preferred, ElectionType};
+pub use replication::{
+    alter_partition, elect_leaders, elect_preferred, AlterPartitionRequest, AlterPartitionState,
+    ElectionResult, ElectionType,
+};
 pub use topics::{
     create_partitions, create_topic, delete_topic, validate_topic_name, CreatedTopic, NewTopic,
     MAX_TOPIC_NAME_LEN,

@@ -14,11 +14,16 @@
 //!   holds it.
 //! - Every change bumps `partition_epoch`; a leader change (to -1 too) bumps
 //!   `leader_epoch`.
+//! - A leader changes its partition's ISR with AlterPartition, naming the
+//!   leader and partition epochs it knows; members it adds must be active.
 
 use super::ApiError;
 use crate::image::MetadataImage;
 use crate::records::{MetadataRecord, PartitionRecord, NO_LEADER};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use strand_protocol::ErrorCode;
+use uuid::Uuid;
 
 /// How `partition_change` picks a leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +43,22 @@ pub enum Election {
 pub enum ElectionType {
     Preferred = 0,
     Unclean = 1,
+}
+
+impl TryFrom<u8> for ElectionType {
+    type Error = ApiError;
+
+    /// From Kafka's wire value; anything else is INVALID_REQUEST.
+    fn try_from(v: u8) -> Result<Self, ApiError> {
+        match v {
+            0 => Ok(ElectionType::Preferred),
+            1 => Ok(ElectionType::Unclean),
+            _ => Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Unknown election type {v}"),
+            )),
+        }
+    }
 }
 
 /// The partition's next state given the ISR it should have (`target_isr`)
@@ -289,6 +310,181 @@ fn elect_leader(
             format!("Unable to elect a leader for {topic}-{partition}"),
         )),
     }
+}
+
+/// One partition of an AlterPartition request: the leader `broker_id`
+/// (registered as `broker_epoch`) asks for `new_isr`, naming the epochs it knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+/// The partition's state after an AlterPartition (AlterPartitionResponse's
+/// per-partition fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionState {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+impl From<&PartitionRecord> for AlterPartitionState {
+    fn from(p: &PartitionRecord) -> Self {
+        AlterPartitionState {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+        }
+    }
+}
+
+/// AlterPartition for one partition (Kafka 3.7's alterPartition and
+/// validateAlterPartitionData, without ELR or leader recovery state). Checks,
+/// in Kafka's order: the broker epoch; the topic id; the partition; epochs
+/// newer than the controller's (NOT_CONTROLLER: this controller is likely
+/// behind); an older leader epoch; the requester leading; an older partition
+/// epoch; the ISR's shape (non-empty, distinct replicas, holds the leader);
+/// then members added to the ISR must be active. An ISR equal to the current
+/// one as a set changes nothing; otherwise one `PartitionChange` with the
+/// ISR in the request's order, the next partition epoch, the same leader.
+pub fn alter_partition(
+    image: &MetadataImage,
+    req: &AlterPartitionRequest,
+) -> Result<(Vec<MetadataRecord>, AlterPartitionState), ApiError> {
+    let err = |code, message: String| Err(ApiError::new(code, message));
+    let broker = req.broker_id;
+    match image.brokers.get(&broker) {
+        None => {
+            return err(
+                ErrorCode::StaleBrokerEpoch,
+                format!("No broker registration found for broker {broker}"),
+            )
+        }
+        Some(b) if b.broker_epoch != req.broker_epoch => {
+            return err(
+                ErrorCode::StaleBrokerEpoch,
+                format!(
+                    "Expected broker epoch {}, but got broker epoch {}",
+                    b.broker_epoch, req.broker_epoch
+                ),
+            )
+        }
+        Some(_) => {}
+    }
+    let Some(topic) = image.topic_by_id(req.topic_id) else {
+        return err(
+            ErrorCode::UnknownTopicId,
+            format!("No topic with id {}", req.topic_id),
+        );
+    };
+    let name = &topic.name;
+    let partition = req.partition;
+    let Some(p) = image.partition(name, partition) else {
+        return err(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("No such partition as {name}-{partition}"),
+        );
+    };
+    let rejected = |why: String| {
+        format!("Rejecting AlterPartition request from node {broker} for {name}-{partition} because {why}.")
+    };
+    if req.leader_epoch > p.leader_epoch {
+        return err(
+            ErrorCode::NotController,
+            rejected(format!(
+                "the leader epoch {} is newer than the controller's {}",
+                req.leader_epoch, p.leader_epoch
+            )),
+        );
+    }
+    if req.partition_epoch > p.partition_epoch {
+        return err(
+            ErrorCode::NotController,
+            rejected(format!(
+                "the partition epoch {} is newer than the controller's {}",
+                req.partition_epoch, p.partition_epoch
+            )),
+        );
+    }
+    if req.leader_epoch < p.leader_epoch {
+        return err(
+            ErrorCode::FencedLeaderEpoch,
+            rejected(format!(
+                "the current leader epoch is {}, not {}",
+                p.leader_epoch, req.leader_epoch
+            )),
+        );
+    }
+    if broker != p.leader {
+        return err(
+            ErrorCode::InvalidRequest,
+            rejected(format!("the current leader is {}", p.leader)),
+        );
+    }
+    if req.partition_epoch < p.partition_epoch {
+        return err(
+            ErrorCode::InvalidUpdateVersion,
+            rejected(format!(
+                "the current partition epoch is {}, not {}",
+                p.partition_epoch, req.partition_epoch
+            )),
+        );
+    }
+    let new_isr: BTreeSet<i32> = req.new_isr.iter().copied().collect();
+    if new_isr.len() != req.new_isr.len() || !new_isr.iter().all(|r| p.replicas.contains(r)) {
+        return err(
+            ErrorCode::InvalidRequest,
+            rejected(format!("it specified an invalid ISR {:?}", req.new_isr)),
+        );
+    }
+    if !new_isr.contains(&p.leader) {
+        return err(
+            ErrorCode::InvalidRequest,
+            rejected(format!(
+                "it specified an invalid ISR {:?} that doesn't include itself",
+                req.new_isr
+            )),
+        );
+    }
+    let ineligible: Vec<String> = req
+        .new_isr
+        .iter()
+        .filter(|r| !p.isr.contains(r))
+        .filter_map(|&r| match image.brokers.get(&r) {
+            None => Some(format!("{r} (not registered)")),
+            Some(b) if b.in_controlled_shutdown => Some(format!("{r} (shutting down)")),
+            Some(b) if b.fenced => Some(format!("{r} (fenced)")),
+            Some(_) => None,
+        })
+        .collect();
+    if !ineligible.is_empty() {
+        return err(
+            ErrorCode::IneligibleReplica,
+            rejected(format!(
+                "it specified ineligible replicas [{}] in the new ISR {:?}",
+                ineligible.join(", "),
+                req.new_isr
+            )),
+        );
+    }
+    if new_isr == p.isr.iter().copied().collect::<BTreeSet<i32>>() {
+        return Ok((vec![], p.into()));
+    }
+    let change = PartitionRecord {
+        isr: req.new_isr.clone(),
+        partition_epoch: p.partition_epoch + 1,
+        ..p.clone()
+    };
+    let state = AlterPartitionState::from(&change);
+    Ok((vec![MetadataRecord::PartitionChange(change)], state))
 }
 
 #[cfg(test)]
@@ -644,5 +840,187 @@ mod tests {
         apply_all(&mut img, &recs);
         assert_eq!(img.topics["t"].partitions[0].leader, 1);
         assert_eq!(img.topics["t"].partitions[0].leader_epoch, 1);
+    }
+
+    /// Brokers 1-3 active, 4 fenced, 5 in controlled shutdown, 6 never
+    /// registered. t-0: replicas 1-6, ISR [1, 2], leader 1, epochs 3/7.
+    /// t-1: ISR [2, 4] led by 2, with the fenced 4 still in it.
+    fn alter_image() -> MetadataImage {
+        use crate::manager::testutil::broker;
+        let mut img = image_with_brokers(&[1, 2, 3, 5]);
+        img.apply(&MetadataRecord::RegisterBroker(broker(4, None, true)));
+        img.apply(&MetadataRecord::BrokerControlledShutdown {
+            broker_id: 5,
+            broker_epoch: 105,
+        });
+        add_topic(
+            &mut img,
+            "t",
+            &[(&[1, 2, 3, 4, 5, 6], &[1, 2], 1), (&[2, 4, 1], &[2, 4], 2)],
+        );
+        img.apply(&MetadataRecord::PartitionChange(PartitionRecord {
+            topic_id: topic_id("t"),
+            partition: 0,
+            replicas: vec![1, 2, 3, 4, 5, 6],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 3,
+            partition_epoch: 7,
+        }));
+        img
+    }
+
+    /// (broker, broker epoch, topic id, partition, leader epoch, partition
+    /// epoch, new ISR) -> the error, or Ok((ISR after, whether a record is written)).
+    #[test]
+    fn alter_partition_table() {
+        let img = alter_image();
+        let t = topic_id("t");
+        let other = Uuid::from_u128(77);
+        type Case = (
+            (i32, i64, Uuid, i32, i32, i32, &'static [i32]),
+            Result<(&'static [i32], bool), ErrorCode>,
+        );
+        use ErrorCode::*;
+        let cases: Vec<Case> = vec![
+            // Shrink, keeping the request's order.
+            ((1, 101, t, 0, 3, 7, &[1]), Ok((&[1], true))),
+            // Expand with an active replica.
+            ((1, 101, t, 0, 3, 7, &[1, 2, 3]), Ok((&[1, 2, 3], true))),
+            ((1, 101, t, 0, 3, 7, &[3, 1, 2]), Ok((&[3, 1, 2], true))),
+            // Shrink and expand at once.
+            ((1, 101, t, 0, 3, 7, &[1, 3]), Ok((&[1, 3], true))),
+            // The same set: nothing to write.
+            ((1, 101, t, 0, 3, 7, &[1, 2]), Ok((&[1, 2], false))),
+            ((1, 101, t, 0, 3, 7, &[2, 1]), Ok((&[1, 2], false))),
+            // Only added members must be active: the fenced 4 may stay.
+            ((2, 102, t, 1, 0, 0, &[2, 4, 1]), Ok((&[2, 4, 1], true))),
+            ((2, 102, t, 1, 0, 0, &[2]), Ok((&[2], true))),
+            // The broker epoch.
+            ((1, 100, t, 0, 3, 7, &[1]), Err(StaleBrokerEpoch)),
+            ((9, 109, t, 0, 3, 7, &[1]), Err(StaleBrokerEpoch)),
+            // Unknown topic or partition.
+            ((1, 101, other, 0, 3, 7, &[1]), Err(UnknownTopicId)),
+            ((1, 101, t, 2, 3, 7, &[1]), Err(UnknownTopicOrPartition)),
+            ((1, 101, t, -1, 3, 7, &[1]), Err(UnknownTopicOrPartition)),
+            // Epochs newer than the controller's: it is likely behind.
+            ((1, 101, t, 0, 4, 7, &[1]), Err(NotController)),
+            ((1, 101, t, 0, 3, 8, &[1]), Err(NotController)),
+            // An older leader epoch, checked before leadership.
+            ((1, 101, t, 0, 2, 7, &[1]), Err(FencedLeaderEpoch)),
+            ((2, 102, t, 0, 2, 7, &[2]), Err(FencedLeaderEpoch)),
+            // Not the leader.
+            ((2, 102, t, 0, 3, 7, &[1, 2]), Err(InvalidRequest)),
+            ((1, 101, t, 1, 0, 0, &[2, 1]), Err(InvalidRequest)),
+            // An older partition epoch.
+            ((1, 101, t, 0, 3, 6, &[1]), Err(InvalidUpdateVersion)),
+            // The ISR's shape.
+            ((1, 101, t, 0, 3, 7, &[]), Err(InvalidRequest)),
+            ((1, 101, t, 0, 3, 7, &[1, 2, 1]), Err(InvalidRequest)),
+            ((1, 101, t, 0, 3, 7, &[1, 7]), Err(InvalidRequest)),
+            ((1, 101, t, 0, 3, 7, &[2, 3]), Err(InvalidRequest)),
+            ((1, 101, t, 0, 3, 7, &[-1, 1]), Err(InvalidRequest)),
+            // Added members that may not join: fenced, shutting down, unregistered.
+            ((1, 101, t, 0, 3, 7, &[1, 2, 4]), Err(IneligibleReplica)),
+            ((1, 101, t, 0, 3, 7, &[1, 5]), Err(IneligibleReplica)),
+            ((1, 101, t, 0, 3, 7, &[1, 3, 6]), Err(IneligibleReplica)),
+        ];
+        for (i, ((broker_id, broker_epoch, topic, partition, le, pe, isr), want)) in
+            cases.into_iter().enumerate()
+        {
+            let req = AlterPartitionRequest {
+                broker_id,
+                broker_epoch,
+                topic_id: topic,
+                partition,
+                leader_epoch: le,
+                partition_epoch: pe,
+                new_isr: isr.to_vec(),
+            };
+            let got = alter_partition(&img, &req);
+            match want {
+                Err(code) => assert_eq!(got.unwrap_err().code, code, "case {i}"),
+                Ok((want_isr, changed)) => {
+                    let (recs, state) = got.unwrap_or_else(|e| panic!("case {i}: {e:?}"));
+                    let before = &img.topics["t"].partitions[partition as usize];
+                    let expected = AlterPartitionState {
+                        leader: before.leader,
+                        leader_epoch: before.leader_epoch,
+                        partition_epoch: before.partition_epoch + i32::from(changed),
+                        isr: want_isr.to_vec(),
+                    };
+                    assert_eq!(state, expected, "case {i}");
+                    if !changed {
+                        assert!(recs.is_empty(), "case {i}: {recs:?}");
+                        continue;
+                    }
+                    let [MetadataRecord::PartitionChange(c)] = &recs[..] else {
+                        panic!("case {i}: {recs:?}")
+                    };
+                    assert_eq!(AlterPartitionState::from(c), expected, "case {i}");
+                    assert_eq!(
+                        (c.topic_id, c.partition, &c.replicas),
+                        (before.topic_id, before.partition, &before.replicas),
+                        "case {i}"
+                    );
+                    // The image takes the change as written.
+                    let mut img = img.clone();
+                    apply_all(&mut img, &recs);
+                    assert_eq!(&img.topics["t"].partitions[partition as usize], c);
+                }
+            }
+        }
+    }
+
+    /// Once a change is applied, the old partition epoch is stale and the
+    /// new one is current.
+    #[test]
+    fn alter_partition_sequence() {
+        let mut img = alter_image();
+        let req = |pe: i32, isr: &[i32]| AlterPartitionRequest {
+            broker_id: 1,
+            broker_epoch: 101,
+            topic_id: topic_id("t"),
+            partition: 0,
+            leader_epoch: 3,
+            partition_epoch: pe,
+            new_isr: isr.to_vec(),
+        };
+        let (recs, state) = alter_partition(&img, &req(7, &[1])).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(state.partition_epoch, 8);
+        assert_eq!(
+            alter_partition(&img, &req(7, &[1, 2])).unwrap_err().code,
+            ErrorCode::InvalidUpdateVersion
+        );
+        let (recs, state) = alter_partition(&img, &req(8, &[1, 2, 3])).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!((state.partition_epoch, &state.isr[..]), (9, &[1, 2, 3][..]));
+        assert_eq!(img.topics["t"].partitions[0].isr, vec![1, 2, 3]);
+        // A fenced leader loses leadership, so its requests stop counting.
+        let recs = handle_broker_fenced(&img, 1);
+        apply_all(&mut img, &recs);
+        let p = &img.topics["t"].partitions[0];
+        let stale = AlterPartitionRequest {
+            leader_epoch: 3,
+            ..req(p.partition_epoch, &[1, 2])
+        };
+        assert_eq!(
+            alter_partition(&img, &stale).unwrap_err().code,
+            ErrorCode::FencedLeaderEpoch
+        );
+    }
+
+    #[test]
+    fn election_type_wire_values() {
+        assert_eq!(ElectionType::try_from(0), Ok(ElectionType::Preferred));
+        assert_eq!(ElectionType::try_from(1), Ok(ElectionType::Unclean));
+        assert_eq!(
+            ElectionType::try_from(2).unwrap_err().code,
+            ErrorCode::InvalidRequest
+        );
+        for t in [ElectionType::Preferred, ElectionType::Unclean] {
+            assert_eq!(ElectionType::try_from(t as u8), Ok(t));
+        }
     }
 }

@@ -422,6 +422,66 @@ mod tests {
         }
     }
 
+    /// replication_factor -1 takes default.replication.factor, and the
+    /// limit applies to it as to an explicit or manual one; usize::MAX is
+    /// unlimited. (default rf, max rf, requested rf or manual replicas) ->
+    /// the replication factor or the error.
+    #[test]
+    fn replication_factor_default_and_limit_table() {
+        let img = image_with_brokers(&[1, 2, 3]);
+        type Case = (i16, usize, Result<i16, Vec<i32>>, Result<i16, ErrorCode>);
+        use ErrorCode::InvalidReplicationFactor as Irf;
+        let cases: Vec<Case> = vec![
+            (3, usize::MAX, Ok(-1), Ok(3)),
+            (2, usize::MAX, Ok(-1), Ok(2)),
+            (2, usize::MAX, Ok(3), Ok(3)),
+            (3, 3, Ok(-1), Ok(3)),
+            (3, 2, Ok(-1), Err(Irf)),
+            (1, 2, Ok(3), Err(Irf)),
+            (1, 1, Err(vec![1, 2]), Err(Irf)),
+            (1, usize::MAX, Err(vec![1, 2, 3]), Ok(3)),
+            // More than the brokers, or a non-positive default.
+            (4, usize::MAX, Ok(-1), Err(Irf)),
+            (0, usize::MAX, Ok(-1), Err(Irf)),
+        ];
+        for (i, (default_rf, max, requested, want)) in cases.into_iter().enumerate() {
+            let cfg = ControllerConfig {
+                default_replication_factor: default_rf,
+                max_replication_factor: max,
+                ..cfg()
+            };
+            let t = match requested {
+                Ok(rf) => NewTopic {
+                    name: "t".into(),
+                    num_partitions: 2,
+                    replication_factor: rf,
+                    ..Default::default()
+                },
+                Err(replicas) => NewTopic {
+                    name: "t".into(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    assignments: vec![(0, replicas)],
+                    ..Default::default()
+                },
+            };
+            let got = create_topic(&img, &cfg, &t, Uuid::from_u128(4), 0);
+            match want {
+                Ok(rf) => {
+                    let (recs, created) = got.unwrap_or_else(|e| panic!("case {i}: {e:?}"));
+                    assert_eq!(created.replication_factor, rf, "case {i}");
+                    let mut img = img.clone();
+                    apply_all(&mut img, &recs);
+                    assert!(img.topics["t"]
+                        .partitions
+                        .iter()
+                        .all(|p| p.replicas.len() == rf as usize));
+                }
+                Err(code) => assert_eq!(got.unwrap_err().code, code, "case {i}"),
+            }
+        }
+    }
+
     #[test]
     fn delete_and_grow_partitions() {
         let mut img = image_with_brokers(&[1, 2]);

@@ -91,35 +91,44 @@ impl RpcClient {
     }
 
     /// Sends one request and waits for its response, within `timeout`.
+    ///
+    /// The connection is taken out of the client for the exchange and put
+    /// back only after a whole response was read. If the exchange fails, times
+    /// out, or its future is dropped (openraft cancels RPCs on its own
+    /// timeouts), the connection is closed with it: a reused connection never
+    /// holds the unread response of an earlier request, which the next caller
+    /// would otherwise take as its own (a stale vote or append answer).
     pub async fn call(
         &self,
         request: &RpcRequest,
         timeout: Duration,
     ) -> std::io::Result<RpcResponse> {
         let mut guard = self.conn.lock().await;
-        let result = tokio::time::timeout(timeout, async {
-            if guard.is_none() {
-                let stream = TcpStream::connect(&self.addr).await?;
-                stream.set_nodelay(true)?;
+        let taken = guard.take();
+        let exchange = async {
+            let mut stream = match taken {
+                Some(s) => s,
+                None => {
+                    let s = TcpStream::connect(&self.addr).await?;
+                    s.set_nodelay(true)?;
+                    s
+                }
+            };
+            write_frame(&mut stream, request).await?;
+            let response = read_frame::<RpcResponse>(&mut stream).await?;
+            Ok::<_, std::io::Error>((response, stream))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok((response, stream))) => {
                 *guard = Some(stream);
+                Ok(response)
             }
-            // Just set above when it was empty.
-            let stream = guard.as_mut().expect("connection present");
-            write_frame(stream, request).await?;
-            read_frame::<RpcResponse>(stream).await
-        })
-        .await
-        .unwrap_or_else(|_| {
-            Err(std::io::Error::new(
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!("RPC to {} timed out", self.addr),
-            ))
-        });
-        if result.is_err() {
-            // The stream may hold half a frame: start over next time.
-            *guard = None;
+            )),
         }
-        result
     }
 }
 
@@ -270,5 +279,84 @@ impl RaftNetwork<TypeConfig> for Connection {
             }
             _ => Err(unexpected("Vote")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that answers each request with its own payload, the first one
+    /// only after `first_delay`.
+    async fn echo_peer(first_delay: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut first = true;
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                loop {
+                    let Ok(RpcRequest::Controller(v)) = read_frame(&mut stream).await else {
+                        break;
+                    };
+                    if std::mem::take(&mut first) {
+                        tokio::time::sleep(first_delay).await;
+                    }
+                    if write_frame(&mut stream, &RpcResponse::Controller(v))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        });
+        addr
+    }
+
+    fn payload(r: &RpcResponse) -> serde_json::Value {
+        match r {
+            RpcResponse::Controller(v) => v.clone(),
+            other => panic!("unexpected response {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_exchange_never_answers_the_next_request() {
+        let addr = echo_peer(Duration::from_millis(300)).await;
+        let client = RpcClient::new(addr);
+        let first = RpcRequest::Controller(serde_json::json!("first"));
+        let err = client
+            .call(&first, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        // The late answer to "first" must not be taken for "second".
+        let second = RpcRequest::Controller(serde_json::json!("second"));
+        let r = client.call(&second, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(payload(&r), serde_json::json!("second"));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_exchange_never_answers_the_next_request() {
+        let addr = echo_peer(Duration::from_millis(300)).await;
+        let client = RpcClient::new(addr);
+        // The caller gives up (drops the future) with the request on the wire.
+        let first = RpcRequest::Controller(serde_json::json!("first"));
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(50),
+            client.call(&first, Duration::from_secs(5)),
+        )
+        .await;
+        assert!(dropped.is_err());
+        let second = RpcRequest::Controller(serde_json::json!("second"));
+        let r = client.call(&second, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(payload(&r), serde_json::json!("second"));
+        // The connection is reused after a complete exchange.
+        let third = RpcRequest::Controller(serde_json::json!("third"));
+        let r = client.call(&third, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(payload(&r), serde_json::json!("third"));
     }
 }
