@@ -1,7 +1,8 @@
 //! A 3-node cluster (combined broker+controller nodes on the metadata
 //! quorum): metadata reaches every broker, survives the active controller's
 //! SIGKILL, a SIGSTOPped old leader, and a full restart; a killed broker is
-//! fenced and its partitions re-elected when it returns.
+//! fenced, its single-replica partitions re-elected when it returns, and a
+//! replicated partition it led moves to another replica at a higher epoch.
 
 mod common;
 
@@ -17,11 +18,15 @@ fn topic_name(s: &str) -> TopicName {
 }
 
 fn create_topic(addr: &str, name: &str, partitions: i32) -> i16 {
+    create_topic_rf(addr, name, partitions, 1)
+}
+
+fn create_topic_rf(addr: &str, name: &str, partitions: i32, replication_factor: i16) -> i16 {
     let mut c = Client::connect(addr).unwrap();
     let t = CreatableTopic::default()
         .with_name(topic_name(name))
         .with_num_partitions(partitions)
-        .with_replication_factor(1);
+        .with_replication_factor(replication_factor);
     let resp: CreateTopicsResponse = c
         .call(
             ApiKey::CreateTopics,
@@ -222,6 +227,28 @@ fn three_node_metadata_quorum() {
         },
     );
     assert!(epoch2 > epoch1);
+
+    // With three replicas, a killed leader's partition moves at once (after
+    // its session) to the next in-sync replica, at a higher leader epoch.
+    cluster.wait_ready(Duration::from_secs(30)).unwrap();
+    assert_eq!(create_topic_rf(&a0, "replicated", 1, 3), 0);
+    let (old_leader, repoch0) = eventually(
+        "a leader for the replicated partition",
+        Duration::from_secs(20),
+        || leader(&a0, "replicated").filter(|(l, _)| *l >= 0),
+    );
+    let watcher = addr(&cluster, *ids.iter().find(|id| **id != old_leader).unwrap());
+    cluster.kill9(old_leader).unwrap();
+    let (new_leader, repoch1) = eventually(
+        "another replica leads the killed broker's partition",
+        Duration::from_secs(30),
+        || leader(&watcher, "replicated").filter(|(l, _)| *l >= 0 && *l != old_leader),
+    );
+    assert!(
+        repoch1 > repoch0,
+        "leader epoch rises with the move from {old_leader} to {new_leader} ({repoch0} -> {repoch1})"
+    );
+    cluster.restart(old_leader).unwrap();
 
     // Restarting every node keeps all metadata.
     let before = topic_names(&addr(&cluster, ids[0]));
