@@ -33,35 +33,8 @@ fn produce_code(c: &mut Client, topic: &str, records: Vec<u8>) -> (i16, i64) {
 }
 
 fn create_topic(c: &mut Client, name: &str, configs: &[(&str, &str)]) {
-    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    let t = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(name.into())))
-        .with_num_partitions(1)
-        .with_replication_factor(1)
-        .with_configs(
-            configs
-                .iter()
-                .map(|(k, v)| {
-                    CreatableTopicConfig::default()
-                        .with_name(StrBytes::from_string(k.to_string()))
-                        .with_value(Some(StrBytes::from_string(v.to_string())))
-                })
-                .collect(),
-        );
-    let resp: CreateTopicsResponse = c
-        .call(
-            ApiKey::CreateTopics,
-            5,
-            &CreateTopicsRequest::default()
-                .with_topics(vec![t])
-                .with_timeout_ms(5000),
-        )
-        .unwrap();
-    assert_eq!(
-        resp.topics[0].error_code, 0,
-        "{:?}",
-        resp.topics[0].error_message
-    );
+    let code = common::create_topic_with(c, name, 1, 1, configs).unwrap();
+    assert_eq!(code, 0, "CreateTopics {name}");
 }
 
 fn raw_header(api_key: i16, version: i16, correlation: i32) -> BytesMut {
