@@ -412,6 +412,29 @@ impl Partition {
         }
     }
 
+    /// Waits until the acks=all decision for `outcome` is made (the DelayedProduce
+    /// of one partition): `Ok` once acknowledged, the error otherwise,
+    /// REQUEST_TIMED_OUT at `deadline`. Woken by offset, ISR and leadership
+    /// changes.
+    pub async fn wait_for_ack(
+        &self,
+        outcome: &AppendOutcome,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ErrorCode> {
+        let mut rx = self.subscribe();
+        loop {
+            match self.ack_decision(outcome.leader_epoch, outcome.required_offset) {
+                AckDecision::Ack { error: None, .. } => return Ok(()),
+                AckDecision::Ack { error: Some(e), .. } | AckDecision::Reject(e) => return Err(e),
+                AckDecision::Wait => {}
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Err(ErrorCode::RequestTimedOut),
+            }
+        }
+    }
+
     /// A follower fetched from `fetch_offset`: record its progress; returns an
     /// ISR expansion to send to the controller, if one is due.
     pub fn on_follower_fetch(
@@ -901,6 +924,8 @@ pub struct Broker {
     /// One fetcher per leader this broker follows partitions of.
     fetchers: crate::replica_fetcher::ReplicaFetcherManager,
     runtime: tokio::runtime::Handle,
+    /// Group coordination for the `__consumer_offsets` partitions led here.
+    pub groups: Arc<crate::group_coordinator::GroupCoordinator>,
 }
 
 impl Broker {
@@ -911,6 +936,7 @@ impl Broker {
     ) -> Broker {
         let fetchers =
             crate::replica_fetcher::ReplicaFetcherManager::new(config.clone(), controller.clone());
+        let groups = Arc::new(crate::group_coordinator::GroupCoordinator::new(config.clone()));
         Broker {
             config,
             controller,
@@ -921,6 +947,7 @@ impl Broker {
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers,
             runtime: tokio::runtime::Handle::current(),
+            groups,
         }
     }
 
@@ -1096,6 +1123,9 @@ impl Broker {
                     }
                 }
                 _ => {
+                    if key.0 == crate::group_coordinator::OFFSETS_TOPIC {
+                        self.groups.forget_partition(key.1);
+                    }
                     self.partitions.write().remove(&key);
                     part.mark_deleted();
                     tracing::info!(topic = %key.0, partition = key.1, "deleting partition");
@@ -1151,6 +1181,13 @@ impl Broker {
             }
         }
         self.fetchers.update(follow);
+        // The group coordinator follows leadership of `__consumer_offsets`.
+        use crate::group_coordinator::OFFSETS_TOPIC;
+        for (key, part) in self.partitions.read().iter() {
+            if key.0 == OFFSETS_TOPIC {
+                self.groups.on_partition(part);
+            }
+        }
     }
 
     /// Removes partition directories on disk that the image does not know

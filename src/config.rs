@@ -79,6 +79,18 @@ pub struct BrokerConfig {
     pub replica_fetch_response_max_bytes: i32,
     pub replica_fetch_backoff_ms: u64,
     pub replica_high_watermark_checkpoint_interval_ms: i64,
+    /// offsets.topic.*, offsets.*, group.*: the group coordinator.
+    pub offsets_topic_num_partitions: i32,
+    pub offsets_topic_replication_factor: i16,
+    pub offsets_topic_segment_bytes: i64,
+    pub offsets_commit_timeout_ms: i64,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+    pub offset_metadata_max_bytes: usize,
+    pub group_initial_rebalance_delay_ms: i64,
+    pub group_min_session_timeout_ms: i64,
+    pub group_max_session_timeout_ms: i64,
+    pub group_max_size: usize,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -130,9 +142,27 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("replica.fetch.response.max.bytes", "10485760"),
     ("replica.fetch.backoff.ms", "1000"),
     ("replica.high.watermark.checkpoint.interval.ms", "5000"),
+    ("offsets.topic.num.partitions", "50"),
+    ("offsets.topic.segment.bytes", "104857600"),
+    ("offsets.commit.timeout.ms", "5000"),
+    ("offsets.retention.minutes", "10080"),
+    ("offsets.retention.check.interval.ms", "600000"),
+    ("offset.metadata.max.bytes", "4096"),
+    ("group.min.session.timeout.ms", "6000"),
+    ("group.max.session.timeout.ms", "1800000"),
+    ("group.max.size", "2147483647"),
 ];
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
+    "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "offsets.commit.timeout.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+    "offset.metadata.max.bytes",
     "num.partitions",
     "default.replication.factor",
     "socket.request.max.bytes",
@@ -447,6 +477,32 @@ impl BrokerConfig {
             )
             .parse()
             .unwrap_or(5000),
+            offsets_topic_num_partitions: get("offsets.topic.num.partitions").parse().unwrap_or(50),
+            offsets_topic_replication_factor: get("offsets.topic.replication.factor")
+                .parse()
+                .unwrap_or(3),
+            offsets_topic_segment_bytes: get("offsets.topic.segment.bytes")
+                .parse()
+                .unwrap_or(104857600),
+            offsets_commit_timeout_ms: get("offsets.commit.timeout.ms").parse().unwrap_or(5000),
+            offsets_retention_ms: get("offsets.retention.minutes")
+                .parse::<i64>()
+                .unwrap_or(10080)
+                .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: get("offsets.retention.check.interval.ms")
+                .parse()
+                .unwrap_or(600000),
+            offset_metadata_max_bytes: get("offset.metadata.max.bytes").parse().unwrap_or(4096),
+            group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
+                .parse()
+                .unwrap_or(3000),
+            group_min_session_timeout_ms: get("group.min.session.timeout.ms")
+                .parse()
+                .unwrap_or(6000),
+            group_max_session_timeout_ms: get("group.max.session.timeout.ms")
+                .parse()
+                .unwrap_or(1800000),
+            group_max_size: get("group.max.size").parse().unwrap_or(i32::MAX as usize),
             static_props,
         })
     }

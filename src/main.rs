@@ -5,6 +5,7 @@
 
 mod broker;
 mod config;
+mod group_coordinator;
 mod handlers;
 mod lifecycle;
 mod meta;

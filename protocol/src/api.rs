@@ -28,6 +28,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::OffsetCommit, 0, 8),
+    (ApiKey::OffsetFetch, 0, 8),
 ];
 
 /// The advertised range for `key`, if we serve it.

@@ -4,6 +4,7 @@
 
 mod admin;
 mod fetch;
+mod groups;
 mod metadata;
 mod offsets;
 mod produce;
@@ -69,6 +70,15 @@ pub async fn dispatch(
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(groups::offset_commit(broker, r, v).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v).await)
         }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)

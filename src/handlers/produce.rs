@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strand_controller::manager::validate_topic_name;
 use strand_protocol::ErrorCode;
-use strand_replication::rules::{AckDecision, Acks};
+use strand_replication::rules::Acks;
 
 /// A partition's place in the response and what happened to it.
 struct Pending {
@@ -133,24 +133,7 @@ async fn wait_for_acks(
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
     for p in pending {
-        let mut rx = p.partition.subscribe();
-        let decision = loop {
-            let decision = p
-                .partition
-                .ack_decision(p.outcome.leader_epoch, p.outcome.required_offset);
-            if decision != AckDecision::Wait {
-                break decision;
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => break AckDecision::Wait,
-            }
-        };
-        let code = match decision {
-            AckDecision::Ack { error, .. } => error,
-            AckDecision::Reject(code) => Some(code),
-            AckDecision::Wait => Some(ErrorCode::RequestTimedOut),
-        };
+        let code = p.partition.wait_for_ack(&p.outcome, deadline).await.err();
         if let Some(code) = code {
             let topic = &mut responses[p.topic];
             if let Some(r) = topic
