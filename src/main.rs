@@ -199,6 +199,19 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         }
     });
 
+    // Group timers (initial rebalance delay, rebalance and session timeouts).
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            b.groups
+                .tick(|index| b.partition(group_coordinator::OFFSETS_TOPIC, index))
+                .await;
+        }
+    });
+
     // ISR shrink: Kafka checks every replica.lag.time.max.ms / 2.
     let b = broker.clone();
     tokio::spawn(async move {

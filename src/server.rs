@@ -62,6 +62,11 @@ async fn connection(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Closed> {
     let max = broker.config.socket_request_max_bytes;
+    // Kafka reports a member's host as "/<address>".
+    let client_host = stream
+        .peer_addr()
+        .map(|a| format!("/{}", a.ip()))
+        .unwrap_or_default();
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
         let mut prefix = [0u8; 4];
@@ -77,7 +82,7 @@ async fn connection(
         stream.read_exact(&mut frame).await?;
         let frame = frame.freeze();
         out.clear();
-        if handle_frame(&broker, frame, &mut out).await? {
+        if handle_frame(&broker, frame, &mut out, &client_host).await? {
             stream.write_all(&out).await?;
         }
     }
@@ -89,6 +94,7 @@ async fn handle_frame(
     broker: &Broker,
     mut frame: Bytes,
     out: &mut BytesMut,
+    client_host: &str,
 ) -> Result<bool, Closed> {
     let api_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -113,6 +119,7 @@ async fn handle_frame(
         .map_err(|e| Closed::Protocol(format!("malformed {key:?} v{version}: {e}")))?;
     let ctx = handlers::RequestContext {
         version,
+        client_host: client_host.to_string(),
         client_id: header
             .client_id
             .as_ref()

@@ -18,8 +18,12 @@ use records::{CommittedOffset, OffsetsRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_group::{
+    Group, GroupConfig, GroupMetadataSnapshot, JoinResponse, Outcome, SyncResponse,
+};
 use strand_protocol::ErrorCode;
 use strand_replication::rules::Acks;
+use tokio::sync::oneshot;
 
 /// The internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -32,7 +36,9 @@ enum Load {
     Loaded { epoch: i32 },
 }
 
-/// One group's offsets and (once the group state machine lands here) state.
+/// One group on this coordinator: its membership state machine (absent for
+/// groups that only have offsets, e.g. from simple commits), its committed
+/// offsets, and the JoinGroup/SyncGroup requests it holds.
 pub struct GroupEntry {
     pub id: String,
     pub partition: i32,
@@ -40,9 +46,36 @@ pub struct GroupEntry {
 }
 
 pub struct GroupSlot {
+    pub group: Option<Group>,
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
     /// Set when the partition was unloaded: the entry is stale.
     pub unloaded: bool,
+    pending_joins: HashMap<String, oneshot::Sender<JoinResponse>>,
+    pending_syncs: HashMap<String, oneshot::Sender<SyncResponse>>,
+}
+
+impl GroupSlot {
+    fn new(group: Option<Group>, offsets: BTreeMap<(String, i32), CommittedOffset>) -> Self {
+        GroupSlot {
+            group,
+            offsets,
+            unloaded: false,
+            pending_joins: HashMap::new(),
+            pending_syncs: HashMap::new(),
+        }
+    }
+
+    pub fn hold_join(&mut self, member_id: String) -> oneshot::Receiver<JoinResponse> {
+        let (tx, rx) = oneshot::channel();
+        self.pending_joins.insert(member_id, tx);
+        rx
+    }
+
+    pub fn hold_sync(&mut self, member_id: String) -> oneshot::Receiver<SyncResponse> {
+        let (tx, rx) = oneshot::channel();
+        self.pending_syncs.insert(member_id, tx);
+        rx
+    }
 }
 
 pub struct GroupCoordinator {
@@ -121,17 +154,15 @@ impl GroupCoordinator {
             ids.iter().filter_map(|id| groups.remove(id)).collect()
         };
         for g in removed {
-            let marked = match g.slot.try_lock() {
-                Ok(mut slot) => {
-                    slot.unloaded = true;
-                    true
+            // Held requests are answered NOT_COORDINATOR so clients move on.
+            tokio::spawn(async move {
+                let mut slot = g.slot.lock().await;
+                slot.unloaded = true;
+                if let Some(group) = slot.group.as_mut() {
+                    let outcome = group.unload(now_ms());
+                    deliver_answers(&mut slot, &outcome);
                 }
-                Err(_) => false,
-            };
-            if !marked {
-                // Busy: mark it as soon as the current request is done.
-                tokio::spawn(async move { g.slot.lock().await.unloaded = true });
-            }
+            });
         }
     }
 
@@ -159,16 +190,28 @@ impl GroupCoordinator {
         }
         let mut groups = self.groups.lock();
         let count = state.len();
-        for (id, offsets) in state {
+        let now = now_ms();
+        for (id, (offsets, snapshot)) in state {
+            let group = snapshot.and_then(|json| {
+                match serde_json::from_slice::<GroupMetadataSnapshot>(&json)
+                    .map_err(|e| e.to_string())
+                    .and_then(|snap| {
+                        Group::from_snapshot(id.clone(), snap, self.group_config(), now)
+                            .map_err(|e| e.to_string())
+                    }) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        tracing::warn!(group = %id, error = %e, "group metadata unreadable; the group starts empty");
+                        None
+                    }
+                }
+            });
             groups.insert(
                 id.clone(),
                 Arc::new(GroupEntry {
                     id,
                     partition: index,
-                    slot: tokio::sync::Mutex::new(GroupSlot {
-                        offsets,
-                        unloaded: false,
-                    }),
+                    slot: tokio::sync::Mutex::new(GroupSlot::new(group, offsets)),
                 }),
             );
         }
@@ -200,10 +243,7 @@ impl GroupCoordinator {
         let g = Arc::new(GroupEntry {
             id: id.to_string(),
             partition: index,
-            slot: tokio::sync::Mutex::new(GroupSlot {
-                offsets: BTreeMap::new(),
-                unloaded: false,
-            }),
+            slot: tokio::sync::Mutex::new(GroupSlot::new(None, BTreeMap::new())),
         });
         groups.insert(id.to_string(), g.clone());
         Ok(Some(g))
@@ -217,10 +257,109 @@ impl GroupCoordinator {
     pub fn commit_timeout(&self) -> Duration {
         Duration::from_millis(self.config.offsets_commit_timeout_ms.max(1) as u64)
     }
+
+    pub fn group_config(&self) -> GroupConfig {
+        GroupConfig {
+            min_session_timeout_ms: self.config.group_min_session_timeout_ms,
+            max_session_timeout_ms: self.config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
+            max_size: self.config.group_max_size,
+        }
+    }
+
+    /// Drops an entry (a deleted group), if it is still the one registered.
+    pub fn remove(&self, entry: &Arc<GroupEntry>) {
+        let mut groups = self.groups.lock();
+        if groups.get(&entry.id).is_some_and(|g| Arc::ptr_eq(g, entry)) {
+            groups.remove(&entry.id);
+        }
+    }
+
+    /// Fires the timers of every group whose deadline has come (initial
+    /// rebalance delay, rebalance and session timeouts).
+    pub async fn tick(&self, partition_of: impl Fn(i32) -> Option<Arc<Partition>>) {
+        let now = now_ms();
+        for entry in self.all_groups() {
+            let mut slot = entry.slot.lock().await;
+            let due = slot
+                .group
+                .as_ref()
+                .and_then(|g| g.next_deadline())
+                .is_some_and(|d| d <= now);
+            if !due || slot.unloaded {
+                continue;
+            }
+            // Checked just above.
+            let outcome = slot.group.as_mut().expect("group present").tick(now);
+            act(
+                &entry,
+                &mut slot,
+                outcome,
+                partition_of(entry.partition),
+                self.commit_timeout(),
+            );
+        }
+    }
 }
 
-/// Groups and offsets of one partition, replayed in log order.
-type LoadedState = HashMap<String, BTreeMap<(String, i32), CommittedOffset>>;
+/// Delivers an outcome: answers held requests, starts the metadata writes it
+/// asks for (each reports back through `Group::on_persisted`, whose outcome is
+/// delivered the same way).
+pub fn act(
+    entry: &Arc<GroupEntry>,
+    slot: &mut GroupSlot,
+    outcome: Outcome,
+    partition: Option<Arc<Partition>>,
+    timeout: Duration,
+) {
+    deliver_answers(slot, &outcome);
+    for persist in outcome.persists {
+        let entry = entry.clone();
+        let partition = partition.clone();
+        tokio::spawn(async move {
+            let result = match (&partition, serde_json::to_vec(&persist.snapshot)) {
+                (Some(p), Ok(json)) => {
+                    let kv = (
+                        records::group_key(&entry.id),
+                        Some(records::group_value(&json)),
+                    );
+                    append_committed(p, &[kv], timeout).await
+                }
+                (None, _) => Err(ErrorCode::NotCoordinator),
+                (_, Err(e)) => {
+                    tracing::error!(group = %entry.id, error = %e, "cannot encode group metadata");
+                    Err(ErrorCode::UnknownServerError)
+                }
+            };
+            let mut slot = entry.slot.lock().await;
+            if slot.unloaded {
+                return;
+            }
+            if let Some(group) = slot.group.as_mut() {
+                let outcome = group.on_persisted(persist.id, result, now_ms());
+                act(&entry, &mut slot, outcome, partition, timeout);
+            }
+        });
+    }
+}
+
+/// Answers the held JoinGroup/SyncGroup requests an outcome completed.
+fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
+    for (member, response) in &outcome.joins {
+        if let Some(tx) = slot.pending_joins.remove(member) {
+            let _ = tx.send(response.clone());
+        }
+    }
+    for (member, response) in &outcome.syncs {
+        if let Some(tx) = slot.pending_syncs.remove(member) {
+            let _ = tx.send(response.clone());
+        }
+    }
+}
+
+/// Offsets and the last group metadata (JSON) of each group of one
+/// partition, replayed in log order.
+type LoadedState = HashMap<String, (BTreeMap<(String, i32), CommittedOffset>, Option<Bytes>)>;
 
 fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> {
     let mut state: LoadedState = HashMap::new();
@@ -271,21 +410,21 @@ fn apply_record(state: &mut LoadedState, key: Option<&Bytes>, value: Option<&Byt
             value,
         }) => match value {
             Some(v) => {
-                state.entry(group).or_default().insert((topic, partition), v);
+                state.entry(group).or_default().0.insert((topic, partition), v);
             }
             None => {
                 if let Some(g) = state.get_mut(&group) {
-                    g.remove(&(topic, partition));
+                    g.0.remove(&(topic, partition));
                 }
             }
         },
-        Ok(OffsetsRecord::Group { group, snapshot }) => {
-            if snapshot.is_none() {
+        Ok(OffsetsRecord::Group { group, snapshot }) => match snapshot {
+            // A deleted group: its offsets went with it (tombstones follow).
+            None => {
                 state.remove(&group);
-            } else {
-                state.entry(group).or_default();
             }
-        }
+            Some(json) => state.entry(group).or_default().1 = Some(json),
+        },
         Err(e) => tracing::warn!(error = %e, "undecodable offsets record skipped"),
     }
 }
@@ -366,19 +505,18 @@ fn map_append_error(code: ErrorCode) -> ErrorCode {
     }
 }
 
-/// OffsetCommit's group checks (Kafka `validateOffsetCommit`): without group
-/// membership only a simple commit (generation < 0) is accepted.
+/// OffsetCommit's group checks (Kafka `validateOffsetCommit`): by the group's
+/// state machine when it has one, else only a simple commit (generation < 0).
 pub fn validate_commit(
-    _slot: &mut GroupSlot,
-    _member_id: &str,
+    slot: &mut GroupSlot,
+    member_id: &str,
     generation: i32,
-    _instance_id: Option<&str>,
-    _now_ms: i64,
+    instance_id: Option<&str>,
+    now_ms: i64,
 ) -> Result<(), ErrorCode> {
-    if generation < 0 {
-        Ok(())
-    } else {
-        Err(ErrorCode::IllegalGeneration)
+    match slot.group.as_mut() {
+        Some(g) => g.validate_offset_commit(member_id, generation, instance_id, now_ms),
+        None => strand_group::offset_commit_without_group(generation),
     }
 }
 

@@ -4,7 +4,14 @@
 
 use crate::broker::{now_ms, Broker};
 use crate::group_coordinator::records::{self, CommittedOffset};
-use crate::group_coordinator::{append_committed, GroupCoordinator, OFFSETS_TOPIC};
+use crate::group_coordinator::{act, append_committed, GroupCoordinator, GroupEntry, OFFSETS_TOPIC};
+use crate::handlers::RequestContext;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -179,7 +186,10 @@ pub async fn offset_commit(
     };
     let now = now_ms();
     let max_meta = broker.config.offset_metadata_max_bytes;
-    // Per partition: too-large metadata is refused, the rest committed.
+    let image = broker.image();
+    // Per partition: unknown partitions and too-large metadata are refused,
+    // the rest committed.
+    let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
     let mut kvs = Vec::new();
     let mut accepted: Vec<((String, i32), CommittedOffset)> = Vec::new();
     let mut slot = entry.slot.lock().await;
@@ -204,7 +214,13 @@ pub async fn offset_commit(
                 .as_ref()
                 .map(|m| m.to_string())
                 .unwrap_or_default();
+            let key = (t.name.0.to_string(), p.partition_index);
+            if image.partition(t.name.0.as_str(), p.partition_index).is_none() {
+                refused.push((key, ErrorCode::UnknownTopicOrPartition));
+                continue;
+            }
             if meta.len() > max_meta {
+                refused.push((key, ErrorCode::OffsetMetadataTooLarge));
                 continue;
             }
             let v = CommittedOffset {
@@ -237,10 +253,9 @@ pub async fn offset_commit(
     }
     respond(&|index, topic| {
         let key = (topic.to_string(), index);
-        if !accepted.iter().any(|(k, _)| *k == key) {
-            ErrorCode::OffsetMetadataTooLarge.code()
-        } else {
-            strand_protocol::code(result.err())
+        match refused.iter().find(|(k, _)| *k == key) {
+            Some((_, code)) => code.code(),
+            None => strand_protocol::code(result.err()),
         }
     })
 }
@@ -384,5 +399,486 @@ fn off_epoch_meta(v: &Option<CommittedOffset>) -> (i64, i32, Option<StrBytes>) {
     match v {
         Some(v) => (v.offset, v.leader_epoch, Some(s(&v.metadata))),
         None => (-1, -1, Some(s(""))),
+    }
+}
+
+fn opt(s_: &Option<String>) -> Option<StrBytes> {
+    s_.as_ref().map(|v| s(v))
+}
+
+/// The partition and write timeout a group's outcome needs.
+fn io_for(
+    broker: &Broker,
+    entry: &GroupEntry,
+) -> (Option<std::sync::Arc<crate::broker::Partition>>, std::time::Duration) {
+    (
+        broker.partition(OFFSETS_TOPIC, entry.partition),
+        broker.groups.commit_timeout(),
+    )
+}
+
+fn join_response(r: JoinResponseOut) -> JoinGroupResponse {
+    JoinGroupResponse::default()
+        .with_error_code(strand_protocol::code(r.error))
+        .with_generation_id(r.generation_id)
+        .with_protocol_type(opt(&r.protocol_type))
+        .with_protocol_name(opt(&r.protocol_name))
+        .with_leader(s(&r.leader))
+        .with_skip_assignment(r.skip_assignment)
+        .with_member_id(s(&r.member_id))
+        .with_members(
+            r.members
+                .into_iter()
+                .map(|m| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(s(&m.member_id))
+                        .with_group_instance_id(opt(&m.group_instance_id))
+                        .with_metadata(m.metadata)
+                })
+                .collect(),
+        )
+}
+
+fn join_error(member_id: &str, code: ErrorCode) -> JoinGroupResponse {
+    join_response(JoinResponseOut::error(member_id.to_string(), code))
+}
+
+pub async fn join_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
+    let version = ctx.version;
+    let group_id = req.group_id.0.to_string();
+    let member_id = req.member_id.to_string();
+    if group_id.is_empty() {
+        return join_error(&member_id, ErrorCode::InvalidGroupId);
+    }
+    // Only a member without an id may create the group.
+    let entry = match group_entry(broker, &group_id, member_id.is_empty()).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return join_error(&member_id, ErrorCode::UnknownMemberId),
+        Err(code) => return join_error(&member_id, code),
+    };
+    let request = strand_group::JoinRequest {
+        member_id: member_id.clone(),
+        group_instance_id: req.group_instance_id.as_ref().map(|v| v.to_string()),
+        require_known_member_id: version >= 4,
+        client_id: ctx.client_id.clone(),
+        client_host: ctx.client_host.clone(),
+        // v0 has no rebalance timeout: Kafka uses the session timeout.
+        rebalance_timeout_ms: if version >= 1 {
+            req.rebalance_timeout_ms
+        } else {
+            req.session_timeout_ms
+        },
+        session_timeout_ms: req.session_timeout_ms,
+        protocol_type: req.protocol_type.to_string(),
+        protocols: req
+            .protocols
+            .iter()
+            .map(|p| strand_group::Protocol::new(p.name.to_string(), p.metadata.clone()))
+            .collect(),
+    };
+    let client_id = ctx.client_id.clone();
+    let instance = request.group_instance_id.clone();
+    let now = now_ms();
+    let (partition, timeout) = io_for(broker, &entry);
+    let rx = {
+        let mut slot = entry.slot.lock().await;
+        if slot.unloaded {
+            return join_error(&member_id, ErrorCode::NotCoordinator);
+        }
+        if slot.group.is_none() {
+            if !member_id.is_empty() {
+                return join_error(&member_id, ErrorCode::UnknownMemberId);
+            }
+            slot.group = Some(strand_group::Group::new(
+                group_id.clone(),
+                broker.groups.group_config(),
+                now,
+            ));
+        }
+        // Set just above when absent.
+        let group = slot.group.as_mut().expect("group present");
+        let new_id = || {
+            format!(
+                "{}-{}",
+                instance.as_deref().unwrap_or(&client_id),
+                uuid::Uuid::new_v4()
+            )
+        };
+        let (reply, outcome) = group.join(request, new_id, now);
+        act(&entry, &mut slot, outcome, partition, timeout);
+        match reply {
+            Reply::Now(r) => return join_response(r),
+            Reply::Held { member_id } => slot.hold_join(member_id),
+        }
+    };
+    match rx.await {
+        Ok(r) => join_response(r),
+        Err(_) => join_error(&member_id, ErrorCode::CoordinatorNotAvailable),
+    }
+}
+
+fn sync_response(r: SyncResponseOut) -> SyncGroupResponse {
+    SyncGroupResponse::default()
+        .with_error_code(strand_protocol::code(r.error))
+        .with_protocol_type(opt(&r.protocol_type))
+        .with_protocol_name(opt(&r.protocol_name))
+        .with_assignment(r.assignment)
+}
+
+pub async fn sync_group(broker: &Broker, req: SyncGroupRequest) -> SyncGroupResponse {
+    let error = |code: ErrorCode| sync_response(SyncResponseOut::error(code));
+    let group_id = req.group_id.0.to_string();
+    if group_id.is_empty() {
+        return error(ErrorCode::InvalidGroupId);
+    }
+    let entry = match group_entry(broker, &group_id, false).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return error(ErrorCode::UnknownMemberId),
+        Err(code) => return error(code),
+    };
+    let request = strand_group::SyncRequest {
+        member_id: req.member_id.to_string(),
+        group_instance_id: req.group_instance_id.as_ref().map(|v| v.to_string()),
+        generation_id: req.generation_id,
+        protocol_type: req.protocol_type.as_ref().map(|v| v.to_string()),
+        protocol_name: req.protocol_name.as_ref().map(|v| v.to_string()),
+        assignments: req
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+            .collect(),
+    };
+    let (partition, timeout) = io_for(broker, &entry);
+    let rx = {
+        let mut slot = entry.slot.lock().await;
+        if slot.unloaded {
+            return error(ErrorCode::NotCoordinator);
+        }
+        let Some(group) = slot.group.as_mut() else {
+            return error(ErrorCode::UnknownMemberId);
+        };
+        let (reply, outcome) = group.sync(request, now_ms());
+        act(&entry, &mut slot, outcome, partition, timeout);
+        match reply {
+            Reply::Now(r) => return sync_response(r),
+            Reply::Held { member_id } => slot.hold_sync(member_id),
+        }
+    };
+    match rx.await {
+        Ok(r) => sync_response(r),
+        Err(_) => error(ErrorCode::CoordinatorNotAvailable),
+    }
+}
+
+pub async fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatResponse {
+    let code = async {
+        let group_id = req.group_id.0.to_string();
+        if group_id.is_empty() {
+            return Err(ErrorCode::InvalidGroupId);
+        }
+        let entry = group_entry(broker, &group_id, false)
+            .await?
+            .ok_or(ErrorCode::UnknownMemberId)?;
+        let mut slot = entry.slot.lock().await;
+        if slot.unloaded {
+            return Err(ErrorCode::NotCoordinator);
+        }
+        let group = slot.group.as_mut().ok_or(ErrorCode::UnknownMemberId)?;
+        group.heartbeat(
+            &strand_group::HeartbeatRequest {
+                member_id: req.member_id.to_string(),
+                group_instance_id: req.group_instance_id.as_ref().map(|v| v.to_string()),
+                generation_id: req.generation_id,
+            },
+            now_ms(),
+        )
+    }
+    .await
+    .err();
+    HeartbeatResponse::default().with_error_code(strand_protocol::code(code))
+}
+
+pub async fn leave_group(broker: &Broker, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+    // v0-v2: one member id; v3+: a batch.
+    let leaving: Vec<strand_group::LeaveMember> = if version >= 3 {
+        req.members
+            .iter()
+            .map(|m| strand_group::LeaveMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.group_instance_id.as_ref().map(|v| v.to_string()),
+            })
+            .collect()
+    } else {
+        vec![strand_group::LeaveMember {
+            member_id: req.member_id.to_string(),
+            group_instance_id: None,
+        }]
+    };
+    let result: Result<Vec<Result<(), ErrorCode>>, ErrorCode> = async {
+        let group_id = req.group_id.0.to_string();
+        if group_id.is_empty() {
+            return Err(ErrorCode::InvalidGroupId);
+        }
+        let Some(entry) = group_entry(broker, &group_id, false).await? else {
+            return Ok(vec![Err(ErrorCode::UnknownMemberId); leaving.len()]);
+        };
+        let (partition, timeout) = io_for(broker, &entry);
+        let mut slot = entry.slot.lock().await;
+        if slot.unloaded {
+            return Err(ErrorCode::NotCoordinator);
+        }
+        let Some(group) = slot.group.as_mut() else {
+            return Ok(vec![Err(ErrorCode::UnknownMemberId); leaving.len()]);
+        };
+        let (result, outcome) = group.leave(&leaving, now_ms());
+        act(&entry, &mut slot, outcome, partition, timeout);
+        result
+    }
+    .await;
+    let mut resp = LeaveGroupResponse::default();
+    match result {
+        Err(code) => resp.error_code = code.code(),
+        Ok(per_member) if version >= 3 => {
+            resp.members = leaving
+                .iter()
+                .zip(per_member)
+                .map(|(m, r)| {
+                    MemberResponse::default()
+                        .with_member_id(s(&m.member_id))
+                        .with_group_instance_id(opt(&m.group_instance_id))
+                        .with_error_code(strand_protocol::code(r.err()))
+                })
+                .collect();
+        }
+        Ok(per_member) => {
+            resp.error_code = strand_protocol::code(per_member.into_iter().find_map(|r| r.err()));
+        }
+    }
+    resp
+}
+
+pub async fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
+    let mut out = Vec::new();
+    for entry in broker.groups.all_groups() {
+        let slot = entry.slot.lock().await;
+        if slot.unloaded {
+            continue;
+        }
+        let (state, protocol_type) = match &slot.group {
+            Some(g) => {
+                let o = g.overview();
+                (o.state, o.protocol_type)
+            }
+            // Offsets only (simple commits): an Empty group without a protocol.
+            None => (strand_group::GroupState::Empty, String::new()),
+        };
+        if state == strand_group::GroupState::Dead {
+            continue;
+        }
+        if !req.states_filter.is_empty()
+            && !req
+                .states_filter
+                .iter()
+                .any(|f| f.as_str().eq_ignore_ascii_case(state.as_str()))
+        {
+            continue;
+        }
+        out.push(
+            ListedGroup::default()
+                .with_group_id(GroupId(s(&entry.id)))
+                .with_protocol_type(s(&protocol_type))
+                .with_group_state(s(state.as_str()))
+                .with_group_type(s("classic")),
+        );
+    }
+    ListGroupsResponse::default().with_groups(out)
+}
+
+pub async fn describe_groups(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+    let mut out = Vec::with_capacity(req.groups.len());
+    for gid in &req.groups {
+        let id = gid.0.to_string();
+        let mut d = DescribedGroup::default().with_group_id(gid.clone());
+        let described = match group_entry(broker, &id, false).await {
+            Err(code) => {
+                d.error_code = code.code();
+                out.push(d);
+                continue;
+            }
+            Ok(None) => None,
+            Ok(Some(entry)) => {
+                let slot = entry.slot.lock().await;
+                match &slot.group {
+                    Some(g) if !slot.unloaded => Some(g.describe()),
+                    _ if slot.unloaded => {
+                        d.error_code = ErrorCode::NotCoordinator.code();
+                        out.push(d);
+                        continue;
+                    }
+                    _ => Some(strand_group::GroupDescription {
+                        group_id: id.clone(),
+                        state: strand_group::GroupState::Empty,
+                        protocol_type: String::new(),
+                        protocol: String::new(),
+                        members: Vec::new(),
+                    }),
+                }
+            }
+        };
+        let desc = match described {
+            Some(desc) if desc.state != strand_group::GroupState::Dead => desc,
+            _ => {
+                // Unknown group: Dead before v6, GROUP_ID_NOT_FOUND from v6.
+                if version >= 6 {
+                    d.error_code = ErrorCode::GroupIdNotFound.code();
+                }
+                strand_group::GroupDescription::dead(id.clone())
+            }
+        };
+        d.group_state = s(desc.state.as_str());
+        d.protocol_type = s(&desc.protocol_type);
+        d.protocol_data = s(&desc.protocol);
+        d.authorized_operations = i32::MIN;
+        d.members = desc
+            .members
+            .into_iter()
+            .map(|m| {
+                DescribedGroupMember::default()
+                    .with_member_id(s(&m.member_id))
+                    .with_group_instance_id(opt(&m.group_instance_id))
+                    .with_client_id(s(&m.client_id))
+                    .with_client_host(s(&m.client_host))
+                    .with_member_metadata(m.metadata)
+                    .with_member_assignment(m.assignment)
+            })
+            .collect();
+        out.push(d);
+    }
+    DescribeGroupsResponse::default().with_groups(out)
+}
+
+pub async fn delete_groups(broker: &Broker, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for gid in &req.groups_names {
+        let id = gid.0.to_string();
+        let code = delete_group(broker, &id).await.err();
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(gid.clone())
+                .with_error_code(strand_protocol::code(code)),
+        );
+    }
+    DeleteGroupsResponse::default().with_results(results)
+}
+
+/// DeleteGroups for one group: only an Empty group; its metadata and every
+/// offset get tombstones in the log before it is dropped here.
+async fn delete_group(broker: &Broker, id: &str) -> Result<(), ErrorCode> {
+    let entry = group_entry(broker, id, false)
+        .await?
+        .ok_or(ErrorCode::GroupIdNotFound)?;
+    let mut slot = entry.slot.lock().await;
+    if slot.unloaded {
+        return Err(ErrorCode::NotCoordinator);
+    }
+    let no_offsets = slot.offsets.is_empty();
+    match slot.group.as_mut() {
+        Some(g) => g.delete(now_ms())?,
+        None if no_offsets => return Err(ErrorCode::GroupIdNotFound),
+        None => {}
+    }
+    let mut kvs: Vec<(bytes::Bytes, Option<bytes::Bytes>)> = slot
+        .offsets
+        .keys()
+        .map(|(t, p)| (records::offset_key(id, t, *p), None))
+        .collect();
+    kvs.push((records::group_key(id), None));
+    let (partition, timeout) = io_for(broker, &entry);
+    let partition = partition.ok_or(ErrorCode::NotCoordinator)?;
+    append_committed(&partition, &kvs, timeout).await?;
+    slot.offsets.clear();
+    drop(slot);
+    broker.groups.remove(&entry);
+    Ok(())
+}
+
+pub async fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    use kafka_protocol::messages::offset_delete_response::{
+        OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+    };
+    let id = req.group_id.0.to_string();
+    let result: Result<Vec<(String, Vec<(i32, Option<ErrorCode>)>)>, ErrorCode> = async {
+        let entry = group_entry(broker, &id, false)
+            .await?
+            .ok_or(ErrorCode::GroupIdNotFound)?;
+        let mut slot = entry.slot.lock().await;
+        if slot.unloaded {
+            return Err(ErrorCode::NotCoordinator);
+        }
+        // Kafka: offsets of topics the group is subscribed to cannot go while
+        // it has members; a group without membership state has none.
+        let subscribed = |_topic: &str| false;
+        let active = slot
+            .group
+            .as_ref()
+            .is_some_and(|g| g.state() != strand_group::GroupState::Empty);
+        let mut kvs = Vec::new();
+        let mut out = Vec::new();
+        for t in &req.topics {
+            let name = t.name.0.to_string();
+            let mut parts = Vec::new();
+            for p in &t.partitions {
+                if active && !subscribed(&name) {
+                    // Without decoding subscriptions, refuse while members exist.
+                    parts.push((p.partition_index, Some(ErrorCode::GroupSubscribedToTopic)));
+                    continue;
+                }
+                if slot.offsets.contains_key(&(name.clone(), p.partition_index)) {
+                    kvs.push((records::offset_key(&id, &name, p.partition_index), None));
+                }
+                parts.push((p.partition_index, None));
+            }
+            out.push((name, parts));
+        }
+        if !kvs.is_empty() {
+            let (partition, timeout) = io_for(broker, &entry);
+            let partition = partition.ok_or(ErrorCode::NotCoordinator)?;
+            append_committed(&partition, &kvs, timeout).await?;
+            for (t, parts) in &out {
+                for (p, e) in parts {
+                    if e.is_none() {
+                        slot.offsets.remove(&(t.clone(), *p));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+    .await;
+    match result {
+        Err(code) => OffsetDeleteResponse::default().with_error_code(code.code()),
+        Ok(topics) => OffsetDeleteResponse::default().with_topics(
+            topics
+                .into_iter()
+                .map(|(t, parts)| {
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(TopicName(s(&t)))
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|(p, e)| {
+                                    OffsetDeleteResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_error_code(strand_protocol::code(e))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
     }
 }

@@ -14,8 +14,9 @@ use kafka_protocol::messages::{RequestKind, ResponseKind};
 
 pub struct RequestContext {
     pub version: i16,
-    #[allow(dead_code)]
     pub client_id: String,
+    /// The client's address as Kafka reports it ("/127.0.0.1").
+    pub client_host: String,
 }
 
 pub async fn dispatch(
@@ -79,6 +80,22 @@ pub async fn dispatch(
         }
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v).await)
+        }
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(broker, ctx, r).await),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(groups::leave_group(broker, r, v).await)
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, r).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(groups::describe_groups(broker, r, v).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(groups::delete_groups(broker, r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(groups::offset_delete(broker, r).await)
         }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)
