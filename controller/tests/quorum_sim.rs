@@ -443,12 +443,22 @@ fn watch_metrics(id: NodeId, raft: &Raft, checker: SharedChecker) -> JoinHandle<
 }
 
 /// Watches every image a node's state machine publishes.
+///
+/// The image is read with the checker locked, as `Sim::check` does: the
+/// per-node monotonicity checks compare observations in the order they are
+/// recorded, so each must be recorded in the order it was read. (Reading
+/// first and then waiting for the lock let a stale read be recorded after a
+/// newer one `check` had taken meanwhile, which looked like the node going
+/// backwards although its published image never did.)
 fn watch_images(id: NodeId, sm: &StateMachineStore, checker: SharedChecker) -> JoinHandle<()> {
     let mut rx = sm.subscribe();
     tokio::spawn(async move {
         loop {
-            let img = rx.borrow_and_update().clone();
-            checker.lock().observe_image(id, &img);
+            {
+                let mut c = checker.lock();
+                let img = rx.borrow_and_update().clone();
+                c.observe_image(id, &img);
+            }
             if rx.changed().await.is_err() {
                 return;
             }
@@ -1342,8 +1352,12 @@ impl Sim {
     /// watchers' findings.
     async fn check(&mut self) {
         for (id, node) in &self.nodes {
-            let img = node.sm.image();
-            self.checker.lock().observe_image(*id, &img);
+            {
+                // Read under the checker's lock (see `watch_images`).
+                let mut c = self.checker.lock();
+                let img = node.sm.image();
+                c.observe_image(*id, &img);
+            }
             if let Some(r) = &node.running {
                 let m = r.raft.metrics().borrow().clone();
                 let mut c = self.checker.lock();

@@ -83,6 +83,12 @@ struct Inner {
     /// slow build cannot overwrite a newer installed snapshot.
     snapshot_io: tokio::sync::Mutex<()>,
     backend: Backend,
+    /// The image after each apply or install. Only sent with `state` locked,
+    /// so receivers see images in the order the state took them: the image
+    /// never goes backwards, whoever drives the state machine (openraft
+    /// serializes `apply` and `install_snapshot`, but a Raft instance that was
+    /// shut down keeps its state machine worker until the worker drains, and
+    /// clones share this state).
     publish: watch::Sender<Arc<MetadataImage>>,
 }
 
@@ -169,8 +175,9 @@ impl StateMachineStore {
         self.inner.publish.subscribe()
     }
 
-    fn publish(&self, image: MetadataImage) {
-        self.inner.publish.send_replace(Arc::new(image));
+    /// Publishes `st.image`; the caller holds the state lock (`st`).
+    fn publish_locked(&self, st: &SmState) {
+        self.inner.publish.send_replace(Arc::new(st.image.clone()));
     }
 
     /// Persists (`meta`, `data`) and makes it the current snapshot. A built
@@ -251,7 +258,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: OptionalSend,
     {
         let mut replies = Vec::new();
-        let (result, image) = {
+        let result = {
             let mut st = self.inner.state.lock();
             let mut result = Ok(());
             for entry in entries {
@@ -288,12 +295,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     applied_records: st.image.applied,
                 });
             }
-            let image = (!replies.is_empty()).then(|| st.image.clone());
-            (result, image)
+            if !replies.is_empty() {
+                self.publish_locked(&st);
+            }
+            result
         };
-        if let Some(image) = image {
-            self.publish(image);
-        }
         result.map(|()| replies)
     }
 
@@ -315,16 +321,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), e))?;
         // Persist first: if that fails the node stops with the old state intact.
         self.set_current(meta.clone(), data, true).await?;
-        let image = {
-            let mut st = self.inner.state.lock();
-            st.image = payload.image;
-            // Deltas from before the snapshot no longer line up with the image.
-            st.recent.clear();
-            st.last_applied = meta.last_log_id;
-            st.last_membership = meta.last_membership.clone();
-            st.image.clone()
-        };
-        self.publish(image);
+        let mut st = self.inner.state.lock();
+        st.image = payload.image;
+        // Deltas from before the snapshot no longer line up with the image.
+        st.recent.clear();
+        st.last_applied = meta.last_log_id;
+        st.last_membership = meta.last_membership.clone();
+        self.publish_locked(&st);
         Ok(())
     }
 
