@@ -9,8 +9,8 @@
 //!   CompletingRebalance (the join phase ends: a new generation, a protocol
 //!   and a leader) -> Stable (the leader's assignment is written) ->
 //!   PreparingRebalance again when a member joins, changes its metadata, the
-//!   leader rejoins, a member leaves or fails. Empty and no-member groups can be
-//!   deleted (Dead).
+//!   leader rejoins, a member leaves or fails. Only an Empty group can be
+//!   deleted; deleted and unloaded groups are Dead.
 //! - **Join phase.** Ends when every member has rejoined and no member id
 //!   handed out with `MEMBER_ID_REQUIRED` is still pending, or when the
 //!   rebalance timeout (the largest of the members') passes; dynamic members
@@ -54,6 +54,9 @@
 //!   owe a SyncGroup; Kafka keeps the stale id, which later forces a rebalance.
 //! - Answering a held request always restarts the member's session; Kafka
 //!   misses this after a static member's persisted rejoin.
+//! - A failed write of a static member's new id restores the old id only
+//!   while the new id's JoinGroup is still held; if a rebalance has answered
+//!   it meanwhile, the new id is in use and stays (Kafka restores regardless).
 //! - A member's assignment is cleared when a new generation starts (Kafka
 //!   keeps the stale one, but reads it only when Stable).
 //! - JoinGroup v9's `SkipAssignment` is never set (the pre-v9 answer, which

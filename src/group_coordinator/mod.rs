@@ -7,7 +7,7 @@
 
 pub mod records;
 
-use crate::broker::{now_ms, Partition};
+use crate::broker::{now_ms, AppendOutcome, Partition};
 use crate::config::BrokerConfig;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -316,20 +316,27 @@ pub fn act(
     for persist in outcome.persists {
         let entry = entry.clone();
         let partition = partition.clone();
+        // Appended here, in order, under the group's lock: the log holds the
+        // group's snapshots in the order the state machine made them, so a
+        // reload never picks an older one. Only the wait for the HW runs apart.
+        let appended = match (&partition, serde_json::to_vec(&persist.snapshot)) {
+            (Some(p), Ok(json)) => {
+                let kv = (
+                    records::group_key(&entry.id),
+                    Some(records::group_value(&json)),
+                );
+                append_records(p, &[kv]).map(|o| (p.clone(), o))
+            }
+            (None, _) => Err(ErrorCode::NotCoordinator),
+            (_, Err(e)) => {
+                tracing::error!(group = %entry.id, error = %e, "cannot encode group metadata");
+                Err(ErrorCode::UnknownServerError)
+            }
+        };
         tokio::spawn(async move {
-            let result = match (&partition, serde_json::to_vec(&persist.snapshot)) {
-                (Some(p), Ok(json)) => {
-                    let kv = (
-                        records::group_key(&entry.id),
-                        Some(records::group_value(&json)),
-                    );
-                    append_committed(p, &[kv], timeout).await
-                }
-                (None, _) => Err(ErrorCode::NotCoordinator),
-                (_, Err(e)) => {
-                    tracing::error!(group = %entry.id, error = %e, "cannot encode group metadata");
-                    Err(ErrorCode::UnknownServerError)
-                }
+            let result = match appended {
+                Ok((p, outcome)) => wait_committed(&p, &outcome, timeout).await,
+                Err(e) => Err(e),
             };
             let mut slot = entry.slot.lock().await;
             if slot.unloaded {
@@ -474,16 +481,33 @@ pub async fn append_committed(
     kvs: &[(Bytes, Option<Bytes>)],
     timeout: Duration,
 ) -> Result<(), ErrorCode> {
+    let outcome = append_records(partition, kvs)?;
+    wait_committed(partition, &outcome, timeout).await
+}
+
+/// The append half of [`append_committed`] (acks=all rules apply).
+pub fn append_records(
+    partition: &Partition,
+    kvs: &[(Bytes, Option<Bytes>)],
+) -> Result<AppendOutcome, ErrorCode> {
     let batch = encode_records(kvs).map_err(|e| {
         tracing::error!(error = %e, "cannot encode offsets records");
         ErrorCode::UnknownServerError
     })?;
-    let outcome = partition
+    partition
         .append(&batch, Acks::All, 3)
-        .map_err(|e| map_append_error(e.code))?;
+        .map_err(|e| map_append_error(e.code))
+}
+
+/// The wait half of [`append_committed`]: until the HW covers the append.
+pub async fn wait_committed(
+    partition: &Partition,
+    outcome: &AppendOutcome,
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
     let deadline = tokio::time::Instant::now() + timeout;
     partition
-        .wait_for_ack(&outcome, deadline)
+        .wait_for_ack(outcome, deadline)
         .await
         .map_err(map_append_error)
 }

@@ -140,13 +140,24 @@ async fn group_entry(
     group: &str,
     create: bool,
 ) -> Result<Option<std::sync::Arc<crate::group_coordinator::GroupEntry>>, ErrorCode> {
-    let partitions = broker
-        .image()
+    let image = broker.image();
+    let partitions = image
         .topics
         .get(OFFSETS_TOPIC)
         .map(|t| t.partitions.len() as i32)
         .ok_or(ErrorCode::NotCoordinator)?;
-    broker.groups.group(group, partitions, create)
+    match broker.groups.group(group, partitions, create) {
+        // Led here per the image but not picked up yet (the reconcile after
+        // the image change is about to start the load).
+        Err(ErrorCode::NotCoordinator)
+            if image
+                .partition(OFFSETS_TOPIC, GroupCoordinator::partition_for(group, partitions))
+                .is_some_and(|p| p.leader == broker.node_id()) =>
+        {
+            Err(ErrorCode::CoordinatorLoadInProgress)
+        }
+        other => other,
+    }
 }
 
 pub async fn offset_commit(
@@ -236,7 +247,8 @@ pub async fn offset_commit(
             accepted.push(((t.name.0.to_string(), p.partition_index), v));
         }
     }
-    drop(slot);
+    // The group stays locked until the commit is in the HW and the cache:
+    // commits of one group reach the log and the cache in the same order.
     let result = if kvs.is_empty() {
         Ok(())
     } else {
@@ -246,11 +258,11 @@ pub async fn offset_commit(
         }
     };
     if result.is_ok() {
-        let mut slot = entry.slot.lock().await;
         for (k, v) in &accepted {
             slot.offsets.insert(k.clone(), v.clone());
         }
     }
+    drop(slot);
     respond(&|index, topic| {
         let key = (topic.to_string(), index);
         match refused.iter().find(|(k, _)| *k == key) {
