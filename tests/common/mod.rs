@@ -336,3 +336,138 @@ pub fn fetch_values(
     }
     Ok(out)
 }
+
+/// FindCoordinator (v3) of `key` with `key_type` (0 = group) at the broker at
+/// `addr`: (error code, coordinator node id); `None` when the broker does not
+/// answer within `timeout`.
+pub fn find_coordinator(
+    addr: &str,
+    key: &str,
+    key_type: i8,
+    timeout: Duration,
+) -> Option<(i16, i32)> {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let mut c = Client::connect_timeout(addr, timeout).ok()?;
+    let req = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_string(key.to_string()))
+        .with_key_type(key_type);
+    let resp: FindCoordinatorResponse = c.call(ApiKey::FindCoordinator, 3, &req).ok()?;
+    Some((resp.error_code, resp.node_id.0))
+}
+
+/// What OffsetFetch answered for one group and topic.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FetchedOffsets {
+    pub error_code: i16,
+    /// partition -> (committed offset, -1 when none; partition error code)
+    pub partitions: std::collections::BTreeMap<i32, (i64, i16)>,
+}
+
+/// OffsetFetch (v6) of `partitions` of `topic` for `group` at the broker at
+/// `addr`; `None` when it does not answer within `timeout`.
+pub fn offset_fetch(
+    addr: &str,
+    group: &str,
+    topic: &str,
+    partitions: &[i32],
+    timeout: Duration,
+) -> Option<FetchedOffsets> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+    let mut c = Client::connect_timeout(addr, timeout).ok()?;
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_indexes(partitions.to_vec())]));
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 6, &req).ok()?;
+    let mut out = FetchedOffsets {
+        error_code: resp.error_code,
+        partitions: Default::default(),
+    };
+    for t in &resp.topics {
+        if t.name.0.as_str() != topic {
+            continue;
+        }
+        for p in &t.partitions {
+            out.partitions
+                .insert(p.partition_index, (p.committed_offset, p.error_code));
+        }
+    }
+    Some(out)
+}
+
+/// One member of a consumer group as DescribeGroups describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberView {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    /// The decoded consumer-protocol assignment: topic -> partitions (sorted).
+    pub assignment: std::collections::BTreeMap<String, Vec<i32>>,
+}
+
+/// A group as DescribeGroups describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupView {
+    pub error_code: i16,
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberView>,
+}
+
+/// Decodes a consumer-protocol assignment (version, [topic [partition]],
+/// user data); empty bytes decode to an empty assignment.
+pub fn decode_consumer_assignment(
+    bytes: &Bytes,
+) -> std::io::Result<std::collections::BTreeMap<String, Vec<i32>>> {
+    use bytes::Buf;
+    use kafka_protocol::messages::ConsumerProtocolAssignment;
+    let mut out = std::collections::BTreeMap::new();
+    if bytes.is_empty() {
+        return Ok(out);
+    }
+    let mut buf = bytes.clone();
+    let version = buf.get_i16().clamp(0, 3);
+    let a = ConsumerProtocolAssignment::decode(&mut buf, version).map_err(io_err)?;
+    for tp in a.assigned_partitions {
+        let mut ps = tp.partitions.clone();
+        ps.sort_unstable();
+        out.entry(tp.topic.0.to_string())
+            .or_insert_with(Vec::new)
+            .extend(ps);
+    }
+    for ps in out.values_mut() {
+        ps.sort_unstable();
+    }
+    Ok(out)
+}
+
+/// DescribeGroups (v5) of `group` at the broker at `addr`; `None` when it does
+/// not answer within `timeout`.
+pub fn describe_group(addr: &str, group: &str, timeout: Duration) -> Option<GroupView> {
+    use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+    let mut c = Client::connect_timeout(addr, timeout).ok()?;
+    let req = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
+    let resp: DescribeGroupsResponse = c.call(ApiKey::DescribeGroups, 5, &req).ok()?;
+    let g = resp.groups.first()?;
+    let members = g
+        .members
+        .iter()
+        .map(|m| MemberView {
+            member_id: m.member_id.to_string(),
+            group_instance_id: m.group_instance_id.as_ref().map(|s| s.to_string()),
+            client_id: m.client_id.to_string(),
+            assignment: decode_consumer_assignment(&m.member_assignment).unwrap_or_default(),
+        })
+        .collect();
+    Some(GroupView {
+        error_code: g.error_code,
+        state: g.group_state.to_string(),
+        protocol_type: g.protocol_type.to_string(),
+        protocol: g.protocol_data.to_string(),
+        members,
+    })
+}
