@@ -212,6 +212,23 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         }
     });
 
+    // Offset expiration at offsets.retention.check.interval.ms.
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_millis(b.config.offsets_retention_check_interval_ms as u64);
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            b.groups
+                .expire_offsets(
+                    |index| b.partition(group_coordinator::OFFSETS_TOPIC, index),
+                    now_ms(),
+                )
+                .await;
+        }
+    });
+
     // ISR shrink: Kafka checks every replica.lag.time.max.ms / 2.
     let b = broker.clone();
     tokio::spawn(async move {

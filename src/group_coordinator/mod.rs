@@ -302,6 +302,74 @@ impl GroupCoordinator {
     }
 }
 
+impl GroupCoordinator {
+    /// Offset expiration (Kafka `cleanupGroupMetadata`, KIP-211): only groups
+    /// without members lose offsets: an offset expires `offsets.retention.minutes`
+    /// after the group became Empty (or, for a group that never had members,
+    /// after its commit). A group left with no offsets and no members is
+    /// deleted. Tombstones are written (acks=all) before the cache forgets.
+    pub async fn expire_offsets(
+        &self,
+        partition_of: impl Fn(i32) -> Option<Arc<Partition>>,
+        now: i64,
+    ) {
+        let retention = self.config.offsets_retention_ms;
+        for entry in self.all_groups() {
+            let mut slot = entry.slot.lock().await;
+            if slot.unloaded {
+                continue;
+            }
+            let empty_since = match &slot.group {
+                Some(g) if g.state() == strand_group::GroupState::Empty => {
+                    Some(g.state_timestamp_ms())
+                }
+                Some(_) => continue,
+                None => None,
+            };
+            let expired: Vec<(String, i32)> = slot
+                .offsets
+                .iter()
+                .filter(|(_, v)| {
+                    now.saturating_sub(empty_since.unwrap_or(v.commit_timestamp_ms)) >= retention
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            let drop_group = expired.len() == slot.offsets.len();
+            let mut kvs: Vec<(Bytes, Option<Bytes>)> = expired
+                .iter()
+                .map(|(t, p)| (records::offset_key(&entry.id, t, *p), None))
+                .collect();
+            if drop_group {
+                kvs.push((records::group_key(&entry.id), None));
+            }
+            let Some(partition) = partition_of(entry.partition) else {
+                continue;
+            };
+            match append_committed(&partition, &kvs, self.commit_timeout()).await {
+                Ok(()) => {
+                    for k in &expired {
+                        slot.offsets.remove(k);
+                    }
+                    tracing::info!(group = %entry.id, expired = expired.len(), "expired committed offsets");
+                    if drop_group {
+                        if let Some(g) = slot.group.as_mut() {
+                            let _ = g.delete(now);
+                        }
+                        drop(slot);
+                        self.remove(&entry);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(group = %entry.id, error = ?e, "could not expire offsets")
+                }
+            }
+        }
+    }
+}
+
 /// Delivers an outcome: answers held requests, starts the metadata writes it
 /// asks for (each reports back through `Group::on_persisted`, whose outcome is
 /// delivered the same way).
