@@ -1215,3 +1215,47 @@ fn static_member_restart_keeps_assignment_without_rebalance() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// offsets.retention.minutes: the committed offsets of a group without
+/// members expire once the retention has passed since the commit (the
+/// shortest retention Kafka allows is one minute), and not before.
+#[test]
+fn offsets_of_a_group_without_members_expire() {
+    let broker = strand_compat_tests::harness::Broker::start(
+        &common::strand_bin(),
+        &[
+            ("num.partitions", "1"),
+            ("offsets.topic.num.partitions", "1"),
+            ("offsets.retention.minutes", "1"),
+            ("offsets.retention.check.interval.ms", "500"),
+        ],
+    )
+    .expect("broker starts");
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    common::auto_create(&mut c, "expiring");
+    // The first FindCoordinator creates __consumer_offsets; wait until it answers.
+    common::eventually("a coordinator", Duration::from_secs(30), || {
+        common::find_coordinator(&addr, "g-expire", 0, Duration::from_secs(5))
+            .filter(|(e, _)| *e == 0)
+    });
+    let code = common::eventually("the commit", Duration::from_secs(30), || {
+        common::offset_commit_simple(&addr, "g-expire", "expiring", 0, 42, Duration::from_secs(5))
+            .filter(|e| *e == 0)
+    });
+    assert_eq!(code, 0);
+    let committed = Instant::now();
+    let fetch = || {
+        common::offset_fetch(&addr, "g-expire", "expiring", &[0], Duration::from_secs(5))
+            .and_then(|f| f.partitions.get(&0).map(|p| p.0))
+    };
+    assert_eq!(fetch(), Some(42));
+    common::eventually("the offset expires", Duration::from_secs(120), || {
+        (fetch() == Some(-1)).then_some(())
+    });
+    let after = committed.elapsed();
+    assert!(
+        after >= Duration::from_secs(55),
+        "expired after {after:?}, before offsets.retention.minutes"
+    );
+}

@@ -471,3 +471,35 @@ pub fn describe_group(addr: &str, group: &str, timeout: Duration) -> Option<Grou
         members,
     })
 }
+
+/// A simple OffsetCommit (v7, generation -1, no member) of `offset` for
+/// `topic`/`partition` in `group` at the broker at `addr`: the partition's
+/// error code; `None` when it does not answer within `timeout`.
+pub fn offset_commit_simple(
+    addr: &str,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    timeout: Duration,
+) -> Option<i16> {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse, TopicName};
+    let mut c = Client::connect_timeout(addr, timeout).ok()?;
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(partition)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)])]);
+    let resp: OffsetCommitResponse = c.call(ApiKey::OffsetCommit, 7, &req).ok()?;
+    resp.topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map(|p| p.error_code)
+}
