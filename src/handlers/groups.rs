@@ -831,21 +831,20 @@ pub async fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetD
         if slot.unloaded {
             return Err(ErrorCode::NotCoordinator);
         }
-        // Kafka: offsets of topics the group is subscribed to cannot go while
-        // it has members; a group without membership state has none.
-        let subscribed = |_topic: &str| false;
-        let active = slot
-            .group
-            .as_ref()
-            .is_some_and(|g| g.state() != strand_group::GroupState::Empty);
+        // Kafka: offsets of topics the group's consumers subscribe to cannot
+        // go while it has members (only known for the "consumer" protocol).
+        let subscribed_topics: std::collections::BTreeSet<String> = match &slot.group {
+            Some(g) if g.state() != strand_group::GroupState::Empty => subscriptions(g),
+            _ => Default::default(),
+        };
+        let subscribed = |topic: &str| subscribed_topics.contains(topic);
         let mut kvs = Vec::new();
         let mut out = Vec::new();
         for t in &req.topics {
             let name = t.name.0.to_string();
             let mut parts = Vec::new();
             for p in &t.partitions {
-                if active && !subscribed(&name) {
-                    // Without decoding subscriptions, refuse while members exist.
+                if subscribed(&name) {
                     parts.push((p.partition_index, Some(ErrorCode::GroupSubscribedToTopic)));
                     continue;
                 }
@@ -892,5 +891,71 @@ pub async fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetD
                 })
                 .collect(),
         ),
+    }
+}
+
+/// The topics a consumer group's members subscribe to: the topic list at the
+/// head of each member's ConsumerProtocolSubscription (any version) for the
+/// selected protocol. Empty for other protocol types.
+fn subscriptions(group: &strand_group::Group) -> std::collections::BTreeSet<String> {
+    let mut topics = std::collections::BTreeSet::new();
+    if group.protocol_type() != Some("consumer") {
+        return topics;
+    }
+    let Some(selected) = group.protocol_name() else {
+        return topics;
+    };
+    for m in group.members() {
+        if let Some(p) = m.protocols().iter().find(|p| p.name == selected) {
+            topics.extend(decode_subscription_topics(&p.metadata));
+        }
+    }
+    topics
+}
+
+/// version (i16), topics (i32 count, then i16-length strings); malformed
+/// metadata yields what could be read.
+fn decode_subscription_topics(mut b: &[u8]) -> Vec<String> {
+    use bytes::Buf;
+    let mut out = Vec::new();
+    if b.remaining() < 6 {
+        return out;
+    }
+    b.get_i16();
+    let n = b.get_i32();
+    for _ in 0..n.max(0) {
+        if b.remaining() < 2 {
+            break;
+        }
+        let len = b.get_i16();
+        if len < 0 || b.remaining() < len as usize {
+            break;
+        }
+        out.push(String::from_utf8_lossy(&b[..len as usize]).into_owned());
+        b.advance(len as usize);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_topics_decode() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&1i16.to_be_bytes());
+        b.extend_from_slice(&2i32.to_be_bytes());
+        for t in ["a", "topic-b"] {
+            b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+            b.extend_from_slice(t.as_bytes());
+        }
+        b.extend_from_slice(&[0xff; 9]); // user data etc. follow
+        assert_eq!(decode_subscription_topics(&b), vec!["a", "topic-b"]);
+        for cut in 0..b.len() {
+            let _ = decode_subscription_topics(&b[..cut]); // never panics
+        }
+        let huge = [0u8, 0, 0x7f, 0xff, 0xff, 0xff];
+        assert!(decode_subscription_topics(&huge).is_empty());
     }
 }
