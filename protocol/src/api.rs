@@ -29,8 +29,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeQuorum, 0, 1),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::FindCoordinator, 0, 4),
-    (ApiKey::OffsetCommit, 0, 8),
-    (ApiKey::OffsetFetch, 0, 8),
+    // kafka-protocol decodes OffsetCommit from v2 and OffsetFetch from v1
+    // (Kafka 4 dropped the older ones too).
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
@@ -85,6 +87,7 @@ mod tests {
         assert!(is_served(ApiKey::Produce, 3));
         assert!(is_served(ApiKey::Produce, 10));
         assert!(!is_served(ApiKey::Produce, 11));
-        assert!(!is_served(ApiKey::JoinGroup, 0));
+        assert!(!is_served(ApiKey::AddPartitionsToTxn, 0));
+        assert!(!is_served(ApiKey::OffsetCommit, 1));
     }
 }
