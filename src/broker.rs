@@ -936,7 +936,9 @@ impl Broker {
     ) -> Broker {
         let fetchers =
             crate::replica_fetcher::ReplicaFetcherManager::new(config.clone(), controller.clone());
-        let groups = Arc::new(crate::group_coordinator::GroupCoordinator::new(config.clone()));
+        let groups = Arc::new(crate::group_coordinator::GroupCoordinator::new(
+            config.clone(),
+        ));
         Broker {
             config,
             controller,

@@ -32,8 +32,12 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Load {
     /// Reading the partition; its groups answer COORDINATOR_LOAD_IN_PROGRESS.
-    Loading { epoch: i32 },
-    Loaded { epoch: i32 },
+    Loading {
+        epoch: i32,
+    },
+    Loaded {
+        epoch: i32,
+    },
 }
 
 /// One group on this coordinator: its membership state machine (absent for
@@ -130,7 +134,10 @@ impl GroupCoordinator {
                 parts.remove(&index);
                 drop(parts);
                 self.unload_groups(index);
-                tracing::info!(partition = index, "no longer coordinator for this offsets partition");
+                tracing::info!(
+                    partition = index,
+                    "no longer coordinator for this offsets partition"
+                );
             }
             (None, None) => {}
         }
@@ -216,7 +223,13 @@ impl GroupCoordinator {
             );
         }
         parts.insert(index, Load::Loaded { epoch });
-        tracing::info!(partition = index, epoch, groups = count, elapsed_ms = started.elapsed().as_millis() as u64, "offsets partition loaded; coordinating its groups");
+        tracing::info!(
+            partition = index,
+            epoch,
+            groups = count,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "offsets partition loaded; coordinating its groups"
+        );
     }
 
     /// The group's entry if this broker coordinates it now; creates an empty
@@ -485,7 +498,11 @@ fn apply_record(state: &mut LoadedState, key: Option<&Bytes>, value: Option<&Byt
             value,
         }) => match value {
             Some(v) => {
-                state.entry(group).or_default().0.insert((topic, partition), v);
+                state
+                    .entry(group)
+                    .or_default()
+                    .0
+                    .insert((topic, partition), v);
             }
             None => {
                 if let Some(g) = state.get_mut(&group) {
@@ -587,12 +604,10 @@ fn map_append_error(code: ErrorCode) -> ErrorCode {
         | ErrorCode::NotEnoughReplicas
         | ErrorCode::NotEnoughReplicasAfterAppend
         | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
-        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => {
-            ErrorCode::NotCoordinator
-        }
-        ErrorCode::MessageTooLarge | ErrorCode::RecordListTooLarge | ErrorCode::InvalidFetchSize => {
-            ErrorCode::UnknownServerError
-        }
+        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        ErrorCode::MessageTooLarge
+        | ErrorCode::RecordListTooLarge
+        | ErrorCode::InvalidFetchSize => ErrorCode::UnknownServerError,
         other => other,
     }
 }
@@ -619,7 +634,10 @@ mod tests {
     #[test]
     fn encoded_records_pass_the_produce_checks() {
         let kvs = vec![
-            (records::offset_key("g", "t", 0), Some(Bytes::from_static(b"v"))),
+            (
+                records::offset_key("g", "t", 0),
+                Some(Bytes::from_static(b"v")),
+            ),
             (records::group_key("g"), None),
         ];
         let batch = encode_records(&kvs).unwrap();

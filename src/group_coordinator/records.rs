@@ -259,7 +259,10 @@ mod tests {
             commit_timestamp_ms: 0,
         });
         for cut in 0..v.len() {
-            assert!(decode(Some(&k), Some(&v.slice(..cut))).is_err(), "cut {cut}");
+            assert!(
+                decode(Some(&k), Some(&v.slice(..cut))).is_err(),
+                "cut {cut}"
+            );
         }
         let mut unknown = BytesMut::new();
         unknown.put_i16(9);

@@ -4,15 +4,16 @@
 
 use crate::broker::{now_ms, Broker};
 use crate::group_coordinator::records::{self, CommittedOffset};
-use crate::group_coordinator::{act, append_committed, GroupCoordinator, GroupEntry, OFFSETS_TOPIC};
+use crate::group_coordinator::{
+    act, append_committed, GroupCoordinator, GroupEntry, OFFSETS_TOPIC,
+};
 use crate::handlers::RequestContext;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -23,6 +24,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use strand_controller::manager::NewTopic;
+use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
 use strand_protocol::ErrorCode;
 
 const KEY_TYPE_GROUP: i8 = 0;
@@ -39,7 +41,12 @@ pub async fn offsets_partitions(broker: &Broker) -> Option<i32> {
     if let Some(t) = image.topics.get(OFFSETS_TOPIC) {
         return Some(t.partitions.len() as i32);
     }
-    let live = image.brokers.values().filter(|b| b.is_active()).count().max(1);
+    let live = image
+        .brokers
+        .values()
+        .filter(|b| b.is_active())
+        .count()
+        .max(1);
     let rf = (broker.config.offsets_topic_replication_factor.max(1) as usize).min(live) as i16;
     let topic = NewTopic {
         name: OFFSETS_TOPIC.to_string(),
@@ -68,7 +75,11 @@ pub async fn offsets_partitions(broker: &Broker) -> Option<i32> {
 }
 
 /// (node id, host, port) of the coordinator for `key`, or the error.
-async fn coordinator_for(broker: &Broker, key: &str, key_type: i8) -> Result<(i32, String, i32), ErrorCode> {
+async fn coordinator_for(
+    broker: &Broker,
+    key: &str,
+    key_type: i8,
+) -> Result<(i32, String, i32), ErrorCode> {
     if key_type != KEY_TYPE_GROUP {
         // Transactions come with their coordinator (a later issue).
         return Err(ErrorCode::CoordinatorNotAvailable);
@@ -151,7 +162,10 @@ async fn group_entry(
         // the image change is about to start the load).
         Err(ErrorCode::NotCoordinator)
             if image
-                .partition(OFFSETS_TOPIC, GroupCoordinator::partition_for(group, partitions))
+                .partition(
+                    OFFSETS_TOPIC,
+                    GroupCoordinator::partition_for(group, partitions),
+                )
                 .is_some_and(|p| p.leader == broker.node_id()) =>
         {
             Err(ErrorCode::CoordinatorLoadInProgress)
@@ -179,7 +193,10 @@ pub async fn offset_commit(
                                 .map(|p| {
                                     OffsetCommitResponsePartition::default()
                                         .with_partition_index(p.partition_index)
-                                        .with_error_code(code_of(p.partition_index, t.name.0.as_str()))
+                                        .with_error_code(code_of(
+                                            p.partition_index,
+                                            t.name.0.as_str(),
+                                        ))
                                 })
                                 .collect(),
                         )
@@ -226,7 +243,10 @@ pub async fn offset_commit(
                 .map(|m| m.to_string())
                 .unwrap_or_default();
             let key = (t.name.0.to_string(), p.partition_index);
-            if image.partition(t.name.0.as_str(), p.partition_index).is_none() {
+            if image
+                .partition(t.name.0.as_str(), p.partition_index)
+                .is_none()
+            {
                 refused.push((key, ErrorCode::UnknownTopicOrPartition));
                 continue;
             }
@@ -422,7 +442,10 @@ fn opt(s_: &Option<String>) -> Option<StrBytes> {
 fn io_for(
     broker: &Broker,
     entry: &GroupEntry,
-) -> (Option<std::sync::Arc<crate::broker::Partition>>, std::time::Duration) {
+) -> (
+    Option<std::sync::Arc<crate::broker::Partition>>,
+    std::time::Duration,
+) {
     (
         broker.partition(OFFSETS_TOPIC, entry.partition),
         broker.groups.commit_timeout(),
@@ -614,7 +637,11 @@ pub async fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatRespo
     HeartbeatResponse::default().with_error_code(strand_protocol::code(code))
 }
 
-pub async fn leave_group(broker: &Broker, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn leave_group(
+    broker: &Broker,
+    req: LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
     // v0-v2: one member id; v3+: a batch.
     let leaving: Vec<strand_group::LeaveMember> = if version >= 3 {
         req.members
@@ -710,7 +737,11 @@ pub async fn list_groups(broker: &Broker, req: ListGroupsRequest) -> ListGroupsR
     ListGroupsResponse::default().with_groups(out)
 }
 
-pub async fn describe_groups(broker: &Broker, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
+pub async fn describe_groups(
+    broker: &Broker,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
     let mut out = Vec::with_capacity(req.groups.len());
     for gid in &req.groups {
         let id = gid.0.to_string();
@@ -848,7 +879,10 @@ pub async fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetD
                     parts.push((p.partition_index, Some(ErrorCode::GroupSubscribedToTopic)));
                     continue;
                 }
-                if slot.offsets.contains_key(&(name.clone(), p.partition_index)) {
+                if slot
+                    .offsets
+                    .contains_key(&(name.clone(), p.partition_index))
+                {
                     kvs.push((records::offset_key(&id, &name, p.partition_index), None));
                 }
                 parts.push((p.partition_index, None));

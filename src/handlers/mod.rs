@@ -81,13 +81,17 @@ pub async fn dispatch(
         RequestKind::OffsetFetch(r) => {
             ResponseKind::OffsetFetch(groups::offset_fetch(broker, r, v).await)
         }
-        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(broker, ctx, r).await),
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(broker, ctx, r).await)
+        }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(broker, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(broker, r).await),
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(groups::leave_group(broker, r, v).await)
         }
-        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(broker, r).await),
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(groups::list_groups(broker, r).await)
+        }
         RequestKind::DescribeGroups(r) => {
             ResponseKind::DescribeGroups(groups::describe_groups(broker, r, v).await)
         }
