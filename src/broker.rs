@@ -611,20 +611,8 @@ impl Partition {
     /// to truncate to.
     pub fn divergence_truncation_offset(&self, epoch: i32, end_offset: i64) -> i64 {
         let log = self.log.read();
-        let leo = log.log_end_offset();
-        if epoch < 0 {
-            return end_offset.min(leo);
-        }
-        let (local_epoch, local_end) = log.end_offset_for_epoch(epoch);
-        if local_epoch < 0 {
-            end_offset.min(leo)
-        } else if local_epoch == epoch {
-            end_offset.min(local_end).min(leo)
-        } else {
-            // We do not have the leader's epoch: cut back to the end of the
-            // largest epoch below it; the next fetch checks again from there.
-            local_end.min(leo)
-        }
+        let local = (epoch >= 0).then(|| log.end_offset_for_epoch(epoch));
+        rules::follower_truncation_offset(epoch, end_offset, local, log.log_end_offset())
     }
 
     /// The highest offset a fetch may read to: HW, or the LSO under

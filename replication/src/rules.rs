@@ -164,6 +164,32 @@ pub fn can_rejoin_isr(follower_leo: i64, hw: i64, leader_epoch_start_offset: Opt
     follower_leo >= hw && leader_epoch_start_offset.is_some_and(|start| follower_leo >= start)
 }
 
+/// Where a follower truncates when the leader answers its fetch with a
+/// diverging epoch (the leader's `epoch` ends at `leader_end_offset`; Kafka's
+/// `getOffsetTruncationState`). `local_end_for_epoch` is the follower's own
+/// (largest epoch <= `epoch`, its end offset), `None` when `epoch` < 0.
+/// - leader epoch unknown, or the follower has no epoch at or below it: the
+///   leader's end offset;
+/// - the follower has the same epoch: the smaller of the two ends;
+/// - the follower only has an older epoch: the end of that epoch (the next
+///   fetch checks again from there).
+///
+/// Never past the follower's LEO.
+pub fn follower_truncation_offset(
+    epoch: i32,
+    leader_end_offset: i64,
+    local_end_for_epoch: Option<(i32, i64)>,
+    leo: i64,
+) -> i64 {
+    let target = match local_end_for_epoch {
+        None => leader_end_offset,
+        Some((local_epoch, _)) if epoch < 0 || local_epoch < 0 => leader_end_offset,
+        Some((local_epoch, local_end)) if local_epoch == epoch => leader_end_offset.min(local_end),
+        Some((_, local_end)) => local_end,
+    };
+    target.min(leo)
+}
+
 /// DelayedFetch: complete once enough bytes are available. Errors, leadership
 /// or epoch changes, and a diverging epoch also complete a fetch; the I/O
 /// layer checks those first.

@@ -445,3 +445,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn follower_truncation_offset_table() {
+    use strand_replication::rules::follower_truncation_offset as f;
+    // (leader epoch, leader end, local (epoch, end), follower LEO, want)
+    let cases = [
+        (-1, 7, None, 10, 7),          // leader does not know the epoch
+        (-1, 12, None, 10, 10),        // never past our LEO
+        (3, 7, Some((-1, -1)), 10, 7), // we have no epoch <= 3
+        (3, 7, Some((3, 9)), 10, 7),   // same epoch: the smaller end
+        (3, 9, Some((3, 6)), 10, 6),
+        (5, 9, Some((3, 6)), 10, 6), // only an older epoch: its end
+        (5, 9, Some((3, 12)), 10, 10),
+    ];
+    for (epoch, end, local, leo, want) in cases {
+        assert_eq!(
+            f(epoch, end, local, leo),
+            want,
+            "{epoch} {end} {local:?} {leo}"
+        );
+    }
+}
