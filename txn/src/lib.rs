@@ -35,9 +35,11 @@
 //! through [`ProducerStateManager::record`]. Removing batches from an entry in
 //! place cannot restore the older batches that the five-batch window forgot.
 
+pub mod coordinator;
 mod producer_id;
 mod producer_state;
 mod snapshot;
+pub mod txn_log;
 
 pub use producer_id::{
     next_block_after, ProducerIdAllocator, ProducerIdBlock, ProducerIdError, PRODUCER_ID_BLOCK_SIZE,

@@ -1,0 +1,512 @@
+//! The transaction coordinator's rules: one transactional id's metadata and
+//! what each request or timer does to it, as pure functions. The broker's
+//! coordinator persists every transition to `__transaction_state` (acks=all)
+//! before acting on it: it marks the target record pending
+//! ([`TxnMetadata::begin_write`]), appends it, and on success makes it current
+//! ([`TxnMetadata::complete_write`]); while a write is pending every other
+//! request for the id gets `CONCURRENT_TRANSACTIONS`.
+//!
+//! States (Kafka's ids and names):
+//!
+//! | state | id | reached from |
+//! |---|---|---|
+//! | Empty | 0 | Empty, CompleteCommit, CompleteAbort (InitProducerId) |
+//! | Ongoing | 1 | Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitionsToTxn / AddOffsetsToTxn) |
+//! | PrepareCommit | 2 | Ongoing (EndTxn commit) |
+//! | PrepareAbort | 3 | Ongoing (EndTxn abort, or a fence: InitProducerId on an ongoing transaction, timeout) |
+//! | CompleteCommit | 4 | PrepareCommit (all markers written) |
+//! | CompleteAbort | 5 | PrepareAbort (all markers written) |
+//! | Dead | 6 | Empty, CompleteCommit, CompleteAbort (transactional id expired) |
+//! | PrepareEpochFence | 7 | Ongoing; never persisted: shown while a fencing abort (epoch bumped) is being written |
+//!
+//! The fence writes `PrepareAbort` with the bumped epoch in one record, so a
+//! coordinator that takes over finds either the old Ongoing state (and fences
+//! again) or the PrepareAbort (and finishes it); the in-memory
+//! PrepareEpochFence is what Kafka calls the pending fence.
+
+use std::collections::BTreeSet;
+
+use strand_protocol::ErrorCode;
+
+/// A topic partition taking part in a transaction.
+pub type TopicPartition = (String, i32);
+
+/// An epoch at or above this cannot be bumped again: a new producer id is needed
+/// (Kafka's `isEpochExhausted`: `Short.MaxValue - 1`).
+pub const MAX_BUMPABLE_EPOCH: i16 = i16::MAX - 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TxnState {
+    Empty,
+    Ongoing,
+    PrepareCommit,
+    PrepareAbort,
+    CompleteCommit,
+    CompleteAbort,
+    Dead,
+    PrepareEpochFence,
+}
+
+impl TxnState {
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
+    /// Kafka's persisted state id.
+    pub fn id(self) -> i8 {
+        match self {
+            TxnState::Empty => 0,
+            TxnState::Ongoing => 1,
+            TxnState::PrepareCommit => 2,
+            TxnState::PrepareAbort => 3,
+            TxnState::CompleteCommit => 4,
+            TxnState::CompleteAbort => 5,
+            TxnState::Dead => 6,
+            TxnState::PrepareEpochFence => 7,
+        }
+    }
+
+    pub fn from_id(id: i8) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.id() == id)
+    }
+
+    /// The name DescribeTransactions / ListTransactions report.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TxnState> {
+        TxnState::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The states this one may be entered from.
+    pub fn valid_previous(self) -> &'static [TxnState] {
+        use TxnState::*;
+        match self {
+            Empty => &[Empty, CompleteCommit, CompleteAbort],
+            Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
+            PrepareCommit => &[Ongoing],
+            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            CompleteCommit => &[PrepareCommit],
+            CompleteAbort => &[PrepareAbort],
+            Dead => &[Empty, CompleteCommit, CompleteAbort],
+            PrepareEpochFence => &[Ongoing],
+        }
+    }
+
+    pub fn can_follow(self, previous: TxnState) -> bool {
+        self.valid_previous().contains(&previous)
+    }
+
+    /// Markers are being written (or must be, after a takeover).
+    pub fn is_prepare(self) -> bool {
+        matches!(self, TxnState::PrepareCommit | TxnState::PrepareAbort)
+    }
+}
+
+/// What `__transaction_state` stores for one transactional id (and what the
+/// coordinator keeps in memory as current).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnRecord {
+    pub producer_id: i64,
+    /// The producer id before the last rotation (epoch exhausted), or -1: lets
+    /// a retried InitProducerId from that producer get the new id (KIP-360).
+    pub previous_producer_id: i64,
+    pub producer_epoch: i16,
+    /// The epoch before the last bump, or -1 (KIP-360 retries).
+    pub last_producer_epoch: i16,
+    pub timeout_ms: i32,
+    pub state: TxnState,
+    pub partitions: BTreeSet<TopicPartition>,
+    /// When the current transaction started (first partition added), or -1.
+    pub start_timestamp: i64,
+    pub last_update_timestamp: i64,
+}
+
+impl TxnRecord {
+    fn transition(&self, state: TxnState, now: i64) -> TxnRecord {
+        TxnRecord {
+            state,
+            last_update_timestamp: now,
+            ..self.clone()
+        }
+    }
+}
+
+/// One transactional id on its coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnMetadata {
+    pub transactional_id: String,
+    /// The last persisted state.
+    pub current: TxnRecord,
+    /// A transition being written; `fencing` marks a fence (shown as PrepareEpochFence).
+    pub pending: Option<Pending>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub target: TxnRecord,
+    pub fencing: bool,
+}
+
+/// What a request leads to when its checks pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step<R> {
+    /// Nothing to persist: answer at once.
+    Respond(R),
+    /// Persist `record` (acks=all), then answer.
+    Write { record: TxnRecord, respond: R },
+}
+
+/// InitProducerId's outcome for a transactional id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitOutcome {
+    /// Answer with this producer id and epoch (after writing `record`, if any).
+    Grant(Step<(i64, i16)>),
+    /// A transaction is ongoing: persist this fencing PrepareAbort (epoch
+    /// bumped), write its abort markers, and answer the caller
+    /// CONCURRENT_TRANSACTIONS so it retries once the abort completes.
+    FenceOngoing(TxnRecord),
+    /// A new producer id is needed: call again with one.
+    NeedProducerId,
+}
+
+/// EndTxn's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndOutcome {
+    /// A retry of a transaction that already ended this way: success.
+    AlreadyDone,
+    /// Persist this PrepareCommit/PrepareAbort, answer, then write markers.
+    Prepare(TxnRecord),
+}
+
+/// The KIP-360 expectation an InitProducerId may carry: (producer id, epoch).
+pub type ProducerIdAndEpoch = (i64, i16);
+
+impl TxnMetadata {
+    /// The state as reported (PrepareEpochFence while a fence is being written).
+    pub fn reported_state(&self) -> TxnState {
+        match &self.pending {
+            Some(p) if p.fencing => TxnState::PrepareEpochFence,
+            _ => self.current.state,
+        }
+    }
+
+    /// Marks `target` as being written. The caller must hold no other write.
+    pub fn begin_write(&mut self, target: TxnRecord, fencing: bool) {
+        self.pending = Some(Pending { target, fencing });
+    }
+
+    /// The pending record was persisted: it becomes current.
+    pub fn complete_write(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.current = p.target;
+        }
+    }
+
+    /// The write failed: the metadata stays as it was.
+    pub fn abort_write(&mut self) {
+        self.pending = None;
+    }
+
+    /// Ongoing for longer than its timeout, with nothing pending: the
+    /// coordinator aborts it with an epoch bump ([`fence`]).
+    pub fn is_timed_out(&self, now: i64) -> bool {
+        self.pending.is_none()
+            && self.current.state == TxnState::Ongoing
+            && self.current.start_timestamp >= 0
+            && now > self.current.start_timestamp + i64::from(self.current.timeout_ms)
+    }
+}
+
+/// A new transactional id's first metadata (not yet persisted).
+pub fn new_metadata(
+    transactional_id: &str,
+    producer_id: i64,
+    timeout_ms: i32,
+    now: i64,
+) -> TxnMetadata {
+    TxnMetadata {
+        transactional_id: transactional_id.to_string(),
+        current: TxnRecord {
+            producer_id,
+            previous_producer_id: -1,
+            producer_epoch: -1,
+            last_producer_epoch: -1,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            start_timestamp: -1,
+            last_update_timestamp: now,
+        },
+        pending: None,
+    }
+}
+
+/// InitProducerId for a transactional id (Kafka `handleInitProducerId`).
+/// `meta` is `None` for an id never seen (or expired); `fresh_producer_id`
+/// is a newly allocated id when the caller has one.
+pub fn init_producer_id(
+    meta: Option<&TxnMetadata>,
+    transactional_id: &str,
+    timeout_ms: i32,
+    max_timeout_ms: i32,
+    expected: Option<ProducerIdAndEpoch>,
+    fresh_producer_id: Option<i64>,
+    now: i64,
+) -> Result<InitOutcome, ErrorCode> {
+    if timeout_ms <= 0 || timeout_ms > max_timeout_ms {
+        return Err(ErrorCode::InvalidTransactionTimeout);
+    }
+    let expected = expected.filter(|(pid, _)| *pid >= 0);
+    let Some(meta) = meta else {
+        let Some(pid) = fresh_producer_id else {
+            return Ok(InitOutcome::NeedProducerId);
+        };
+        let fresh = new_metadata(transactional_id, pid, timeout_ms, now);
+        return bump_epoch(&fresh.current, timeout_ms, None, now).map(InitOutcome::Grant);
+    };
+    if meta.pending.is_some() {
+        return Err(ErrorCode::ConcurrentTransactions);
+    }
+    let cur = &meta.current;
+    // KIP-360: a client recovering from an error names the id and epoch it had.
+    if let Some((pid, epoch)) = expected {
+        let valid = cur.producer_epoch < 0
+            || pid == cur.producer_id
+            || (pid == cur.previous_producer_id && epoch >= MAX_BUMPABLE_EPOCH);
+        if !valid {
+            return Err(ErrorCode::ProducerFenced);
+        }
+    }
+    match cur.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+            Err(ErrorCode::ConcurrentTransactions)
+        }
+        TxnState::Dead => Err(ErrorCode::ConcurrentTransactions),
+        TxnState::Ongoing => Ok(InitOutcome::FenceOngoing(fence(cur, now))),
+        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+            let exhausted = cur.producer_epoch >= MAX_BUMPABLE_EPOCH;
+            if exhausted && expected.is_none_or(|(_, e)| e == cur.producer_epoch) {
+                // Rotate to a new producer id at epoch 0.
+                let Some(new_pid) = fresh_producer_id else {
+                    return Ok(InitOutcome::NeedProducerId);
+                };
+                let record = TxnRecord {
+                    producer_id: new_pid,
+                    previous_producer_id: cur.producer_id,
+                    producer_epoch: 0,
+                    last_producer_epoch: -1,
+                    timeout_ms,
+                    state: TxnState::Empty,
+                    partitions: BTreeSet::new(),
+                    start_timestamp: -1,
+                    last_update_timestamp: now,
+                };
+                return Ok(InitOutcome::Grant(Step::Write {
+                    record,
+                    respond: (new_pid, 0),
+                }));
+            }
+            if let Some((pid, epoch)) = expected {
+                if pid == cur.previous_producer_id && pid != cur.producer_id {
+                    // The rotation's answer was lost: hand out the new id again.
+                    let _ = epoch;
+                    return Ok(InitOutcome::Grant(Step::Respond((
+                        cur.producer_id,
+                        cur.producer_epoch,
+                    ))));
+                }
+            }
+            bump_epoch(cur, timeout_ms, expected.map(|(_, e)| e), now).map(InitOutcome::Grant)
+        }
+    }
+}
+
+/// Kafka's `prepareIncrementProducerEpoch`: bump (remembering the old epoch
+/// when the client named it), or a retry of a bump whose answer was lost.
+fn bump_epoch(
+    cur: &TxnRecord,
+    timeout_ms: i32,
+    expected_epoch: Option<i16>,
+    now: i64,
+) -> Result<Step<(i64, i16)>, ErrorCode> {
+    let bumped = cur.producer_epoch.saturating_add(1).max(0);
+    let (epoch, last_epoch) = match expected_epoch {
+        None => (bumped, -1),
+        Some(e) if cur.producer_epoch < 0 || e == cur.producer_epoch => {
+            (bumped, cur.producer_epoch)
+        }
+        Some(e) if e == cur.last_producer_epoch => {
+            return Ok(Step::Respond((cur.producer_id, cur.producer_epoch)));
+        }
+        Some(_) => return Err(ErrorCode::ProducerFenced),
+    };
+    let record = TxnRecord {
+        producer_epoch: epoch,
+        last_producer_epoch: last_epoch,
+        timeout_ms,
+        state: TxnState::Empty,
+        partitions: BTreeSet::new(),
+        start_timestamp: -1,
+        last_update_timestamp: now,
+        ..cur.clone()
+    };
+    Ok(Step::Write {
+        respond: (record.producer_id, record.producer_epoch),
+        record,
+    })
+}
+
+/// The fencing abort of an ongoing transaction (InitProducerId from a new
+/// instance, or the transaction timed out): PrepareAbort with the epoch
+/// bumped, so markers and the old producer's later requests are fenced.
+pub fn fence(cur: &TxnRecord, now: i64) -> TxnRecord {
+    let mut record = cur.transition(TxnState::PrepareAbort, now);
+    if cur.producer_epoch < i16::MAX {
+        record.producer_epoch = cur.producer_epoch + 1;
+        record.last_producer_epoch = cur.producer_epoch;
+    }
+    record
+}
+
+/// The checks every client request about a running transaction makes first
+/// (producer id mapping, epoch equality, nothing pending), in Kafka's order.
+fn check_producer(
+    meta: &TxnMetadata,
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<(), ErrorCode> {
+    if producer_id != meta.current.producer_id {
+        return Err(ErrorCode::InvalidProducerIdMapping);
+    }
+    if producer_epoch != meta.current.producer_epoch {
+        return Err(ErrorCode::ProducerFenced);
+    }
+    if meta.pending.is_some() {
+        return Err(ErrorCode::ConcurrentTransactions);
+    }
+    Ok(())
+}
+
+/// AddPartitionsToTxn / AddOffsetsToTxn (Kafka `handleAddPartitionsToTransaction`).
+pub fn add_partitions(
+    meta: &TxnMetadata,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[TopicPartition],
+    now: i64,
+) -> Result<Step<()>, ErrorCode> {
+    check_producer(meta, producer_id, producer_epoch)?;
+    let cur = &meta.current;
+    match cur.state {
+        TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+            Err(ErrorCode::ConcurrentTransactions)
+        }
+        TxnState::Dead => Err(ErrorCode::InvalidTxnState),
+        TxnState::Ongoing if partitions.iter().all(|p| cur.partitions.contains(p)) => {
+            Ok(Step::Respond(()))
+        }
+        TxnState::Ongoing
+        | TxnState::Empty
+        | TxnState::CompleteCommit
+        | TxnState::CompleteAbort => {
+            let mut record = cur.transition(TxnState::Ongoing, now);
+            if cur.state != TxnState::Ongoing {
+                record.partitions.clear();
+                record.start_timestamp = now;
+            }
+            record.partitions.extend(partitions.iter().cloned());
+            Ok(Step::Write {
+                record,
+                respond: (),
+            })
+        }
+    }
+}
+
+/// KIP-890 part 1: the verify-only AddPartitionsToTxn a partition leader sends
+/// before appending a transactional batch: the partition must be in the
+/// producer's ongoing transaction.
+pub fn verify_partition(
+    meta: &TxnMetadata,
+    producer_id: i64,
+    producer_epoch: i16,
+    partition: &TopicPartition,
+) -> Result<(), ErrorCode> {
+    if producer_id != meta.current.producer_id {
+        return Err(ErrorCode::InvalidProducerIdMapping);
+    }
+    if producer_epoch != meta.current.producer_epoch {
+        return Err(ErrorCode::ProducerFenced);
+    }
+    if meta.current.state != TxnState::Ongoing || !meta.current.partitions.contains(partition) {
+        return Err(ErrorCode::InvalidTxnState);
+    }
+    Ok(())
+}
+
+/// EndTxn (Kafka `endTransaction`), checks in order: producer id mapping,
+/// epoch (client requests need equality), a pending transition, then the state.
+pub fn end_txn(
+    meta: &TxnMetadata,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    now: i64,
+) -> Result<EndOutcome, ErrorCode> {
+    check_producer(meta, producer_id, producer_epoch)?;
+    let cur = &meta.current;
+    let target = if commit {
+        TxnState::PrepareCommit
+    } else {
+        TxnState::PrepareAbort
+    };
+    match (cur.state, commit) {
+        (TxnState::Ongoing, _) => Ok(EndOutcome::Prepare(cur.transition(target, now))),
+        (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+            Ok(EndOutcome::AlreadyDone)
+        }
+        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+            Err(ErrorCode::ConcurrentTransactions)
+        }
+        (TxnState::PrepareEpochFence, _) => Err(ErrorCode::ConcurrentTransactions),
+        _ => Err(ErrorCode::InvalidTxnState),
+    }
+}
+
+/// Every marker of a Prepare state is written: CompleteCommit / CompleteAbort,
+/// with the partitions cleared. `None` when not in a Prepare state.
+pub fn complete(cur: &TxnRecord, now: i64) -> Option<TxnRecord> {
+    let state = match cur.state {
+        TxnState::PrepareCommit => TxnState::CompleteCommit,
+        TxnState::PrepareAbort => TxnState::CompleteAbort,
+        _ => return None,
+    };
+    let mut record = cur.transition(state, now);
+    record.partitions.clear();
+    record.start_timestamp = -1;
+    Some(record)
+}
+
+/// Whether a state transition is one the machine may make (for checks on
+/// loaded records and in tests).
+pub fn is_valid_transition(from: TxnState, to: TxnState) -> bool {
+    to.can_follow(from)
+}

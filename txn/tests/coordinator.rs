@@ -1,0 +1,609 @@
+//! Table tests of the transaction coordinator rules and the
+//! `__transaction_state` record layout.
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use strand_protocol::ErrorCode;
+use strand_txn::coordinator::*;
+use strand_txn::txn_log;
+
+const PID: i64 = 1000;
+const MAX_TIMEOUT: i32 = 900_000;
+
+fn tp(t: &str, p: i32) -> TopicPartition {
+    (t.to_string(), p)
+}
+
+fn meta(state: TxnState, epoch: i16) -> TxnMetadata {
+    let mut m = new_metadata("tx", PID, 60_000, 0);
+    m.current.state = state;
+    m.current.producer_epoch = epoch;
+    if matches!(
+        state,
+        TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
+    ) {
+        m.current.partitions = BTreeSet::from([tp("a", 0), tp("b", 1)]);
+        m.current.start_timestamp = 100;
+    }
+    m
+}
+
+fn write_target<R: std::fmt::Debug>(s: Step<R>) -> TxnRecord {
+    match s {
+        Step::Write { record, .. } => record,
+        other => panic!("expected a write, got {other:?}"),
+    }
+}
+
+#[test]
+fn state_ids_and_names_round_trip() {
+    for s in TxnState::ALL {
+        assert_eq!(TxnState::from_id(s.id()), Some(s));
+        assert_eq!(TxnState::from_name(s.name()), Some(s));
+    }
+    assert_eq!(TxnState::from_id(8), None);
+    assert_eq!(TxnState::PrepareEpochFence.id(), 7);
+}
+
+#[test]
+fn valid_transitions_table() {
+    use TxnState::*;
+    let allowed: &[(TxnState, TxnState)] = &[
+        (Empty, Empty),
+        (CompleteCommit, Empty),
+        (CompleteAbort, Empty),
+        (Ongoing, Ongoing),
+        (Empty, Ongoing),
+        (CompleteCommit, Ongoing),
+        (CompleteAbort, Ongoing),
+        (Ongoing, PrepareCommit),
+        (Ongoing, PrepareAbort),
+        (PrepareEpochFence, PrepareAbort),
+        (PrepareCommit, CompleteCommit),
+        (PrepareAbort, CompleteAbort),
+        (Empty, Dead),
+        (CompleteCommit, Dead),
+        (CompleteAbort, Dead),
+        (Ongoing, PrepareEpochFence),
+    ];
+    for from in TxnState::ALL {
+        for to in TxnState::ALL {
+            assert_eq!(
+                is_valid_transition(from, to),
+                allowed.contains(&(from, to)),
+                "{from:?} -> {to:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn init_producer_id_new_id() {
+    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, None, 5).unwrap();
+    assert_eq!(out, InitOutcome::NeedProducerId);
+    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(7), 5).unwrap();
+    let InitOutcome::Grant(Step::Write { record, respond }) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(respond, (7, 0));
+    assert_eq!(record.state, TxnState::Empty);
+    assert_eq!(record.producer_epoch, 0);
+    assert_eq!(record.timeout_ms, 60_000);
+}
+
+#[test]
+fn init_producer_id_timeout_checked_first() {
+    for t in [0, -1, MAX_TIMEOUT + 1] {
+        let m = meta(TxnState::PrepareCommit, 3);
+        assert_eq!(
+            init_producer_id(Some(&m), "tx", t, MAX_TIMEOUT, None, None, 0),
+            Err(ErrorCode::InvalidTransactionTimeout)
+        );
+        assert_eq!(
+            init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(1), 0),
+            Err(ErrorCode::InvalidTransactionTimeout)
+        );
+    }
+    assert!(init_producer_id(None, "tx", MAX_TIMEOUT, MAX_TIMEOUT, None, Some(1), 0).is_ok());
+}
+
+#[test]
+fn init_producer_id_by_state() {
+    use TxnState::*;
+    for state in TxnState::ALL {
+        let m = meta(state, 3);
+        let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9);
+        match state {
+            Empty | CompleteCommit | CompleteAbort => {
+                let InitOutcome::Grant(step) = out.unwrap() else {
+                    panic!()
+                };
+                let r = write_target(step);
+                assert_eq!((r.producer_id, r.producer_epoch), (PID, 4), "{state:?}");
+                assert_eq!(r.state, Empty);
+                assert_eq!(r.timeout_ms, 30_000);
+                assert!(r.partitions.is_empty());
+                assert!(Empty.can_follow(state));
+            }
+            Ongoing => {
+                let InitOutcome::FenceOngoing(r) = out.unwrap() else {
+                    panic!()
+                };
+                assert_eq!(r.state, PrepareAbort);
+                assert_eq!(r.producer_epoch, 4);
+                assert_eq!(r.last_producer_epoch, 3);
+                assert_eq!(
+                    r.partitions, m.current.partitions,
+                    "abort markers go to every partition"
+                );
+            }
+            PrepareCommit | PrepareAbort | PrepareEpochFence | Dead => {
+                assert_eq!(out, Err(ErrorCode::ConcurrentTransactions), "{state:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn init_producer_id_pending_write_is_concurrent() {
+    let mut m = meta(TxnState::Empty, 3);
+    let target = m.current.clone();
+    m.begin_write(target, false);
+    assert_eq!(
+        init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9),
+        Err(ErrorCode::ConcurrentTransactions)
+    );
+}
+
+#[test]
+fn init_producer_id_epoch_exhausted_rotates_id() {
+    let m = meta(TxnState::CompleteCommit, MAX_BUMPABLE_EPOCH);
+    let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9).unwrap();
+    assert_eq!(out, InitOutcome::NeedProducerId);
+    let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, Some(2000), 9).unwrap();
+    let InitOutcome::Grant(Step::Write { record, respond }) = out else {
+        panic!()
+    };
+    assert_eq!(respond, (2000, 0));
+    assert_eq!(record.previous_producer_id, PID);
+}
+
+#[test]
+fn init_producer_id_kip360_table() {
+    // (expected (pid, epoch), current epoch, last epoch, previous pid) -> outcome
+    struct Case {
+        expected: (i64, i16),
+        epoch: i16,
+        last_epoch: i16,
+        previous: i64,
+        want: Result<Option<(i64, i16)>, ErrorCode>, // Some = written with this, None = answered without write
+    }
+    let cases = [
+        // The client's epoch is current: bump, remembering it.
+        Case {
+            expected: (PID, 3),
+            epoch: 3,
+            last_epoch: -1,
+            previous: -1,
+            want: Ok(Some((PID, 4))),
+        },
+        // A retry after a bump whose answer was lost: same answer, no write.
+        Case {
+            expected: (PID, 3),
+            epoch: 4,
+            last_epoch: 3,
+            previous: -1,
+            want: Ok(None),
+        },
+        // An old epoch that is neither: fenced.
+        Case {
+            expected: (PID, 1),
+            epoch: 4,
+            last_epoch: 3,
+            previous: -1,
+            want: Err(ErrorCode::ProducerFenced),
+        },
+        // Another producer id: fenced.
+        Case {
+            expected: (77, 3),
+            epoch: 3,
+            last_epoch: -1,
+            previous: -1,
+            want: Err(ErrorCode::ProducerFenced),
+        },
+        // The previous id at an exhausted epoch: the rotation's answer again.
+        Case {
+            expected: (55, MAX_BUMPABLE_EPOCH),
+            epoch: 0,
+            last_epoch: -1,
+            previous: 55,
+            want: Ok(None),
+        },
+        // The previous id at a non-exhausted epoch: fenced.
+        Case {
+            expected: (55, 3),
+            epoch: 0,
+            last_epoch: -1,
+            previous: 55,
+            want: Err(ErrorCode::ProducerFenced),
+        },
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let mut m = meta(TxnState::CompleteCommit, c.epoch);
+        m.current.last_producer_epoch = c.last_epoch;
+        m.current.previous_producer_id = c.previous;
+        let out = init_producer_id(
+            Some(&m),
+            "tx",
+            30_000,
+            MAX_TIMEOUT,
+            Some(c.expected),
+            None,
+            9,
+        );
+        match (&c.want, out) {
+            (Err(e), Err(got)) => assert_eq!(*e, got, "case {i}"),
+            (Ok(Some(want)), Ok(InitOutcome::Grant(Step::Write { respond, .. }))) => {
+                assert_eq!(*want, respond, "case {i}")
+            }
+            (Ok(None), Ok(InitOutcome::Grant(Step::Respond(r)))) => {
+                assert_eq!(
+                    r,
+                    (m.current.producer_id, m.current.producer_epoch),
+                    "case {i}"
+                )
+            }
+            (want, got) => panic!("case {i}: want {want:?}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn add_partitions_by_state() {
+    use TxnState::*;
+    for state in TxnState::ALL {
+        let m = meta(state, 3);
+        let out = add_partitions(&m, PID, 3, &[tp("c", 0)], 500);
+        match state {
+            Ongoing => {
+                let r = write_target(out.unwrap());
+                assert_eq!(r.state, Ongoing);
+                assert_eq!(r.partitions.len(), 3);
+                assert_eq!(
+                    r.start_timestamp, 100,
+                    "an ongoing transaction keeps its start"
+                );
+            }
+            Empty | CompleteCommit | CompleteAbort => {
+                let r = write_target(out.unwrap());
+                assert_eq!(r.state, Ongoing);
+                assert_eq!(r.partitions, BTreeSet::from([tp("c", 0)]));
+                assert_eq!(r.start_timestamp, 500);
+            }
+            PrepareCommit | PrepareAbort | PrepareEpochFence => {
+                assert_eq!(out, Err(ErrorCode::ConcurrentTransactions), "{state:?}")
+            }
+            Dead => assert_eq!(out, Err(ErrorCode::InvalidTxnState)),
+        }
+    }
+    // Already added: nothing to write.
+    let m = meta(Ongoing, 3);
+    assert_eq!(
+        add_partitions(&m, PID, 3, &[tp("a", 0)], 500),
+        Ok(Step::Respond(()))
+    );
+}
+
+#[test]
+fn add_partitions_checks_in_order() {
+    let mut m = meta(TxnState::PrepareCommit, 3);
+    let target = m.current.clone();
+    m.begin_write(target, false);
+    let p = [tp("c", 0)];
+    assert_eq!(
+        add_partitions(&m, PID + 1, 2, &p, 0),
+        Err(ErrorCode::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        add_partitions(&m, PID, 2, &p, 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        add_partitions(&m, PID, 4, &p, 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        add_partitions(&m, PID, 3, &p, 0),
+        Err(ErrorCode::ConcurrentTransactions)
+    );
+}
+
+#[test]
+fn end_txn_check_order() {
+    // Every check fails at once: the first in the brief's order wins.
+    let mut m = meta(TxnState::Empty, 3);
+    let target = m.current.clone();
+    m.begin_write(target, false);
+    assert_eq!(
+        end_txn(&m, PID + 1, 2, true, 0),
+        Err(ErrorCode::InvalidProducerIdMapping)
+    );
+    assert_eq!(end_txn(&m, PID, 2, true, 0), Err(ErrorCode::ProducerFenced));
+    assert_eq!(
+        end_txn(&m, PID, 4, true, 0),
+        Err(ErrorCode::ProducerFenced),
+        "client epochs must be equal"
+    );
+    assert_eq!(
+        end_txn(&m, PID, 3, true, 0),
+        Err(ErrorCode::ConcurrentTransactions)
+    );
+    m.abort_write();
+    assert_eq!(
+        end_txn(&m, PID, 3, true, 0),
+        Err(ErrorCode::InvalidTxnState)
+    );
+}
+
+#[test]
+fn end_txn_by_state() {
+    use EndOutcome::*;
+    use TxnState::*;
+    let ok_prepare = |s: TxnState| move |o: &Result<EndOutcome, ErrorCode>| matches!(o, Ok(Prepare(r)) if r.state == s);
+    type Check = Box<dyn Fn(&Result<EndOutcome, ErrorCode>) -> bool>;
+    let table: Vec<(TxnState, bool, Check)> = vec![
+        (Ongoing, true, Box::new(ok_prepare(PrepareCommit))),
+        (Ongoing, false, Box::new(ok_prepare(PrepareAbort))),
+        (CompleteCommit, true, Box::new(|o| *o == Ok(AlreadyDone))),
+        (
+            CompleteCommit,
+            false,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (CompleteAbort, false, Box::new(|o| *o == Ok(AlreadyDone))),
+        (
+            CompleteAbort,
+            true,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            PrepareCommit,
+            true,
+            Box::new(|o| *o == Err(ErrorCode::ConcurrentTransactions)),
+        ),
+        (
+            PrepareCommit,
+            false,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            PrepareAbort,
+            false,
+            Box::new(|o| *o == Err(ErrorCode::ConcurrentTransactions)),
+        ),
+        (
+            PrepareAbort,
+            true,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            Empty,
+            true,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            Empty,
+            false,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            Dead,
+            true,
+            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+        ),
+        (
+            PrepareEpochFence,
+            false,
+            Box::new(|o| *o == Err(ErrorCode::ConcurrentTransactions)),
+        ),
+    ];
+    for (state, commit, check) in table {
+        let m = meta(state, 3);
+        let out = end_txn(&m, PID, 3, commit, 700);
+        assert!(check(&out), "{state:?} commit={commit}: {out:?}");
+        if let Ok(Prepare(r)) = &out {
+            assert_eq!(r.partitions, m.current.partitions);
+            assert_eq!(r.last_update_timestamp, 700);
+            assert_eq!(r.producer_epoch, 3);
+        }
+    }
+}
+
+#[test]
+fn fence_then_old_producer_is_fenced() {
+    let m = meta(TxnState::Ongoing, 3);
+    let mut m2 = m.clone();
+    assert!(m2.is_timed_out(100 + 60_001));
+    assert!(!m2.is_timed_out(100 + 60_000));
+    let r = fence(&m2.current, 70_000);
+    m2.begin_write(r, true);
+    assert_eq!(m2.reported_state(), TxnState::PrepareEpochFence);
+    assert!(
+        !m2.is_timed_out(1 << 40),
+        "nothing times out while a write is pending"
+    );
+    m2.complete_write();
+    assert_eq!(m2.current.state, TxnState::PrepareAbort);
+    assert_eq!(m2.current.producer_epoch, 4);
+    // The stalled producer's commit, at its old epoch.
+    assert_eq!(
+        end_txn(&m2, PID, 3, true, 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+    let done = complete(&m2.current, 80_000).unwrap();
+    assert_eq!(done.state, TxnState::CompleteAbort);
+    assert!(done.partitions.is_empty());
+    m2.begin_write(done, false);
+    m2.complete_write();
+    assert_eq!(
+        end_txn(&m2, PID, 3, true, 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        add_partitions(&m2, PID, 3, &[tp("a", 0)], 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+}
+
+#[test]
+fn complete_only_from_prepare() {
+    for s in TxnState::ALL {
+        let m = meta(s, 1);
+        let r = complete(&m.current, 1);
+        assert_eq!(r.is_some(), s.is_prepare(), "{s:?}");
+        if let Some(r) = r {
+            assert!(is_valid_transition(s, r.state));
+        }
+    }
+}
+
+#[test]
+fn verify_partition_table() {
+    let m = meta(TxnState::Ongoing, 3);
+    assert_eq!(verify_partition(&m, PID, 3, &tp("a", 0)), Ok(()));
+    assert_eq!(
+        verify_partition(&m, PID, 3, &tp("c", 0)),
+        Err(ErrorCode::InvalidTxnState)
+    );
+    assert_eq!(
+        verify_partition(&m, PID, 2, &tp("a", 0)),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        verify_partition(&m, 1, 3, &tp("a", 0)),
+        Err(ErrorCode::InvalidProducerIdMapping)
+    );
+    let m = meta(TxnState::CompleteCommit, 3);
+    assert_eq!(
+        verify_partition(&m, PID, 3, &tp("a", 0)),
+        Err(ErrorCode::InvalidTxnState)
+    );
+}
+
+#[test]
+fn txn_log_round_trip() {
+    let mut r = meta(TxnState::Ongoing, 12).current;
+    r.previous_producer_id = 44;
+    r.last_producer_epoch = 11;
+    r.partitions.insert(tp("a", 7));
+    let bytes = txn_log::encode_value(&r);
+    assert_eq!(txn_log::decode_value(&bytes).unwrap(), r);
+    assert_eq!(
+        txn_log::decode_key(&txn_log::encode_key("my-tx")).unwrap(),
+        "my-tx"
+    );
+    // Kafka's v0 value without Strand's trailing fields still decodes.
+    let v0 = &bytes[..bytes.len() - 10];
+    let d = txn_log::decode_value(v0).unwrap();
+    assert_eq!(d.previous_producer_id, -1);
+    assert_eq!(d.partitions, r.partitions);
+    // Every truncation is an error, never a panic.
+    for cut in 0..bytes.len() - 10 {
+        assert!(
+            txn_log::decode_value(&bytes[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut bad = bytes.to_vec();
+    bad[2 + 8 + 2 + 4] = 42;
+    assert!(txn_log::decode_value(&bad).is_err());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Init(i32),
+    Add(u8),
+    End(bool),
+    Complete,
+    Timeout(i64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1..100_000i32).prop_map(Op::Init),
+        (0..4u8).prop_map(Op::Add),
+        any::<bool>().prop_map(Op::End),
+        Just(Op::Complete),
+        (0..200_000i64).prop_map(Op::Timeout),
+    ]
+}
+
+proptest! {
+    /// Whatever the client and timers do, every persisted record follows a
+    /// valid transition from the previous one, epochs never go backwards,
+    /// and only Ongoing/Prepare states carry partitions.
+    #[test]
+    fn random_sequences_keep_invariants(ops in proptest::collection::vec((op(), proptest::bool::weighted(0.2)), 1..60)) {
+        let mut m: Option<TxnMetadata> = None;
+        let mut now = 0i64;
+        let mut next_pid = 1i64;
+        for (op, write_fails) in ops {
+            now += 10;
+            let Some(cur) = m.as_mut() else {
+                if let Op::Init(t) = op {
+                    let out = init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(next_pid), now).unwrap();
+                    next_pid += 1;
+                    if let InitOutcome::Grant(Step::Write { record, .. }) = out {
+                        let mut fresh = new_metadata("tx", record.producer_id, t, now);
+                        fresh.begin_write(record, false);
+                        fresh.complete_write();
+                        m = Some(fresh);
+                    }
+                }
+                continue;
+            };
+            let before = cur.current.clone();
+            let (pid, epoch) = (before.producer_id, before.producer_epoch);
+            let write: Option<(TxnRecord, bool)> = match op {
+                Op::Init(t) => match init_producer_id(Some(cur), "tx", t, MAX_TIMEOUT, None, Some(next_pid), now) {
+                    Ok(InitOutcome::Grant(Step::Write { record, .. })) => Some((record, false)),
+                    Ok(InitOutcome::FenceOngoing(r)) => Some((r, true)),
+                    _ => None,
+                },
+                Op::Add(p) => match add_partitions(cur, pid, epoch, &[tp("t", i32::from(p))], now) {
+                    Ok(Step::Write { record, .. }) => Some((record, false)),
+                    _ => None,
+                },
+                Op::End(commit) => match end_txn(cur, pid, epoch, commit, now) {
+                    Ok(EndOutcome::Prepare(r)) => Some((r, false)),
+                    _ => None,
+                },
+                Op::Complete => complete(&before, now).map(|r| (r, false)),
+                Op::Timeout(dt) => {
+                    now += dt;
+                    cur.is_timed_out(now).then(|| (fence(&before, now), true))
+                }
+            };
+            next_pid += 1;
+            if let Some((record, fencing)) = write {
+                prop_assert!(is_valid_transition(before.state, record.state) || record.producer_id != before.producer_id,
+                    "{:?} -> {:?}", before.state, record.state);
+                prop_assert!(record.producer_id != before.producer_id || record.producer_epoch >= before.producer_epoch);
+                cur.begin_write(record, fencing);
+                // A pending write blocks every client request.
+                prop_assert_eq!(end_txn(cur, pid, epoch, true, now).err(), Some(ErrorCode::ConcurrentTransactions));
+                if write_fails {
+                    cur.abort_write();
+                    prop_assert_eq!(&cur.current, &before);
+                } else {
+                    cur.complete_write();
+                }
+            }
+            let c = &cur.current;
+            if !matches!(c.state, TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort) {
+                prop_assert!(c.partitions.is_empty(), "{:?} has partitions", c.state);
+            }
+        }
+    }
+}
