@@ -102,6 +102,13 @@ pub struct Partition {
     closed: AtomicBool,
 }
 
+/// Who wrote a record set: clients are sequence-checked, coordinators not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    Client,
+    Coordinator,
+}
+
 /// Outcome of appending one partition's records.
 #[derive(Debug, Clone, Copy)]
 pub struct AppendOutcome {
@@ -290,12 +297,24 @@ impl Partition {
         false
     }
 
-    /// Validates and appends one partition's record set as leader.
+    /// Validates and appends one partition's record set from a client as leader.
     pub fn append(
         &self,
         records: &Bytes,
         acks: Acks,
         produce_version: i16,
+    ) -> Result<AppendOutcome, PartitionError> {
+        self.append_from(records, acks, produce_version, AppendOrigin::Client)
+    }
+
+    /// Validates and appends a record set as leader; a coordinator's
+    /// transactional records (TxnOffsetCommit) skip the sequence check.
+    pub fn append_from(
+        &self,
+        records: &Bytes,
+        acks: Acks,
+        produce_version: i16,
+        origin: AppendOrigin,
     ) -> Result<AppendOutcome, PartitionError> {
         let headers = validate_record_set(records).map_err(|e| match e {
             BatchError::UnsupportedMagic(_) => {
@@ -359,7 +378,17 @@ impl Partition {
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
-        if first.has_producer_id() {
+        if first.has_producer_id() && origin == AppendOrigin::Coordinator {
+            // Only the epoch fences a coordinator's write (Kafka's AppendOrigin.Coordinator).
+            if let Some(e) = producers.entry(first.producer_id) {
+                if first.producer_epoch < e.producer_epoch {
+                    return Err(producer_error(ProducerStateError::InvalidProducerEpoch {
+                        producer_epoch: first.producer_epoch,
+                        current_epoch: e.producer_epoch,
+                    }));
+                }
+            }
+        } else if first.has_producer_id() {
             match producers.check(first) {
                 Ok(SequenceCheck::Append) => {}
                 Ok(SequenceCheck::Duplicate(meta)) => {
@@ -914,6 +943,8 @@ pub struct Broker {
     runtime: tokio::runtime::Handle,
     /// Group coordination for the `__consumer_offsets` partitions led here.
     pub groups: Arc<crate::group_coordinator::GroupCoordinator>,
+    /// Transaction coordination for the `__transaction_state` partitions led here.
+    pub txns: Arc<crate::txn_coordinator::TxnCoordinator>,
 }
 
 impl Broker {
@@ -927,6 +958,10 @@ impl Broker {
         let groups = Arc::new(crate::group_coordinator::GroupCoordinator::new(
             config.clone(),
         ));
+        let txns = Arc::new(crate::txn_coordinator::TxnCoordinator::new(
+            config.clone(),
+            controller.clone(),
+        ));
         Broker {
             config,
             controller,
@@ -938,6 +973,7 @@ impl Broker {
             fetchers,
             runtime: tokio::runtime::Handle::current(),
             groups,
+            txns,
         }
     }
 
@@ -1116,6 +1152,9 @@ impl Broker {
                     if key.0 == crate::group_coordinator::OFFSETS_TOPIC {
                         self.groups.forget_partition(key.1);
                     }
+                    if key.0 == crate::txn_coordinator::TXN_TOPIC {
+                        self.txns.forget_partition(key.1);
+                    }
                     self.partitions.write().remove(&key);
                     part.mark_deleted();
                     tracing::info!(topic = %key.0, partition = key.1, "deleting partition");
@@ -1171,11 +1210,15 @@ impl Broker {
             }
         }
         self.fetchers.update(follow);
-        // The group coordinator follows leadership of `__consumer_offsets`.
+        // The group and transaction coordinators follow leadership of
+        // `__consumer_offsets` and `__transaction_state`.
         use crate::group_coordinator::OFFSETS_TOPIC;
+        use crate::txn_coordinator::TXN_TOPIC;
         for (key, part) in self.partitions.read().iter() {
             if key.0 == OFFSETS_TOPIC {
                 self.groups.on_partition(part);
+            } else if key.0 == TXN_TOPIC {
+                self.txns.on_partition(part);
             }
         }
     }

@@ -91,6 +91,14 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i64,
     pub group_max_session_timeout_ms: i64,
     pub group_max_size: usize,
+    /// transaction.*: the transaction coordinator.
+    pub transaction_state_log_num_partitions: i32,
+    pub transaction_state_log_replication_factor: i16,
+    pub transaction_state_log_min_isr: i32,
+    pub transaction_state_log_segment_bytes: i64,
+    pub transaction_max_timeout_ms: i32,
+    pub transactional_id_expiration_ms: i64,
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -151,6 +159,18 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("group.min.session.timeout.ms", "6000"),
     ("group.max.session.timeout.ms", "1800000"),
     ("group.max.size", "2147483647"),
+    ("transaction.state.log.num.partitions", "50"),
+    ("transaction.state.log.segment.bytes", "104857600"),
+    ("transaction.max.timeout.ms", "900000"),
+    ("transactional.id.expiration.ms", "604800000"),
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+    ),
+    (
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "3600000",
+    ),
 ];
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
@@ -171,6 +191,12 @@ const ALWAYS_POSITIVE_INT: &[&str] = &[
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 ];
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -493,6 +519,29 @@ impl BrokerConfig {
                 .parse()
                 .unwrap_or(600000),
             offset_metadata_max_bytes: get("offset.metadata.max.bytes").parse().unwrap_or(4096),
+            transaction_state_log_num_partitions: get("transaction.state.log.num.partitions")
+                .parse()
+                .unwrap_or(50),
+            transaction_state_log_replication_factor: get(
+                "transaction.state.log.replication.factor",
+            )
+            .parse()
+            .unwrap_or(3),
+            transaction_state_log_min_isr: get("transaction.state.log.min.isr")
+                .parse()
+                .unwrap_or(2),
+            transaction_state_log_segment_bytes: get("transaction.state.log.segment.bytes")
+                .parse()
+                .unwrap_or(104857600),
+            transaction_max_timeout_ms: get("transaction.max.timeout.ms").parse().unwrap_or(900000),
+            transactional_id_expiration_ms: get("transactional.id.expiration.ms")
+                .parse()
+                .unwrap_or(604800000),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            )
+            .parse()
+            .unwrap_or(10000),
             group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
                 .parse()
                 .unwrap_or(3000),

@@ -4,6 +4,7 @@
 //! property names.
 
 mod broker;
+mod broker_client;
 mod config;
 mod group_coordinator;
 mod handlers;
@@ -11,6 +12,7 @@ mod lifecycle;
 mod meta;
 mod replica_fetcher;
 mod server;
+mod txn_coordinator;
 
 use broker::{now_ms, Broker};
 use config::BrokerConfig;
@@ -226,6 +228,21 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                     now_ms(),
                 )
                 .await;
+        }
+    });
+
+    // Transactions past their timeout are aborted (with an epoch bump).
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_millis(
+            b.config
+                .transaction_abort_timed_out_transaction_cleanup_interval_ms
+                .max(10),
+        );
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            b.txns.abort_timed_out().await;
         }
     });
 

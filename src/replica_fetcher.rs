@@ -6,29 +6,22 @@
 //! truncation, no separate OffsetForLeaderEpoch round trip).
 
 use crate::broker::Partition;
+use crate::broker_client::BrokerConn;
 use crate::config::BrokerConfig;
-use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strand_controller::ControllerHandle;
 use strand_protocol::ErrorCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 /// Fetch v12: the last version that names topics (v13+ use topic ids) and
 /// carries the replica id in the request body.
 const FETCH_VERSION: i16 = 12;
-
-/// The largest response frame a fetcher accepts.
-const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 struct Fetcher {
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -269,72 +262,17 @@ fn handle_partition(s: &Sent, pd: kafka_protocol::messages::fetch_response::Part
     }
 }
 
-/// A Kafka-wire connection to the leader, one request at a time.
-struct Conn {
-    stream: TcpStream,
-    correlation: i32,
-    client_id: StrBytes,
-}
+/// The follower's connection to its leader.
+struct Conn(BrokerConn);
 
 impl Conn {
     async fn connect(addr: &str, node_id: i32) -> std::io::Result<Conn> {
-        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+        BrokerConn::connect(addr, format!("strand-replica-fetcher-{node_id}"))
             .await
-            .map_err(|_| {
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
-            })??;
-        stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            correlation: 0,
-            client_id: StrBytes::from_string(format!("strand-replica-fetcher-{node_id}")),
-        })
+            .map(Conn)
     }
 
     async fn fetch(&mut self, req: &FetchRequest) -> std::io::Result<FetchResponse> {
-        self.correlation = self.correlation.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Fetch as i16)
-            .with_request_api_version(FETCH_VERSION)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(self.client_id.clone()));
-        let mut body = BytesMut::with_capacity(256);
-        body.put_i32(0);
-        header
-            .encode(
-                &mut body,
-                ApiKey::Fetch.request_header_version(FETCH_VERSION),
-            )
-            .map_err(invalid)?;
-        req.encode(&mut body, FETCH_VERSION).map_err(invalid)?;
-        let len = (body.len() - 4) as i32;
-        body[..4].copy_from_slice(&len.to_be_bytes());
-        self.stream.write_all(&body).await?;
-
-        let mut prefix = [0u8; 4];
-        self.stream.read_exact(&mut prefix).await?;
-        let len = i32::from_be_bytes(prefix);
-        if len < 4 || len as usize > MAX_RESPONSE_BYTES {
-            return Err(invalid(format!("bad response size {len}")));
-        }
-        let mut frame = BytesMut::zeroed(len as usize);
-        self.stream.read_exact(&mut frame).await?;
-        let mut frame = frame.freeze();
-        let rh = ResponseHeader::decode(
-            &mut frame,
-            ApiKey::Fetch.response_header_version(FETCH_VERSION),
-        )
-        .map_err(invalid)?;
-        if rh.correlation_id != self.correlation {
-            return Err(invalid(format!(
-                "response for correlation id {} while waiting for {}",
-                rh.correlation_id, self.correlation
-            )));
-        }
-        FetchResponse::decode(&mut frame, FETCH_VERSION).map_err(invalid)
+        self.0.send(ApiKey::Fetch, FETCH_VERSION, req).await
     }
-}
-
-fn invalid(e: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }

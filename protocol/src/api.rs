@@ -41,6 +41,14 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // Transactions as Kafka 3.7 serves them (transaction.version 1: the
+    // higher versions signal KIP-890 part 2, not served yet).
+    (ApiKey::AddPartitionsToTxn, 0, 4),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
 ];
 
 /// The advertised range for `key`, if we serve it.
@@ -87,7 +95,7 @@ mod tests {
         assert!(is_served(ApiKey::Produce, 3));
         assert!(is_served(ApiKey::Produce, 10));
         assert!(!is_served(ApiKey::Produce, 11));
-        assert!(!is_served(ApiKey::AddPartitionsToTxn, 0));
+        assert!(!is_served(ApiKey::AddPartitionsToTxn, 5));
         assert!(!is_served(ApiKey::OffsetCommit, 1));
     }
 }

@@ -7,7 +7,7 @@
 
 pub mod records;
 
-use crate::broker::{now_ms, AppendOutcome, Partition};
+use crate::broker::{now_ms, AppendOrigin, AppendOutcome, Partition};
 use crate::config::BrokerConfig;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -52,6 +52,10 @@ pub struct GroupEntry {
 pub struct GroupSlot {
     pub group: Option<Group>,
     pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets committed inside a transaction (TxnOffsetCommit), by producer
+    /// id: they become offsets when the commit marker lands on this
+    /// partition and are dropped on abort.
+    pub pending_txn_offsets: HashMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
     /// Set when the partition was unloaded: the entry is stale.
     pub unloaded: bool,
     pending_joins: HashMap<String, oneshot::Sender<JoinResponse>>,
@@ -63,6 +67,7 @@ impl GroupSlot {
         GroupSlot {
             group,
             offsets,
+            pending_txn_offsets: HashMap::new(),
             unloaded: false,
             pending_joins: HashMap::new(),
             pending_syncs: HashMap::new(),
@@ -198,7 +203,12 @@ impl GroupCoordinator {
         let mut groups = self.groups.lock();
         let count = state.len();
         let now = now_ms();
-        for (id, (offsets, snapshot)) in state {
+        for (id, loaded) in state {
+            let LoadedGroup {
+                offsets,
+                snapshot,
+                pending,
+            } = loaded;
             let group = snapshot.and_then(|json| {
                 match serde_json::from_slice::<GroupMetadataSnapshot>(&json)
                     .map_err(|e| e.to_string())
@@ -218,7 +228,10 @@ impl GroupCoordinator {
                 Arc::new(GroupEntry {
                     id,
                     partition: index,
-                    slot: tokio::sync::Mutex::new(GroupSlot::new(group, offsets)),
+                    slot: tokio::sync::Mutex::new(GroupSlot {
+                        pending_txn_offsets: pending,
+                        ..GroupSlot::new(group, offsets)
+                    }),
                 }),
             );
         }
@@ -277,6 +290,25 @@ impl GroupCoordinator {
             max_session_timeout_ms: self.config.group_max_session_timeout_ms,
             initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
             max_size: self.config.group_max_size,
+        }
+    }
+
+    /// A transaction marker landed on `__consumer_offsets` partition `index`:
+    /// the producer's pending transactional offsets there become committed
+    /// offsets (commit) or are dropped (abort).
+    pub async fn on_txn_marker(&self, index: i32, producer_id: i64, commit: bool) {
+        let entries: Vec<Arc<GroupEntry>> = self
+            .all_groups()
+            .into_iter()
+            .filter(|g| g.partition == index)
+            .collect();
+        for entry in entries {
+            let mut slot = entry.slot.lock().await;
+            if let Some(pending) = slot.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    slot.offsets.extend(pending);
+                }
+            }
         }
     }
 
@@ -445,12 +477,52 @@ fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
     }
 }
 
-/// Offsets and the last group metadata (JSON) of each group of one
-/// partition, replayed in log order.
-type LoadedState = HashMap<String, (BTreeMap<(String, i32), CommittedOffset>, Option<Bytes>)>;
+type Offsets = BTreeMap<(String, i32), CommittedOffset>;
+
+/// One group as replayed from its partition: committed offsets, the last
+/// group metadata (JSON), and transactional offsets still awaiting a marker.
+#[derive(Default)]
+struct LoadedGroup {
+    offsets: Offsets,
+    snapshot: Option<Bytes>,
+    pending: HashMap<i64, Offsets>,
+}
+
+/// Every group of one partition, replayed in log order.
+type LoadedState = HashMap<String, LoadedGroup>;
 
 fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> {
     let mut state: LoadedState = HashMap::new();
+    for_each_record(partition, |rec| {
+        if rec.control {
+            // A transaction marker: key = version i16 | type i16 (1 = commit).
+            let commit = rec
+                .key
+                .as_ref()
+                .is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 1);
+            for g in state.values_mut() {
+                if let Some(pending) = g.pending.remove(&rec.producer_id) {
+                    if commit {
+                        g.offsets.extend(pending);
+                    }
+                }
+            }
+            return;
+        }
+        let txn_producer = (rec.transactional && rec.producer_id >= 0).then_some(rec.producer_id);
+        apply_record(
+            &mut state,
+            rec.key.as_ref(),
+            rec.value.as_ref(),
+            txn_producer,
+        );
+    })?;
+    Ok(state)
+}
+
+/// Replays a partition led here from its log start to its LEO, record by
+/// record in offset order (control records included), for coordinator loads.
+pub fn for_each_record(partition: &Partition, mut f: impl FnMut(&Record)) -> Result<(), String> {
     let log = partition.log.read();
     let end = log.log_end_offset();
     let mut offset = log.log_start_offset();
@@ -469,16 +541,13 @@ fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> 
         match RecordBatchDecoder::decode_all(&mut buf) {
             Ok(sets) => {
                 for set in sets {
-                    for rec in set.records {
-                        if rec.control || rec.offset < offset {
-                            continue;
-                        }
-                        apply_record(&mut state, rec.key.as_ref(), rec.value.as_ref());
+                    for rec in set.records.iter().filter(|r| r.offset >= offset) {
+                        f(rec);
                     }
                 }
             }
             Err(e) => {
-                tracing::warn!(topic = OFFSETS_TOPIC, partition = partition.index, offset, error = %e, "undecodable batch skipped")
+                tracing::warn!(topic = %partition.topic, partition = partition.index, offset, error = %e, "undecodable batch skipped")
             }
         }
         if next <= offset {
@@ -486,27 +555,41 @@ fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> 
         }
         offset = next;
     }
-    Ok(state)
+    Ok(())
 }
 
-fn apply_record(state: &mut LoadedState, key: Option<&Bytes>, value: Option<&Bytes>) {
+fn apply_record(
+    state: &mut LoadedState,
+    key: Option<&Bytes>,
+    value: Option<&Bytes>,
+    txn_producer: Option<i64>,
+) {
     match records::decode(key, value) {
         Ok(OffsetsRecord::Offset {
             group,
             topic,
             partition,
             value,
-        }) => match value {
-            Some(v) => {
+        }) => match (value, txn_producer) {
+            (Some(v), Some(pid)) => {
                 state
                     .entry(group)
                     .or_default()
-                    .0
+                    .pending
+                    .entry(pid)
+                    .or_default()
                     .insert((topic, partition), v);
             }
-            None => {
+            (Some(v), None) => {
+                state
+                    .entry(group)
+                    .or_default()
+                    .offsets
+                    .insert((topic, partition), v);
+            }
+            (None, _) => {
                 if let Some(g) = state.get_mut(&group) {
-                    g.0.remove(&(topic, partition));
+                    g.offsets.remove(&(topic, partition));
                 }
             }
         },
@@ -515,7 +598,7 @@ fn apply_record(state: &mut LoadedState, key: Option<&Bytes>, value: Option<&Byt
             None => {
                 state.remove(&group);
             }
-            Some(json) => state.entry(group).or_default().1 = Some(json),
+            Some(json) => state.entry(group).or_default().snapshot = Some(json),
         },
         Err(e) => tracing::warn!(error = %e, "undecodable offsets record skipped"),
     }
@@ -523,17 +606,27 @@ fn apply_record(state: &mut LoadedState, key: Option<&Bytes>, value: Option<&Byt
 
 /// Encodes key/value records as one batch (no producer id, CreateTime now).
 pub fn encode_records(kvs: &[(Bytes, Option<Bytes>)]) -> Result<Bytes, String> {
+    encode_records_as(kvs, None)
+}
+
+/// Encodes key/value records as one batch; with a producer (id, epoch) the
+/// batch is transactional (TxnOffsetCommit), without sequence numbers.
+pub fn encode_records_as(
+    kvs: &[(Bytes, Option<Bytes>)],
+    producer: Option<(i64, i16)>,
+) -> Result<Bytes, String> {
     let now = now_ms();
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let records: Vec<Record> = kvs
         .iter()
         .enumerate()
         .map(|(i, (k, v))| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch unless offset - sequence stays
@@ -581,6 +674,23 @@ pub fn append_records(
     })?;
     partition
         .append(&batch, Acks::All, 3)
+        .map_err(|e| map_append_error(e.code))
+}
+
+/// Appends a transactional batch of offset records for a producer
+/// (TxnOffsetCommit): sequence-free, fenced only by the producer epoch.
+pub fn append_txn_records(
+    partition: &Partition,
+    kvs: &[(Bytes, Option<Bytes>)],
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<AppendOutcome, ErrorCode> {
+    let batch = encode_records_as(kvs, Some((producer_id, producer_epoch))).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode transactional offsets records");
+        ErrorCode::UnknownServerError
+    })?;
+    partition
+        .append_from(&batch, Acks::All, 3, AppendOrigin::Coordinator)
         .map_err(|e| map_append_error(e.code))
 }
 

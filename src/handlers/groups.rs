@@ -8,6 +8,7 @@ use crate::group_coordinator::{
     act, append_committed, GroupCoordinator, GroupEntry, OFFSETS_TOPIC,
 };
 use crate::handlers::RequestContext;
+use crate::txn_coordinator::{TxnCoordinator, TXN_TOPIC};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -21,6 +22,9 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use strand_controller::manager::NewTopic;
@@ -28,6 +32,7 @@ use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncR
 use strand_protocol::ErrorCode;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -37,8 +42,44 @@ fn s(v: &str) -> StrBytes {
 /// use (offsets.topic.num.partitions, offsets.topic.replication.factor
 /// clamped to the live brokers, compacted). None while it does not exist yet.
 pub async fn offsets_partitions(broker: &Broker) -> Option<i32> {
+    let c = &broker.config;
+    internal_topic_partitions(
+        broker,
+        OFFSETS_TOPIC,
+        c.offsets_topic_num_partitions,
+        c.offsets_topic_replication_factor,
+        None,
+        c.offsets_topic_segment_bytes,
+    )
+    .await
+}
+
+/// The partition count of `__transaction_state`, creating it on first use
+/// (transaction.state.log.num.partitions, replication factor clamped to the
+/// live brokers, min ISR transaction.state.log.min.isr clamped to it, compacted).
+pub async fn txn_partitions(broker: &Broker) -> Option<i32> {
+    let c = &broker.config;
+    internal_topic_partitions(
+        broker,
+        TXN_TOPIC,
+        c.transaction_state_log_num_partitions,
+        c.transaction_state_log_replication_factor,
+        Some(c.transaction_state_log_min_isr),
+        c.transaction_state_log_segment_bytes,
+    )
+    .await
+}
+
+async fn internal_topic_partitions(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    min_isr: Option<i32>,
+    segment_bytes: i64,
+) -> Option<i32> {
     let image = broker.image();
-    if let Some(t) = image.topics.get(OFFSETS_TOPIC) {
+    if let Some(t) = image.topics.get(name) {
         return Some(t.partitions.len() as i32);
     }
     let live = image
@@ -47,26 +88,28 @@ pub async fn offsets_partitions(broker: &Broker) -> Option<i32> {
         .filter(|b| b.is_active())
         .count()
         .max(1);
-    let rf = (broker.config.offsets_topic_replication_factor.max(1) as usize).min(live) as i16;
+    let rf = (replication_factor.max(1) as usize).min(live) as i16;
+    let mut configs = vec![
+        ("cleanup.policy".into(), Some("compact".into())),
+        ("compression.type".into(), Some("producer".into())),
+        ("segment.bytes".into(), Some(segment_bytes.to_string())),
+    ];
+    if let Some(min_isr) = min_isr {
+        let min_isr = min_isr.clamp(1, i32::from(rf));
+        configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));
+    }
     let topic = NewTopic {
-        name: OFFSETS_TOPIC.to_string(),
-        num_partitions: broker.config.offsets_topic_num_partitions,
+        name: name.to_string(),
+        num_partitions: partitions,
         replication_factor: rf,
         assignments: Vec::new(),
-        configs: vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("compression.type".into(), Some("producer".into())),
-            (
-                "segment.bytes".into(),
-                Some(broker.config.offsets_topic_segment_bytes.to_string()),
-            ),
-        ],
+        configs,
     };
     let result = broker.controller.create_topics(vec![topic], false).await;
     match result.first() {
-        Some(Ok(_)) => tracing::info!(replication_factor = rf, "created {OFFSETS_TOPIC}"),
+        Some(Ok(_)) => tracing::info!(replication_factor = rf, "created {name}"),
         Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists => {}
-        Some(Err(e)) => tracing::warn!(error = %e.message, "cannot create {OFFSETS_TOPIC}"),
+        Some(Err(e)) => tracing::warn!(error = %e.message, "cannot create {name}"),
         None => {}
     }
     broker.reconcile();
@@ -80,17 +123,27 @@ async fn coordinator_for(
     key: &str,
     key_type: i8,
 ) -> Result<(i32, String, i32), ErrorCode> {
-    if key_type != KEY_TYPE_GROUP {
-        // Transactions come with their coordinator (a later issue).
-        return Err(ErrorCode::CoordinatorNotAvailable);
-    }
-    let partitions = offsets_partitions(broker)
-        .await
-        .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-    let index = GroupCoordinator::partition_for(key, partitions);
+    let (topic, index) = match key_type {
+        KEY_TYPE_GROUP => {
+            let partitions = offsets_partitions(broker)
+                .await
+                .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+            (
+                OFFSETS_TOPIC,
+                GroupCoordinator::partition_for(key, partitions),
+            )
+        }
+        KEY_TYPE_TRANSACTION => {
+            let partitions = txn_partitions(broker)
+                .await
+                .ok_or(ErrorCode::CoordinatorNotAvailable)?;
+            (TXN_TOPIC, TxnCoordinator::partition_for(key, partitions))
+        }
+        _ => return Err(ErrorCode::InvalidRequest),
+    };
     let image = broker.image();
     let leader = image
-        .partition(OFFSETS_TOPIC, index)
+        .partition(topic, index)
         .map(|p| p.leader)
         .filter(|l| *l >= 0)
         .ok_or(ErrorCode::CoordinatorNotAvailable)?;
@@ -172,6 +225,146 @@ async fn group_entry(
         }
         other => other,
     }
+}
+
+/// TxnOffsetCommit: offsets committed inside a transaction are written to
+/// the group's partition as the producer's transactional records and kept
+/// pending until the transaction's marker lands there (visible on commit,
+/// dropped on abort).
+pub async fn txn_offset_commit(
+    broker: &Broker,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group = req.group_id.0.to_string();
+    let respond = |code_of: &dyn Fn(i32, &str) -> i16| {
+        TxnOffsetCommitResponse::default().with_topics(
+            req.topics
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code_of(
+                                            p.partition_index,
+                                            t.name.0.as_str(),
+                                        ))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+    };
+    if group.is_empty() {
+        return respond(&|_, _| ErrorCode::InvalidGroupId.code());
+    }
+    let entry = match group_entry(broker, &group, true).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return respond(&|_, _| ErrorCode::NotCoordinator.code()),
+        Err(code) => return respond(&|_, _| code.code()),
+    };
+    let now = now_ms();
+    let max_meta = broker.config.offset_metadata_max_bytes;
+    let image = broker.image();
+    let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
+    let mut kvs = Vec::new();
+    let mut accepted: Vec<((String, i32), CommittedOffset)> = Vec::new();
+    let mut slot = entry.slot.lock().await;
+    if slot.unloaded {
+        drop(slot);
+        return respond(&|_, _| ErrorCode::NotCoordinator.code());
+    }
+    // v3+ carries the consumer's generation: a zombie member is fenced
+    // (KIP-447); without one (generation -1) only the producer epoch fences.
+    if req.generation_id >= 0 || !req.member_id.is_empty() {
+        if let Err(code) = crate::group_coordinator::validate_commit(
+            &mut slot,
+            req.member_id.as_str(),
+            req.generation_id,
+            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            now,
+        ) {
+            drop(slot);
+            return respond(&|_, _| code.code());
+        }
+    }
+    for t in &req.topics {
+        for p in &t.partitions {
+            let meta = p
+                .committed_metadata
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            let key = (t.name.0.to_string(), p.partition_index);
+            if image
+                .partition(t.name.0.as_str(), p.partition_index)
+                .is_none()
+            {
+                refused.push((key, ErrorCode::UnknownTopicOrPartition));
+                continue;
+            }
+            if meta.len() > max_meta {
+                refused.push((key, ErrorCode::OffsetMetadataTooLarge));
+                continue;
+            }
+            let v = CommittedOffset {
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: meta,
+                commit_timestamp_ms: now,
+            };
+            kvs.push((
+                records::offset_key(&group, t.name.0.as_str(), p.partition_index),
+                Some(records::offset_value(&v)),
+            ));
+            accepted.push((key, v));
+        }
+    }
+    let result = if kvs.is_empty() {
+        Ok(())
+    } else {
+        match broker.partition(OFFSETS_TOPIC, entry.partition) {
+            Some(p) => match crate::group_coordinator::append_txn_records(
+                &p,
+                &kvs,
+                req.producer_id.0,
+                req.producer_epoch,
+            ) {
+                Ok(outcome) => {
+                    crate::group_coordinator::wait_committed(
+                        &p,
+                        &outcome,
+                        broker.groups.commit_timeout(),
+                    )
+                    .await
+                }
+                Err(code) => Err(code),
+            },
+            None => Err(ErrorCode::NotCoordinator),
+        }
+    };
+    if result.is_ok() {
+        let pending = slot
+            .pending_txn_offsets
+            .entry(req.producer_id.0)
+            .or_default();
+        for (k, v) in accepted {
+            pending.insert(k, v);
+        }
+    }
+    drop(slot);
+    respond(&|index, topic| {
+        let key = (topic.to_string(), index);
+        if let Some((_, code)) = refused.iter().find(|(k, _)| *k == key) {
+            return code.code();
+        }
+        strand_protocol::code(result.err())
+    })
 }
 
 pub async fn offset_commit(

@@ -8,6 +8,7 @@ mod groups;
 mod metadata;
 mod offsets;
 mod produce;
+mod txn;
 
 use crate::broker::Broker;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -100,6 +101,22 @@ pub async fn dispatch(
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(groups::offset_delete(broker, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(broker, r, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(broker, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(broker, r).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(txn::describe_transactions(broker, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(txn::list_transactions(broker, r).await)
         }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)

@@ -176,9 +176,12 @@ pub async fn init_producer_id(
     let resp = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if req.transactional_id.is_some() {
-        // No transaction coordinator yet.
-        return resp.with_error_code(ErrorCode::CoordinatorNotAvailable.code());
+    if req
+        .transactional_id
+        .as_ref()
+        .is_some_and(|t| !t.0.is_empty())
+    {
+        return crate::handlers::txn::init_producer_id(broker, req).await;
     }
     // Idempotent producers get a fresh id with epoch 0, whatever they held before.
     match broker.next_producer_id().await {

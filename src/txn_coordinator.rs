@@ -1,0 +1,552 @@
+//! The transaction coordinator's I/O: which `__transaction_state` partitions
+//! this broker leads (and has loaded), the transactional ids kept for them,
+//! persisting each transition (acks=all) before acting on it, sending
+//! WriteTxnMarkers to every participant partition's leader, and aborting
+//! transactions that outlive their timeout. The rules are the pure
+//! `strand_txn::coordinator` functions.
+
+use crate::broker::{now_ms, Partition};
+use crate::broker_client::BrokerConn;
+use crate::config::BrokerConfig;
+use crate::group_coordinator::{append_records, for_each_record, wait_committed};
+use bytes::Bytes;
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use strand_controller::ControllerHandle;
+use strand_protocol::ErrorCode;
+use strand_txn::coordinator::{self as rules, TopicPartition, TxnMetadata, TxnRecord};
+use strand_txn::txn_log;
+
+/// The internal topic holding transaction states.
+pub const TXN_TOPIC: &str = "__transaction_state";
+
+/// WriteTxnMarkers v1 (v0 is gone from Kafka 4 and from the codec).
+const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+
+#[derive(Clone)]
+enum Load {
+    Loading {
+        epoch: i32,
+    },
+    Loaded {
+        epoch: i32,
+        partition: Arc<Partition>,
+    },
+}
+
+impl Load {
+    fn epoch(&self) -> i32 {
+        match self {
+            Load::Loading { epoch } | Load::Loaded { epoch, .. } => *epoch,
+        }
+    }
+}
+
+/// One transactional id on this coordinator.
+pub struct TxnEntry {
+    pub id: String,
+    pub partition: i32,
+    pub meta: Mutex<TxnMetadata>,
+}
+
+/// What a request needs to act on a transactional id: its entry, the
+/// `__transaction_state` partition it is persisted to, and the coordinator
+/// epoch (that partition's leader epoch) markers carry.
+pub struct Coordinated {
+    pub entry: Arc<TxnEntry>,
+    pub log: Arc<Partition>,
+    pub coordinator_epoch: i32,
+}
+
+pub struct TxnCoordinator {
+    config: Arc<BrokerConfig>,
+    controller: ControllerHandle,
+    partitions: Mutex<HashMap<i32, Load>>,
+    txns: Mutex<HashMap<String, Arc<TxnEntry>>>,
+    /// Idle connections to other brokers (and this one) for markers.
+    conns: Mutex<HashMap<i32, Vec<BrokerConn>>>,
+}
+
+impl TxnCoordinator {
+    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Self {
+        TxnCoordinator {
+            config,
+            controller,
+            partitions: Mutex::new(HashMap::new()),
+            txns: Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
+        crate::group_coordinator::records::coordinator_partition(transactional_id, partitions)
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        // Kafka's transaction coordinator writes with request.timeout.ms (30 s).
+        Duration::from_secs(30)
+    }
+
+    /// Called after every reconcile for each `__transaction_state` partition
+    /// hosted here: loads one newly led (at a new epoch), unloads one no longer led.
+    pub fn on_partition(self: &Arc<Self>, partition: &Arc<Partition>) {
+        let index = partition.index;
+        let leading = partition.is_leader().then(|| partition.leader_epoch());
+        let mut parts = self.partitions.lock();
+        let current = parts.get(&index).map(Load::epoch);
+        match (leading, current) {
+            (Some(epoch), Some(e)) if e == epoch => {}
+            (Some(epoch), _) => {
+                parts.insert(index, Load::Loading { epoch });
+                drop(parts);
+                self.unload(index);
+                let me = self.clone();
+                let p = partition.clone();
+                tokio::spawn(async move { me.load(p, epoch).await });
+            }
+            (None, Some(_)) => {
+                parts.remove(&index);
+                drop(parts);
+                self.unload(index);
+                tracing::info!(
+                    partition = index,
+                    "no longer transaction coordinator for this partition"
+                );
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// A partition no longer hosted here.
+    pub fn forget_partition(&self, index: i32) {
+        if self.partitions.lock().remove(&index).is_some() {
+            self.unload(index);
+        }
+    }
+
+    fn unload(&self, index: i32) {
+        self.txns.lock().retain(|_, e| e.partition != index);
+    }
+
+    async fn load(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        let index = partition.index;
+        let p = partition.clone();
+        let loaded = tokio::task::spawn_blocking(move || read_txn_partition(&p)).await;
+        let state = match loaded {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::error!(partition = index, error = %e, "cannot load transaction state partition");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(partition = index, error = %e, "transaction state load failed");
+                return;
+            }
+        };
+        let mut to_complete = Vec::new();
+        {
+            let mut parts = self.partitions.lock();
+            if !matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
+                return; // Leadership moved on while loading.
+            }
+            let mut txns = self.txns.lock();
+            let count = state.len();
+            for (id, record) in state {
+                let prepare = record.state.is_prepare();
+                let entry = Arc::new(TxnEntry {
+                    id: id.clone(),
+                    partition: index,
+                    meta: Mutex::new(TxnMetadata {
+                        transactional_id: id.clone(),
+                        current: record,
+                        pending: None,
+                    }),
+                });
+                if prepare {
+                    to_complete.push(entry.clone());
+                }
+                txns.insert(id, entry);
+            }
+            parts.insert(
+                index,
+                Load::Loaded {
+                    epoch,
+                    partition: partition.clone(),
+                },
+            );
+            tracing::info!(
+                partition = index,
+                epoch,
+                transactional_ids = count,
+                completing = to_complete.len(),
+                "transaction state loaded; coordinating its transactional ids"
+            );
+        }
+        // Transactions left in PrepareCommit/PrepareAbort: finish them.
+        for entry in to_complete {
+            let me = self.clone();
+            let log = partition.clone();
+            tokio::spawn(async move { me.complete_transaction(entry, log, epoch).await });
+        }
+    }
+
+    /// The entry for `id` if this broker coordinates it now (created empty
+    /// when `create`, for InitProducerId).
+    pub fn coordinated(
+        &self,
+        id: &str,
+        partitions: i32,
+        create: bool,
+    ) -> Result<Option<Coordinated>, ErrorCode> {
+        let index = Self::partition_for(id, partitions);
+        let (epoch, log) = match self.partitions.lock().get(&index) {
+            Some(Load::Loaded { epoch, partition }) => (*epoch, partition.clone()),
+            Some(Load::Loading { .. }) => return Err(ErrorCode::CoordinatorLoadInProgress),
+            None => return Err(ErrorCode::NotCoordinator),
+        };
+        let entry = {
+            let txns = self.txns.lock();
+            txns.get(id).cloned()
+        };
+        let entry = match entry {
+            Some(e) => e,
+            None if create => {
+                let e = Arc::new(TxnEntry {
+                    id: id.to_string(),
+                    partition: index,
+                    // A placeholder until InitProducerId persists its first record.
+                    meta: Mutex::new(rules::new_metadata(id, -1, 0, now_ms())),
+                });
+                self.txns.lock().entry(id.to_string()).or_insert(e).clone()
+            }
+            None => return Ok(None),
+        };
+        Ok(Some(Coordinated {
+            entry,
+            log,
+            coordinator_epoch: epoch,
+        }))
+    }
+
+    /// Every transactional id coordinated here.
+    pub fn all(&self) -> Vec<Arc<TxnEntry>> {
+        self.txns.lock().values().cloned().collect()
+    }
+
+    /// Whether this broker still coordinates `entry` at `epoch`.
+    fn still_coordinating(&self, entry: &TxnEntry, epoch: i32) -> bool {
+        matches!(self.partitions.lock().get(&entry.partition), Some(Load::Loaded { epoch: e, .. }) if *e == epoch)
+            && self
+                .txns
+                .lock()
+                .get(&entry.id)
+                .is_some_and(|e| std::ptr::eq(e.as_ref(), entry))
+    }
+
+    /// Persists `record` for `entry` (already marked pending by the caller
+    /// under the entry's lock) and waits until it is committed; then makes it
+    /// current, or drops it on failure.
+    pub async fn persist(&self, entry: &TxnEntry, log: &Partition) -> Result<(), ErrorCode> {
+        let kvs = {
+            let meta = entry.meta.lock();
+            let Some(p) = meta.pending.as_ref() else {
+                return Ok(());
+            };
+            vec![(
+                txn_log::encode_key(&entry.id),
+                Some(txn_log::encode_value(&p.target)),
+            )]
+        };
+        let result = match append_records(log, &kvs) {
+            Ok(outcome) => wait_committed(log, &outcome, self.write_timeout()).await,
+            Err(code) => Err(code),
+        };
+        let mut meta = entry.meta.lock();
+        match result {
+            Ok(()) => meta.complete_write(),
+            Err(code) => {
+                tracing::warn!(transactional_id = %entry.id, ?code, "transaction state write failed");
+                meta.abort_write();
+            }
+        }
+        result
+    }
+
+    /// After a Prepare state is persisted: writes the markers to every
+    /// participant partition (retrying until each is written), then persists
+    /// CompleteCommit/CompleteAbort. Stops if this broker stops coordinating.
+    pub async fn complete_transaction(
+        self: Arc<Self>,
+        entry: Arc<TxnEntry>,
+        log: Arc<Partition>,
+        coordinator_epoch: i32,
+    ) {
+        let (producer_id, producer_epoch, commit, partitions) = {
+            let meta = entry.meta.lock();
+            let cur = &meta.current;
+            if !cur.state.is_prepare() {
+                return;
+            }
+            (
+                cur.producer_id,
+                cur.producer_epoch,
+                cur.state == strand_txn::coordinator::TxnState::PrepareCommit,
+                cur.partitions.clone(),
+            )
+        };
+        let mut remaining: BTreeSet<TopicPartition> = partitions;
+        let mut backoff = Duration::from_millis(20);
+        while !remaining.is_empty() {
+            if !self.still_coordinating(&entry, coordinator_epoch) {
+                tracing::info!(transactional_id = %entry.id, "stopped writing markers: no longer coordinator");
+                return;
+            }
+            match self
+                .write_markers(
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    &remaining,
+                )
+                .await
+            {
+                MarkerRound::Progress(done) => {
+                    for tp in done {
+                        remaining.remove(&tp);
+                    }
+                }
+                MarkerRound::Fenced(code) => {
+                    tracing::warn!(transactional_id = %entry.id, ?code, "markers fenced; leaving the transaction to the newer coordinator or producer");
+                    return;
+                }
+            }
+            if !remaining.is_empty() {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+        }
+        // Every marker written: CompleteCommit / CompleteAbort.
+        loop {
+            if !self.still_coordinating(&entry, coordinator_epoch) {
+                return;
+            }
+            let began = {
+                let mut meta = entry.meta.lock();
+                if meta.pending.is_some() {
+                    None
+                } else {
+                    match rules::complete(&meta.current, now_ms()) {
+                        Some(record) => {
+                            meta.begin_write(record, false);
+                            Some(true)
+                        }
+                        None => Some(false),
+                    }
+                }
+            };
+            match began {
+                // Another write is in flight (e.g. a concurrent request's): wait for it.
+                None => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                Some(false) => return,
+                Some(true) => {}
+            }
+            match self.persist(&entry, &log).await {
+                Ok(()) => return,
+                Err(code) => {
+                    tracing::warn!(transactional_id = %entry.id, ?code, "cannot persist transaction completion; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
+    /// One round of WriteTxnMarkers to the current leaders of `partitions`.
+    async fn write_markers(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        partitions: &BTreeSet<TopicPartition>,
+    ) -> MarkerRound {
+        let image = self.controller.image();
+        let mut done = Vec::new();
+        let mut by_leader: HashMap<i32, Vec<&TopicPartition>> = HashMap::new();
+        for tp in partitions {
+            match image.partition(&tp.0, tp.1) {
+                // A deleted topic (or partition) needs no marker.
+                None => done.push(tp.clone()),
+                Some(p) if p.leader >= 0 => by_leader.entry(p.leader).or_default().push(tp),
+                Some(_) => {} // Leaderless for now: retry.
+            }
+        }
+        for (leader, tps) in by_leader {
+            let Some(addr) = image
+                .brokers
+                .get(&leader)
+                .map(|b| format!("{}:{}", b.host, b.port))
+            else {
+                continue;
+            };
+            let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
+            for tp in &tps {
+                match topics.iter_mut().find(|t| t.name.0.as_str() == tp.0) {
+                    Some(t) => t.partition_indexes.push(tp.1),
+                    None => topics.push(
+                        WritableTxnMarkerTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(tp.0.clone())))
+                            .with_partition_indexes(vec![tp.1]),
+                    ),
+                }
+            }
+            let req =
+                WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(producer_id))
+                    .with_producer_epoch(producer_epoch)
+                    .with_transaction_result(commit)
+                    .with_coordinator_epoch(coordinator_epoch)
+                    .with_topics(topics)]);
+            let resp = match self.send(leader, &addr, &req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::debug!(leader, error = %e, "WriteTxnMarkers failed; retrying");
+                    continue;
+                }
+            };
+            for m in resp.markers {
+                for t in m.topics {
+                    for p in t.partitions {
+                        let tp = (t.name.0.to_string(), p.partition_index);
+                        match ErrorCode::try_from_code(p.error_code) {
+                            None if p.error_code == 0 => done.push(tp),
+                            Some(
+                                code @ (ErrorCode::InvalidProducerEpoch
+                                | ErrorCode::TransactionCoordinatorFenced),
+                            ) => {
+                                return MarkerRound::Fenced(code);
+                            }
+                            code => {
+                                tracing::debug!(topic = %tp.0, partition = tp.1, ?code, "marker not written yet; retrying");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        MarkerRound::Progress(done)
+    }
+
+    async fn send(
+        &self,
+        broker: i32,
+        addr: &str,
+        req: &WriteTxnMarkersRequest,
+    ) -> std::io::Result<WriteTxnMarkersResponse> {
+        let idle = self.conns.lock().get_mut(&broker).and_then(Vec::pop);
+        let mut conn = match idle {
+            Some(c) => c,
+            None => {
+                BrokerConn::connect(
+                    addr,
+                    format!("strand-txn-coordinator-{}", self.config.node_id),
+                )
+                .await?
+            }
+        };
+        let resp = tokio::time::timeout(
+            Duration::from_secs(40),
+            conn.send(ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, req),
+        )
+        .await
+        .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "WriteTxnMarkers timed out")
+        })??;
+        // Reused only after a complete exchange.
+        self.conns.lock().entry(broker).or_default().push(conn);
+        Ok(resp)
+    }
+
+    /// Aborts (with an epoch bump) every transaction that outlived its
+    /// timeout (Kafka `abortTimedOutTransactions`).
+    pub async fn abort_timed_out(self: &Arc<Self>) {
+        let now = now_ms();
+        for entry in self.all() {
+            let Some((log, epoch)) = self.loaded(entry.partition) else {
+                continue;
+            };
+            {
+                let mut meta = entry.meta.lock();
+                if !meta.is_timed_out(now) {
+                    continue;
+                }
+                tracing::info!(transactional_id = %entry.id, producer_id = meta.current.producer_id, epoch = meta.current.producer_epoch, "aborting a transaction past its timeout");
+                let record = rules::fence(&meta.current, now);
+                meta.begin_write(record, true);
+            }
+            if self.persist(&entry, &log).await.is_ok() {
+                let me = self.clone();
+                tokio::spawn(async move { me.complete_transaction(entry, log, epoch).await });
+            }
+        }
+    }
+
+    fn loaded(&self, index: i32) -> Option<(Arc<Partition>, i32)> {
+        match self.partitions.lock().get(&index) {
+            Some(Load::Loaded { epoch, partition }) => Some((partition.clone(), *epoch)),
+            _ => None,
+        }
+    }
+}
+
+enum MarkerRound {
+    /// These partitions have their marker now.
+    Progress(Vec<TopicPartition>),
+    /// A partition refused the marker for good (newer producer epoch or coordinator).
+    Fenced(ErrorCode),
+}
+
+/// The last record of each transactional id in a `__transaction_state`
+/// partition (tombstones remove the id).
+fn read_txn_partition(partition: &Partition) -> Result<HashMap<String, TxnRecord>, String> {
+    let mut state = HashMap::new();
+    for_each_record(partition, |rec| {
+        if rec.control {
+            return;
+        }
+        let Some(key) = rec.key.as_ref() else {
+            return;
+        };
+        let id = match txn_log::decode_key(key) {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable transaction log key skipped");
+                return;
+            }
+        };
+        match rec.value.as_ref().map(|v: &Bytes| txn_log::decode_value(v)) {
+            None => {
+                state.remove(&id);
+            }
+            Some(Ok(r)) => {
+                state.insert(id, r);
+            }
+            Some(Err(e)) => {
+                tracing::warn!(transactional_id = %id, error = %e, "undecodable transaction log value skipped")
+            }
+        }
+    })?;
+    Ok(state)
+}
