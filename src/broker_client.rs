@@ -81,3 +81,45 @@ impl BrokerConn {
 fn invalid(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
 }
+
+/// Idle connections to other brokers (and this one), reused only after a
+/// complete exchange: requests that are not on a hot path (transaction
+/// markers, KIP-890 verification).
+pub struct BrokerConnPool {
+    client_id: String,
+    idle: parking_lot::Mutex<std::collections::HashMap<i32, Vec<BrokerConn>>>,
+}
+
+impl BrokerConnPool {
+    pub fn new(client_id: String) -> Self {
+        BrokerConnPool {
+            client_id,
+            idle: parking_lot::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// Sends `req` to broker `broker` at `addr` and waits for the answer, at
+    /// most `timeout`.
+    pub async fn call<Req: Encodable, Resp: Decodable>(
+        &self,
+        broker: i32,
+        addr: &str,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+        timeout: Duration,
+    ) -> std::io::Result<Resp> {
+        let idle = self.idle.lock().get_mut(&broker).and_then(Vec::pop);
+        let mut conn = match idle {
+            Some(c) => c,
+            None => BrokerConn::connect(addr, self.client_id.clone()).await?,
+        };
+        let resp = tokio::time::timeout(timeout, conn.send(key, version, req))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out")
+            })??;
+        self.idle.lock().entry(broker).or_default().push(conn);
+        Ok(resp)
+    }
+}

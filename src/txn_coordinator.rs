@@ -6,7 +6,7 @@
 //! `strand_txn::coordinator` functions.
 
 use crate::broker::{now_ms, Partition};
-use crate::broker_client::BrokerConn;
+use crate::broker_client::BrokerConnPool;
 use crate::config::BrokerConfig;
 use crate::group_coordinator::{append_records, for_each_record, wait_committed};
 use bytes::Bytes;
@@ -68,22 +68,20 @@ pub struct Coordinated {
 }
 
 pub struct TxnCoordinator {
-    config: Arc<BrokerConfig>,
     controller: ControllerHandle,
     partitions: Mutex<HashMap<i32, Load>>,
     txns: Mutex<HashMap<String, Arc<TxnEntry>>>,
-    /// Idle connections to other brokers (and this one) for markers.
-    conns: Mutex<HashMap<i32, Vec<BrokerConn>>>,
+    /// Connections to partition leaders for markers.
+    pub peers: BrokerConnPool,
 }
 
 impl TxnCoordinator {
     pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Self {
         TxnCoordinator {
-            config,
             controller,
             partitions: Mutex::new(HashMap::new()),
             txns: Mutex::new(HashMap::new()),
-            conns: Mutex::new(HashMap::new()),
+            peers: BrokerConnPool::new(format!("strand-txn-coordinator-{}", config.node_id)),
         }
     }
 
@@ -455,28 +453,17 @@ impl TxnCoordinator {
         addr: &str,
         req: &WriteTxnMarkersRequest,
     ) -> std::io::Result<WriteTxnMarkersResponse> {
-        let idle = self.conns.lock().get_mut(&broker).and_then(Vec::pop);
-        let mut conn = match idle {
-            Some(c) => c,
-            None => {
-                BrokerConn::connect(
-                    addr,
-                    format!("strand-txn-coordinator-{}", self.config.node_id),
-                )
-                .await?
-            }
-        };
-        let resp = tokio::time::timeout(
-            Duration::from_secs(40),
-            conn.send(ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, req),
-        )
-        .await
-        .map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::TimedOut, "WriteTxnMarkers timed out")
-        })??;
-        // Reused only after a complete exchange.
-        self.conns.lock().entry(broker).or_default().push(conn);
-        Ok(resp)
+        // Markers wait for acks=all on the partition side (up to 30 s).
+        self.peers
+            .call(
+                broker,
+                addr,
+                ApiKey::WriteTxnMarkers,
+                WRITE_TXN_MARKERS_VERSION,
+                req,
+                Duration::from_secs(40),
+            )
+            .await
     }
 
     /// Aborts (with an epoch bump) every transaction that outlived its
@@ -549,4 +536,97 @@ fn read_txn_partition(partition: &Partition) -> Result<HashMap<String, TxnRecord
         }
     })?;
     Ok(state)
+}
+
+/// KIP-890 part 1: before a transactional batch opens a transaction on a
+/// partition, the partition leader asks the producer's transaction
+/// coordinator (AddPartitionsToTxn v4, verify only) whether the partition is
+/// in the producer's ongoing transaction. A produce that arrives after its
+/// transaction ended (or before it was added) is refused instead of opening
+/// a transaction no marker will ever close. Coordinator trouble is answered
+/// NOT_ENOUGH_REPLICAS, which producers retry (as Kafka does).
+pub async fn verify_in_transaction(
+    broker: &crate::broker::Broker,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    topic: &str,
+    partition: i32,
+) -> Result<(), ErrorCode> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, TransactionalId,
+    };
+    let retriable = ErrorCode::NotEnoughReplicas;
+    let image = broker.image();
+    let partitions = image
+        .topics
+        .get(TXN_TOPIC)
+        .map(|t| t.partitions.len() as i32)
+        .ok_or(retriable)?;
+    let index = TxnCoordinator::partition_for(transactional_id, partitions);
+    let leader = image
+        .partition(TXN_TOPIC, index)
+        .map(|p| p.leader)
+        .filter(|l| *l >= 0)
+        .ok_or(retriable)?;
+    let addr = image
+        .brokers
+        .get(&leader)
+        .map(|b| format!("{}:{}", b.host, b.port))
+        .ok_or(retriable)?;
+    let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![partition])]),
+    ]);
+    let resp: AddPartitionsToTxnResponse = broker
+        .txns
+        .peers
+        .call(
+            leader,
+            &addr,
+            ApiKey::AddPartitionsToTxn,
+            4,
+            &req,
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|e| {
+            tracing::debug!(transactional_id, error = %e, "transaction verification failed");
+            retriable
+        })?;
+    if resp.error_code != 0 {
+        return Err(retriable);
+    }
+    let code = resp
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| t.topic_results.iter())
+        .flat_map(|t| t.results_by_partition.iter())
+        .map(|p| p.partition_error_code)
+        .find(|c| *c != 0);
+    match code.map(ErrorCode::try_from_code) {
+        None => Ok(()),
+        Some(Some(
+            code @ (ErrorCode::InvalidTxnState
+            | ErrorCode::InvalidProducerIdMapping
+            | ErrorCode::ProducerFenced
+            | ErrorCode::InvalidProducerEpoch),
+        )) => Err(match code {
+            // Produce answers a fenced epoch with INVALID_PRODUCER_EPOCH (Kafka >= 2.7).
+            ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+            other => other,
+        }),
+        Some(_) => Err(retriable),
+    }
 }
