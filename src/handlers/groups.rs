@@ -486,15 +486,39 @@ pub async fn offset_commit(
 }
 
 /// Committed offsets of one group for the listed partitions (all when None).
+/// One partition's answer: its committed offset, or UNSTABLE_OFFSET_COMMIT
+/// when a transaction holds an offset for it not yet committed and the
+/// client asked for stable offsets (KIP-447).
+type PartitionOffset = (i32, Option<CommittedOffset>, Option<ErrorCode>);
+
 async fn fetch_group_offsets(
     broker: &Broker,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
-) -> Result<Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>, ErrorCode> {
+    require_stable: bool,
+) -> Result<Vec<(String, Vec<PartitionOffset>)>, ErrorCode> {
     let entry = group_entry(broker, group, false).await?;
-    let offsets = match &entry {
-        Some(e) => e.slot.lock().await.offsets.clone(),
+    let (offsets, unstable) = match &entry {
+        Some(e) => {
+            let slot = e.slot.lock().await;
+            let unstable: std::collections::HashSet<(String, i32)> = if require_stable {
+                slot.pending_txn_offsets
+                    .values()
+                    .flat_map(|o| o.keys().cloned())
+                    .collect()
+            } else {
+                Default::default()
+            };
+            (slot.offsets.clone(), unstable)
+        }
         None => Default::default(),
+    };
+    let answer = |t: &str, p: i32, v: Option<CommittedOffset>| -> PartitionOffset {
+        if unstable.contains(&(t.to_string(), p)) {
+            (p, None, Some(ErrorCode::UnstableOffsetCommit))
+        } else {
+            (p, v, None)
+        }
     };
     Ok(match wanted {
         Some(topics) => topics
@@ -502,17 +526,18 @@ async fn fetch_group_offsets(
             .map(|(t, parts)| {
                 let ps = parts
                     .into_iter()
-                    .map(|p| (p, offsets.get(&(t.clone(), p)).cloned()))
+                    .map(|p| answer(&t, p, offsets.get(&(t.clone(), p)).cloned()))
                     .collect();
                 (t, ps)
             })
             .collect(),
         None => {
-            let mut by_topic: Vec<(String, Vec<(i32, Option<CommittedOffset>)>)> = Vec::new();
+            let mut by_topic: Vec<(String, Vec<PartitionOffset>)> = Vec::new();
             for ((t, p), v) in offsets {
+                let a = answer(&t, p, Some(v));
                 match by_topic.iter_mut().find(|(n, _)| *n == t) {
-                    Some((_, ps)) => ps.push((p, Some(v))),
-                    None => by_topic.push((t, vec![(p, Some(v))])),
+                    Some((_, ps)) => ps.push(a),
+                    None => by_topic.push((t, vec![a])),
                 }
             }
             by_topic
@@ -534,7 +559,9 @@ pub async fn offset_fetch(
                     .collect()
             });
             let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-            match fetch_group_offsets(broker, g.group_id.0.as_str(), wanted).await {
+            match fetch_group_offsets(broker, g.group_id.0.as_str(), wanted, req.require_stable)
+                .await
+            {
                 Ok(topics) => {
                     rg.topics = topics
                         .into_iter()
@@ -543,13 +570,14 @@ pub async fn offset_fetch(
                                 .with_name(TopicName(s(&t)))
                                 .with_partitions(
                                     ps.into_iter()
-                                        .map(|(p, v)| {
+                                        .map(|(p, v, err)| {
                                             let (o, e, m) = off_epoch_meta(&v);
                                             OffsetFetchResponsePartitions::default()
                                                 .with_partition_index(p)
                                                 .with_committed_offset(o)
                                                 .with_committed_leader_epoch(e)
                                                 .with_metadata(m)
+                                                .with_error_code(strand_protocol::code(err))
                                         })
                                         .collect(),
                                 )
@@ -568,7 +596,9 @@ pub async fn offset_fetch(
             .collect()
     });
     let mut resp = OffsetFetchResponse::default();
-    match fetch_group_offsets(broker, req.group_id.0.as_str(), wanted).await {
+    // require_stable exists from v7.
+    let require_stable = version >= 7 && req.require_stable;
+    match fetch_group_offsets(broker, req.group_id.0.as_str(), wanted, require_stable).await {
         Ok(topics) => {
             resp.topics = topics
                 .into_iter()
@@ -577,13 +607,14 @@ pub async fn offset_fetch(
                         .with_name(TopicName(s(&t)))
                         .with_partitions(
                             ps.into_iter()
-                                .map(|(p, v)| {
+                                .map(|(p, v, err)| {
                                     let (o, e, m) = off_epoch_meta(&v);
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(o)
                                         .with_committed_leader_epoch(e)
                                         .with_metadata(m)
+                                        .with_error_code(strand_protocol::code(err))
                                 })
                                 .collect(),
                         )
