@@ -163,6 +163,34 @@ fn txn_coordinator(cluster: &Cluster, transactional_id: &str) -> Option<i32> {
     })
 }
 
+/// ListTransactions (v1) at every broker: (transactional id, state), filtered by state.
+fn list_txns(cluster: &Cluster, states: &[&str]) -> Vec<(String, String)> {
+    use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse};
+    let mut out = Vec::new();
+    for id in cluster.broker_ids() {
+        let Ok(mut c) = Client::connect_timeout(&addr(cluster, id), PROBE) else {
+            continue;
+        };
+        let req = ListTransactionsRequest::default()
+            .with_state_filters(
+                states
+                    .iter()
+                    .map(|s| StrBytes::from_string(s.to_string()))
+                    .collect(),
+            )
+            .with_duration_filter(-1);
+        if let Ok(resp) = c.call::<_, ListTransactionsResponse>(ApiKey::ListTransactions, 1, &req) {
+            out.extend(resp.transaction_states.iter().map(|t| {
+                (
+                    t.transactional_id.0.to_string(),
+                    t.transaction_state.to_string(),
+                )
+            }));
+        }
+    }
+    out
+}
+
 /// DescribeTransactions at the coordinator: (error code, state, producer id, epoch).
 fn describe_txn(cluster: &Cluster, transactional_id: &str) -> Option<(i16, String, i64, i16)> {
     let coordinator = txn_coordinator(cluster, transactional_id)?;
@@ -537,6 +565,11 @@ fn timed_out_transaction_is_aborted_and_fenced() {
     p.flush(Duration::from_secs(10)).expect("records delivered");
     let (code, state, pid, epoch) = describe_txn(&cluster, txn_id).expect("DescribeTransactions");
     assert_eq!((code, state.as_str()), (0, "Ongoing"));
+    assert_eq!(
+        list_txns(&cluster, &["Ongoing"]),
+        vec![(txn_id.to_string(), "Ongoing".to_string())]
+    );
+    assert!(list_txns(&cluster, &["CompleteCommit"]).is_empty());
     let hw = latest_offset(&cluster, topic, 0, false).unwrap();
     assert_eq!(hw, 3);
     assert_eq!(
