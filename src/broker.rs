@@ -383,7 +383,7 @@ impl Partition {
             .map_err(storage_error)?;
         for (_, h) in BatchIter::new(&buf) {
             if h.has_producer_id() {
-                producers.record(&h, h.max_timestamp);
+                producers.record(&h, h.max_timestamp, None);
             }
         }
         drop(producers);
@@ -549,7 +549,7 @@ impl Partition {
                     log.append_as_follower(records, &headers)?;
                     for h in &headers {
                         if h.has_producer_id() {
-                            producers.record(h, h.max_timestamp);
+                            producers.record(h, h.max_timestamp, None);
                         }
                     }
                 }
@@ -742,7 +742,7 @@ fn rebuild_producer_state(log: &PartitionLog) -> ProducerStateManager {
         Ok(headers) => {
             for h in headers {
                 if h.has_producer_id() {
-                    producers.record(&h, h.max_timestamp);
+                    producers.record(&h, h.max_timestamp, None);
                 }
             }
         }
