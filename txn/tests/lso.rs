@@ -39,10 +39,12 @@ fn done(pid: i64, first: i64, last: i64) -> CompletedTxn {
     }
 }
 
+/// (hw, open first offsets, completed, expected LSO, why)
+type LsoCase<'a> = (i64, &'a [i64], &'a [CompletedTxn], i64, &'a str);
+
 #[test]
 fn last_stable_offset_table() {
-    // (hw, open first offsets, completed, expected LSO, why)
-    let cases: &[(i64, &[i64], &[CompletedTxn], i64, &str)] = &[
+    let cases: &[LsoCase] = &[
         (110, &[], &[], 110, "nothing open: LSO = HW"),
         (110, &[104], &[], 104, "seed 004: open from 104"),
         (110, &[120], &[], 110, "open above the HW: HW bounds"),
