@@ -41,6 +41,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // Kafka 3.7 serves v0-1; kafka-protocol decodes only v1 (Kafka 4 dropped
+    // v0), which is what coordinators send.
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The advertised range for `key`, if we serve it.
@@ -89,5 +93,8 @@ mod tests {
         assert!(!is_served(ApiKey::Produce, 11));
         assert!(!is_served(ApiKey::AddPartitionsToTxn, 0));
         assert!(!is_served(ApiKey::OffsetCommit, 1));
+        assert!(is_served(ApiKey::WriteTxnMarkers, 1));
+        assert!(!is_served(ApiKey::WriteTxnMarkers, 0));
+        assert!(is_served(ApiKey::DescribeProducers, 0));
     }
 }
