@@ -17,8 +17,8 @@ use strand_controller::manager::replication::AlterPartitionRequest;
 use strand_controller::ControllerHandle;
 use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::{
-    build_txn_marker_batch, control_record_type, validate_record_set, BatchError, BatchHeader,
-    BatchIter, ControlType,
+    build_txn_marker_batch, end_txn_marker, validate_record_set, BatchError, BatchHeader,
+    BatchIter, ControlType, EndTxnMarker,
 };
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{
@@ -871,7 +871,7 @@ fn record_appended(
         let size = h.total_size();
         if h.has_producer_id() {
             let marker = if h.is_control() {
-                records.get(pos..pos + size).and_then(control_record_type)
+                records.get(pos..pos + size).and_then(end_txn_marker)
             } else {
                 None
             };
@@ -940,7 +940,7 @@ fn rebuild_producer_state(log: &mut PartitionLog) -> ProducerStateManager {
             continue;
         }
         let marker = if h.is_control() {
-            read_control_type(log, &h)
+            read_end_txn_marker(log, &h)
         } else {
             None
         };
@@ -953,12 +953,12 @@ fn rebuild_producer_state(log: &mut PartitionLog) -> ProducerStateManager {
     producers
 }
 
-/// The marker type of the control batch `h` in the log; `None` (with a
-/// warning) if it cannot be read.
-fn read_control_type(log: &PartitionLog, h: &BatchHeader) -> Option<ControlType> {
+/// The marker in the control batch `h` of the log; `None` (with a warning)
+/// if it cannot be read.
+fn read_end_txn_marker(log: &PartitionLog, h: &BatchHeader) -> Option<EndTxnMarker> {
     match log.read(h.base_offset, h.total_size(), h.next_offset(), true) {
         Ok(r) => {
-            let t = control_record_type(&r.records);
+            let t = end_txn_marker(&r.records);
             if t.is_none() {
                 tracing::warn!(dir = %log.dir().display(), offset = h.base_offset, "control batch with a producer id is not a transaction marker");
             }

@@ -410,26 +410,47 @@ pub fn build_txn_marker_batch(
     Ok(buf.to_vec())
 }
 
-/// The transaction marker type of a control batch (`batch` is one whole
-/// batch), read from its first record's key. `None` when the batch is not a
-/// control batch, cannot be decoded, or carries another control type. Used by
-/// followers and at replay to tell a commit from an abort.
-pub fn control_record_type(batch: &[u8]) -> Option<ControlType> {
+/// What a transaction marker says: commit or abort, and the epoch of the
+/// coordinator that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EndTxnMarker {
+    pub control: ControlType,
+    pub coordinator_epoch: i32,
+}
+
+/// The end-transaction marker of a control batch (`batch` is one whole
+/// batch), read from its first record: type from the key, coordinator epoch
+/// from the value. `None` when the batch is not a control batch, cannot be
+/// decoded, or carries another control type. Followers and the start-up
+/// replay use it to tell a commit from an abort and to keep the coordinator
+/// epoch that fences older coordinators.
+pub fn end_txn_marker(batch: &[u8]) -> Option<EndTxnMarker> {
     let h = BatchHeader::parse(batch).ok()?;
     if !h.is_control() || batch.len() < h.total_size() {
         return None;
     }
     let mut buf = bytes::Bytes::copy_from_slice(&batch[..h.total_size()]);
     let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).ok()?;
-    let key = set.records.first()?.key.as_ref()?;
-    if key.len() < 4 {
+    let record = set.records.first()?;
+    let key = record.key.as_ref()?;
+    let value = record.value.as_ref()?;
+    if key.len() < 4 || value.len() < 6 {
         return None;
     }
-    let version = i16::from_be_bytes([key[0], key[1]]);
-    if version < 0 {
+    let key_version = i16::from_be_bytes([key[0], key[1]]);
+    let value_version = i16::from_be_bytes([value[0], value[1]]);
+    if key_version < 0 || value_version < 0 {
         return None;
     }
-    ControlType::from_code(i16::from_be_bytes([key[2], key[3]]))
+    Some(EndTxnMarker {
+        control: ControlType::from_code(i16::from_be_bytes([key[2], key[3]]))?,
+        coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
+    })
+}
+
+/// The transaction marker type of a control batch; see [`end_txn_marker`].
+pub fn control_record_type(batch: &[u8]) -> Option<ControlType> {
+    end_txn_marker(batch).map(|m| m.control)
 }
 
 /// Whether any batch of a record set has the transactional bit (Kafka answers
@@ -643,6 +664,13 @@ mod tests {
             assert_eq!((h.records_count, h.last_offset_delta), (1, 0));
             assert_eq!(h.max_timestamp, 1_234);
             assert_eq!(control_record_type(&b), Some(control));
+            assert_eq!(
+                end_txn_marker(&b),
+                Some(EndTxnMarker {
+                    control,
+                    coordinator_epoch
+                })
+            );
             // Offset and epoch assigned in place keep it valid and readable.
             assign_offset_and_epoch(&mut b, 110, 5);
             assert!(validate_record_set(&b).is_ok());

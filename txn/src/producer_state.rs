@@ -2,7 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use strand_protocol::batch::{BatchHeader, ControlType, NO_PRODUCER_EPOCH, NO_SEQUENCE};
+use strand_protocol::batch::{
+    BatchHeader, ControlType, EndTxnMarker, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+};
 use strand_protocol::ErrorCode;
 use thiserror::Error;
 
@@ -283,34 +285,38 @@ impl ProducerStateManager {
     /// Records an appended batch whose header carries its real base offset. Used
     /// after a leader append, on followers, and when replaying the log at
     /// start-up; it does not validate. `timestamp` is the batch's max timestamp.
-    /// For a control batch, `marker` is its type
-    /// ([`control_record_type`](strand_protocol::batch::control_record_type));
-    /// it closes the producer's transaction keeping the entry's coordinator
-    /// epoch. A control batch whose type is unknown (`None`) closes it as a
-    /// commit: without a readable abort marker there is nothing to index.
-    /// Data batches ignore `marker`. Returns the transaction a marker closed.
+    /// For a control batch, `marker` is what it says
+    /// ([`end_txn_marker`](strand_protocol::batch::end_txn_marker)): it closes
+    /// the producer's transaction and takes the marker's coordinator epoch. A
+    /// control batch that could not be read (`None`) closes it as a commit
+    /// keeping the entry's coordinator epoch: without a readable abort there
+    /// is nothing to index. Data batches ignore `marker`. Returns the
+    /// transaction a marker closed.
     pub fn record(
         &mut self,
         h: &BatchHeader,
         timestamp: i64,
-        marker: Option<ControlType>,
+        marker: Option<EndTxnMarker>,
     ) -> Option<CompletedTxn> {
         self.map_end_offset = self.map_end_offset.max(h.next_offset());
         if !h.has_producer_id() {
             return None;
         }
         if h.is_control() {
-            let coordinator_epoch = self
-                .entries
-                .get(&h.producer_id)
-                .map_or(-1, |e| e.coordinator_epoch);
+            let marker = marker.unwrap_or_else(|| EndTxnMarker {
+                control: ControlType::Commit,
+                coordinator_epoch: self
+                    .entries
+                    .get(&h.producer_id)
+                    .map_or(-1, |e| e.coordinator_epoch),
+            });
             return self.record_end_txn_marker(
                 h.producer_id,
                 h.producer_epoch,
-                coordinator_epoch,
+                marker.coordinator_epoch,
                 h.base_offset,
                 timestamp,
-                marker.unwrap_or(ControlType::Commit),
+                marker.control,
             );
         }
         let entry = self

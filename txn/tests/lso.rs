@@ -2,7 +2,7 @@
 //! manager's bookkeeping of open and completed-but-unreplicated transactions.
 
 use proptest::prelude::*;
-use strand_protocol::batch::{BatchHeader, ControlType};
+use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_txn::*;
 
 fn header(pid: i64, seq: i32, count: i32, base_offset: i64, transactional: bool) -> BatchHeader {
@@ -99,7 +99,7 @@ fn seed_004_example_through_the_manager() {
     m.record(&header(1, 3, 2, 108, true), 1, None);
     m.on_high_watermark(110);
     assert_eq!(m.last_stable_offset(110), 104);
-    let completed = m.record(&marker(1, 110), 2, Some(ControlType::Commit));
+    let completed = m.record(&marker(1, 110), 2, Some(commit_marker()));
     assert_eq!(
         completed,
         Some(CompletedTxn {
@@ -121,9 +121,7 @@ fn abort_markers_are_reported_and_index_lso_ignores_the_hw() {
     let mut m = ProducerStateManager::new();
     m.record(&header(1, 0, 2, 10, true), 1, None);
     m.record(&header(2, 0, 2, 12, true), 1, None);
-    let t = m
-        .record(&marker(1, 14), 2, Some(ControlType::Abort))
-        .unwrap();
+    let t = m.record(&marker(1, 14), 2, Some(abort_marker())).unwrap();
     assert!(t.is_aborted);
     // Producer 2's transaction is still open from 12.
     assert_eq!(m.stable_offset_after(&t), 12);
@@ -143,7 +141,7 @@ fn abort_markers_are_reported_and_index_lso_ignores_the_hw() {
 fn snapshot_keeps_unreplicated_and_loads_version_1() {
     let mut m = ProducerStateManager::new();
     m.record(&header(1, 0, 2, 0, true), 1, None);
-    m.record(&marker(1, 2), 2, Some(ControlType::Abort));
+    m.record(&marker(1, 2), 2, Some(abort_marker()));
     m.record(&header(2, 0, 1, 3, true), 1, None);
     let back = ProducerStateManager::from_snapshot(&m.snapshot()).unwrap();
     assert_eq!(back, m);
@@ -193,7 +191,7 @@ proptest! {
                 }
                 2 | 3 => {
                     let control = if kind == 2 { ControlType::Commit } else { ControlType::Abort };
-                    m.record(&marker(pid, leo), 1, Some(control));
+                    m.record(&marker(pid, leo), 1, Some(EndTxnMarker { control, coordinator_epoch: 0 }));
                     leo += 1;
                 }
                 _ => {
@@ -209,7 +207,7 @@ proptest! {
         }
         // Close every transaction and replicate everything.
         for pid in 0..4 {
-            m.record(&marker(pid, leo), 1, Some(ControlType::Commit));
+            m.record(&marker(pid, leo), 1, Some(commit_marker()));
             leo += 1;
         }
         m.on_high_watermark(leo);
@@ -232,5 +230,20 @@ proptest! {
             None => prop_assert_eq!(lso, hw),
             Some(f) => prop_assert_eq!(lso, f.min(hw)),
         }
+    }
+}
+
+fn commit_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Commit,
+        coordinator_epoch: 3,
+    }
+}
+
+#[allow(dead_code)]
+fn abort_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Abort,
+        coordinator_epoch: 3,
     }
 }

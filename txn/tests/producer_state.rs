@@ -1,7 +1,7 @@
 use std::collections::VecDeque;
 
 use proptest::prelude::*;
-use strand_protocol::batch::{BatchHeader, ControlType};
+use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_protocol::ErrorCode;
 use strand_txn::*;
 
@@ -376,7 +376,7 @@ fn transactions_open_and_close() {
     // Marker via record() of a control batch with a bumped epoch.
     m.record(&txn_header(PID, 0, 4, 1, 109), 4, None);
     assert_eq!(
-        m.record(&marker(PID, 1, 110), 5, Some(ControlType::Commit)),
+        m.record(&marker(PID, 1, 110), 5, Some(commit_marker())),
         Some(CompletedTxn {
             producer_id: PID,
             first_offset: 109,
@@ -657,5 +657,20 @@ proptest! {
         prop_assert!(ProducerStateManager::from_snapshot(&flipped).is_err());
         let n = cut.index(snap.len());
         prop_assert!(ProducerStateManager::from_snapshot(&snap[..n]).is_err());
+    }
+}
+
+fn commit_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Commit,
+        coordinator_epoch: 3,
+    }
+}
+
+#[allow(dead_code)]
+fn abort_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Abort,
+        coordinator_epoch: 3,
     }
 }
