@@ -164,9 +164,9 @@ fn read_all(
                 // Kafka reports the LSO whatever the isolation level.
                 pd.last_stable_offset = offsets.last_stable_offset;
                 pd.log_start_offset = offsets.log_start_offset;
-                if read_committed {
-                    pd.aborted_transactions = Some(Vec::new());
-                }
+                // Kafka: an empty list under read_committed, null otherwise
+                // (the codec's default is an empty list).
+                pd.aborted_transactions = read_committed.then(Vec::new);
                 if let Some(diverging) = diverging_epoch(p, t.last_fetched_epoch, t.fetch_offset) {
                     pd.diverging_epoch = diverging;
                     pd.records = Some(Bytes::new());
