@@ -1456,3 +1456,94 @@ impl Broker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_protocol::batch::assign_offset_and_epoch;
+    use strand_protocol::kafka_protocol::records::Compression;
+    use strand_protocol::testing::encode_records_txn;
+
+    /// A batch as a leader would have written it at `offset`.
+    fn at(mut batch: Vec<u8>, offset: i64) -> Vec<u8> {
+        assign_offset_and_epoch(&mut batch, offset, 0);
+        batch
+    }
+
+    fn txn_data(pid: i64, seq: i32, offset: i64) -> Vec<u8> {
+        let recs = vec![(None, Some(Bytes::from_static(b"v")), 1_000)];
+        at(
+            encode_records_txn(&recs, pid, 0, seq, Compression::None, true),
+            offset,
+        )
+    }
+
+    fn marker(pid: i64, control: ControlType, offset: i64) -> Vec<u8> {
+        at(
+            build_txn_marker_batch(pid, 0, 3, control, 1_000).unwrap(),
+            offset,
+        )
+    }
+
+    fn follow(log: &mut PartitionLog, producers: &mut ProducerStateManager, batch: &[u8]) {
+        let headers = validate_record_set(batch).unwrap();
+        log.append_as_follower(batch, &headers).unwrap();
+        record_appended(log, producers, batch, &headers).unwrap();
+    }
+
+    /// A follower indexes abort markers as it appends them; after a
+    /// truncation below a marker the rebuilt state has the transaction open
+    /// again and the index no longer lists it; replaying the same batches
+    /// again indexes it once.
+    #[test]
+    fn follower_markers_truncation_and_replay_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(dir.path(), LogConfig::default()).unwrap();
+        let mut producers = ProducerStateManager::new();
+        let batches = [
+            txn_data(1, 0, 0),
+            txn_data(2, 0, 1),
+            marker(1, ControlType::Abort, 2),
+            marker(2, ControlType::Commit, 3),
+        ];
+        for b in &batches {
+            follow(&mut log, &mut producers, b);
+        }
+        let entry = AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 2,
+            last_stable_offset: 1,
+        };
+        assert_eq!(log.aborted_txns(), vec![entry]);
+        assert_eq!(log.collect_aborted_txns(0, 4), vec![(1, 0)]);
+        producers.on_high_watermark(4);
+        assert_eq!(producers.last_stable_offset(4), 4);
+        assert_eq!(producers.entry(1).unwrap().coordinator_epoch, 3);
+
+        // Replay of the whole log (no snapshot) re-derives the same entry once.
+        let replayed = rebuild_producer_state(&mut log);
+        assert_eq!(log.aborted_txns(), vec![entry]);
+        assert_eq!(replayed.entry(1).unwrap().coordinator_epoch, 3);
+        assert_eq!(
+            replayed.first_unstable_offset(),
+            Some(0),
+            "until the HW passes the markers"
+        );
+
+        // Truncate below the abort marker: the transaction is open again.
+        log.truncate_to(2).unwrap();
+        let mut producers = rebuild_producer_state(&mut log);
+        assert!(log.aborted_txns().is_empty());
+        assert_eq!(
+            producers.entry(1).unwrap().current_txn_first_offset,
+            Some(0)
+        );
+        producers.on_high_watermark(2);
+        assert_eq!(producers.last_stable_offset(2), 0);
+        // The leader's log again: same entry, once.
+        follow(&mut log, &mut producers, &batches[2]);
+        follow(&mut log, &mut producers, &batches[3]);
+        assert_eq!(log.aborted_txns(), vec![entry]);
+    }
+}
