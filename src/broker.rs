@@ -15,15 +15,20 @@ use strand_controller::configs::{resolve_topic_config, topic_config};
 use strand_controller::image::MetadataImage;
 use strand_controller::manager::replication::AlterPartitionRequest;
 use strand_controller::ControllerHandle;
-use strand_log::{LogConfig, LogError, PartitionLog};
-use strand_protocol::batch::{validate_record_set, BatchError, BatchIter};
+use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
+use strand_protocol::batch::{
+    build_txn_marker_batch, end_txn_marker, validate_record_set, BatchError, BatchHeader,
+    BatchIter, ControlType, EndTxnMarker,
+};
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{
     AlterOutcome, AlterPartitionResult, IsrProposal, LeaderConfig, LeaderState, MetadataOutcome,
     PartitionRegistration,
 };
 use strand_replication::rules::{self, AckDecision, Acks};
-use strand_txn::{ProducerStateError, ProducerStateManager, SequenceCheck};
+use strand_txn::{
+    CompletedTxn, ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck,
+};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -52,6 +57,10 @@ pub struct PartitionSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PartitionOffsets {
     pub high_watermark: i64,
+    /// min(HW, first offset of every unstable transaction): what
+    /// read_committed readers may see. Published with the HW, so a waiting
+    /// read_committed fetch wakes when it moves.
+    pub last_stable_offset: i64,
     pub log_end_offset: i64,
     pub log_start_offset: i64,
     /// The leader epoch this broker leads under; -1 while it follows.
@@ -159,15 +168,18 @@ impl Partition {
         replica: ReplicaState,
         settings: PartitionSettings,
     ) -> Result<Partition, LogError> {
-        let log = PartitionLog::open(dir, settings.log.clone())?;
+        let mut log = PartitionLog::open(dir, settings.log.clone())?;
         write_partition_metadata(dir, topic_id)?;
-        let producers = rebuild_producer_state(&log);
+        let mut producers = rebuild_producer_state(&mut log);
         // The checkpointed HW until a leader says more (a leader of a
         // single-member ISR moves it to the LEO at once).
+        let hw = log
+            .high_watermark_checkpoint()
+            .clamp(0, log.log_end_offset());
+        producers.on_high_watermark(hw);
         let offsets = PartitionOffsets {
-            high_watermark: log
-                .high_watermark_checkpoint()
-                .clamp(0, log.log_end_offset()),
+            high_watermark: hw,
+            last_stable_offset: producers.last_stable_offset(hw),
             log_end_offset: log.log_end_offset(),
             log_start_offset: log.log_start_offset(),
             leading_epoch: -1,
@@ -213,10 +225,21 @@ impl Partition {
         )
     }
 
-    /// Publishes offsets; waiters wake only if something changed.
+    /// Publishes offsets; waiters wake only if something changed. The LSO is
+    /// derived here, under the producer-state lock, after completed
+    /// transactions the HW has passed are pruned: every change of the HW or
+    /// of producer state is followed by a publish, so the published LSO is
+    /// always current. Callers must not hold the producer-state lock (order:
+    /// leader, log, producers).
     fn publish(&self, hw: i64, leo: i64, log_start: i64, leader: Option<&LeaderState>) {
+        let lso = {
+            let mut producers = self.producers.lock();
+            producers.on_high_watermark(hw);
+            producers.last_stable_offset(hw)
+        };
         let next = PartitionOffsets {
             high_watermark: hw,
+            last_stable_offset: lso,
             log_end_offset: leo,
             log_start_offset: log_start,
             leading_epoch: leader.map_or(-1, |l| l.leader_epoch()),
@@ -410,9 +433,11 @@ impl Partition {
         let info = log
             .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;
+        // Client batches are never control batches (checked above), so
+        // nothing here closes a transaction.
         for (_, h) in BatchIter::new(&buf) {
             if h.has_producer_id() {
-                producers.record(&h, h.max_timestamp);
+                producers.record(&h, h.max_timestamp, None);
             }
         }
         drop(producers);
@@ -424,6 +449,98 @@ impl Partition {
         Ok(AppendOutcome {
             base_offset: info.first_offset,
             required_offset: info.last_offset + 1,
+            leader_epoch,
+            log_append_time: append_time.unwrap_or(-1),
+            log_start_offset: log_start,
+        })
+    }
+
+    /// Appends a transaction marker (WriteTxnMarkers) as leader: a control
+    /// batch ending `producer_id`'s transaction on this partition with a
+    /// commit or an abort. Runs under the same locks as [`append`](Self::append)
+    /// (leader state, log, producer state) so a stale leader never writes
+    /// one. The marker is refused for an older producer epoch
+    /// (INVALID_PRODUCER_EPOCH) or an older coordinator epoch
+    /// (TRANSACTION_COORDINATOR_FENCED). It is written even when the
+    /// producer has no open transaction here (as Kafka does; e.g. a retried
+    /// marker), but only an abort that closes one gets an aborted-index
+    /// entry. Like an acks=all produce: refused with NOT_ENOUGH_REPLICAS
+    /// when the ISR is below min ISR, and the caller waits for the HW with
+    /// [`wait_for_ack`](Self::wait_for_ack) on the returned outcome.
+    pub fn write_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> Result<AppendOutcome, PartitionError> {
+        let control = ControlType::from_commit(commit);
+        let settings = self.settings.read().clone();
+        let mut leader = self.leader.lock();
+        let state = leader.as_mut().ok_or_else(|| {
+            PartitionError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!(
+                    "This broker is not the leader of {}-{}",
+                    self.topic, self.index
+                ),
+            )
+        })?;
+        state
+            .check_min_isr_before_append(Acks::All)
+            .map_err(|code| {
+                PartitionError::new(
+                    code,
+                    format!(
+                        "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
+                        state.isr(),
+                        state.effective_min_isr()
+                    ),
+                )
+            })?;
+        let leader_epoch = state.leader_epoch();
+        let mut log = self.log.write();
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PartitionError::new(
+                ErrorCode::NotLeaderOrFollower,
+                "partition is closed (deleted or shutting down)",
+            ));
+        }
+        let mut producers = self.producers.lock();
+        producers
+            .check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
+            .map_err(producer_error)?;
+        let now = now_ms();
+        let mut batch =
+            build_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, control, now)
+                .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
+        let headers = validate_record_set(&batch)
+            .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
+        let append_time = settings.log_append_time.then_some(now);
+        let info = log
+            .append_as_leader(&mut batch, &headers, leader_epoch, append_time)
+            .map_err(storage_error)?;
+        let marker_offset = info.first_offset;
+        let completed = producers.record_end_txn_marker(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            marker_offset,
+            info.max_timestamp,
+            control,
+        );
+        tracing::debug!(topic = %self.topic, partition = self.index, producer_id, producer_epoch, coordinator_epoch, commit, marker_offset, ?completed, "wrote transaction marker");
+        if let Some(t) = completed {
+            index_if_aborted(&mut log, &producers, &t).map_err(storage_error)?;
+        }
+        drop(producers);
+        state.on_leader_append(log.log_end_offset(), now_ms());
+        self.publish_leader(state, &log);
+        let log_start = log.log_start_offset();
+        drop(log);
+        Ok(AppendOutcome {
+            base_offset: marker_offset,
+            required_offset: marker_offset + 1,
             leader_epoch,
             log_append_time: append_time.unwrap_or(-1),
             log_start_offset: log_start,
@@ -576,11 +693,7 @@ impl Partition {
                     let headers = validate_record_set(records)
                         .map_err(|e| LogError::InvalidRecords(e.to_string()))?;
                     log.append_as_follower(records, &headers)?;
-                    for h in &headers {
-                        if h.has_producer_id() {
-                            producers.record(h, h.max_timestamp);
-                        }
-                    }
+                    record_appended(log, producers, records, &headers)?;
                 }
             }
             if leader_log_start > log.log_start_offset() && leader_log_start <= log.log_end_offset()
@@ -609,6 +722,9 @@ impl Partition {
                 return Ok(false);
             }
             tracing::info!(topic = %self.topic, partition = self.index, from = leo, to = log.log_end_offset(), "truncated divergent log suffix");
+            // The index lost the entries of the truncated markers; the
+            // rebuilt state replays from a snapshot at or below the new end
+            // and re-adds (idempotently) what it finds after it.
             *producers = rebuild_producer_state(log);
             Ok(true)
         })?;
@@ -645,9 +761,32 @@ impl Partition {
     }
 
     /// The highest offset a fetch may read to: HW, or the LSO under
-    /// read_committed (no transactions yet, so LSO = HW).
-    pub fn fetch_upper_bound(&self, _read_committed: bool) -> i64 {
-        self.offsets().high_watermark
+    /// read_committed.
+    pub fn fetch_upper_bound(&self, read_committed: bool) -> i64 {
+        if read_committed {
+            self.last_stable_offset()
+        } else {
+            self.offsets().high_watermark
+        }
+    }
+
+    /// min(HW, first offset of every open transaction and of every completed
+    /// one whose marker the HW has not passed).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.offsets().last_stable_offset
+    }
+
+    /// Aborted transactions overlapping `[start, upper)`, as (producer id,
+    /// first offset), for a read_committed fetch response.
+    pub fn aborted_transactions(&self, start: i64, upper: i64) -> Vec<(i64, i64)> {
+        self.log.read().collect_aborted_txns(start, upper)
+    }
+
+    /// The producers this partition has state for (DescribeProducers), by id.
+    pub fn producer_entries(&self) -> Vec<ProducerEntry> {
+        let mut v: Vec<ProducerEntry> = self.producers.lock().entries().cloned().collect();
+        v.sort_by_key(|e| e.producer_id);
+        v
     }
 
     pub fn delete_records(&self, offset: i64) -> Result<i64, ErrorCode> {
@@ -746,9 +885,60 @@ impl Partition {
     }
 }
 
+/// Records batches just appended to the log (follower path): producer state
+/// for every batch with a producer id; a control batch's marker type is read
+/// from its first record, and an abort that closes a transaction is added to
+/// the aborted-transaction index (idempotently).
+fn record_appended(
+    log: &mut PartitionLog,
+    producers: &mut ProducerStateManager,
+    records: &[u8],
+    headers: &[BatchHeader],
+) -> Result<(), LogError> {
+    let mut pos = 0usize;
+    for h in headers {
+        let size = h.total_size();
+        if h.has_producer_id() {
+            let marker = if h.is_control() {
+                records.get(pos..pos + size).and_then(end_txn_marker)
+            } else {
+                None
+            };
+            if let Some(t) = producers.record(h, h.max_timestamp, marker) {
+                index_if_aborted(log, producers, &t)?;
+            }
+        }
+        pos += size;
+    }
+    Ok(())
+}
+
+/// Adds an aborted transaction to the index of its marker's segment, with the
+/// LSO that followed the abort (Kafka's value: the next open transaction's
+/// first offset, or one past the marker). A no-op for commits and for an
+/// entry already present.
+fn index_if_aborted(
+    log: &mut PartitionLog,
+    producers: &ProducerStateManager,
+    t: &CompletedTxn,
+) -> Result<(), LogError> {
+    if !t.is_aborted {
+        return Ok(());
+    }
+    log.append_aborted_txn(AbortedTxn {
+        producer_id: t.producer_id,
+        first_offset: t.first_offset,
+        last_offset: t.last_offset,
+        last_stable_offset: producers.stable_offset_after(t),
+    })?;
+    Ok(())
+}
+
 /// Producer state from the log: the latest snapshot, then every batch after
-/// it (all batches if no snapshot is readable).
-fn rebuild_producer_state(log: &PartitionLog) -> ProducerStateManager {
+/// it (all batches if no snapshot is readable). Abort markers met on the way
+/// are (re-)added to the aborted-transaction index: after a crash the marker
+/// may be in the log while its index entry is not.
+fn rebuild_producer_state(log: &mut PartitionLog) -> ProducerStateManager {
     let mut producers = None;
     let mut replay_from = log.log_start_offset();
     match log.latest_producer_snapshot() {
@@ -767,24 +957,53 @@ fn rebuild_producer_state(log: &PartitionLog) -> ProducerStateManager {
         }
     }
     let mut producers = producers.unwrap_or_default();
-    match log.batch_headers_from(replay_from) {
-        Ok(headers) => {
-            for h in headers {
-                if h.has_producer_id() {
-                    producers.record(&h, h.max_timestamp);
-                }
-            }
-        }
+    let headers = match log.batch_headers_from(replay_from) {
+        Ok(headers) => headers,
         Err(e) => {
-            tracing::error!(dir = %log.dir().display(), error = %e, "cannot replay producer state from the log")
+            tracing::error!(dir = %log.dir().display(), error = %e, "cannot replay producer state from the log");
+            return producers;
+        }
+    };
+    for h in headers {
+        if !h.has_producer_id() {
+            continue;
+        }
+        let marker = if h.is_control() {
+            read_end_txn_marker(log, &h)
+        } else {
+            None
+        };
+        if let Some(t) = producers.record(&h, h.max_timestamp, marker) {
+            if let Err(e) = index_if_aborted(log, &producers, &t) {
+                tracing::error!(dir = %log.dir().display(), error = %e, txn = ?t, "cannot re-add an aborted transaction to the index");
+            }
         }
     }
     producers
 }
 
+/// The marker in the control batch `h` of the log; `None` (with a warning)
+/// if it cannot be read.
+fn read_end_txn_marker(log: &PartitionLog, h: &BatchHeader) -> Option<EndTxnMarker> {
+    match log.read(h.base_offset, h.total_size(), h.next_offset(), true) {
+        Ok(r) => {
+            let t = end_txn_marker(&r.records);
+            if t.is_none() {
+                tracing::warn!(dir = %log.dir().display(), offset = h.base_offset, "control batch with a producer id is not a transaction marker");
+            }
+            t
+        }
+        Err(e) => {
+            tracing::warn!(dir = %log.dir().display(), offset = h.base_offset, error = %e, "cannot read a control batch during replay");
+            None
+        }
+    }
+}
+
 /// Kafka's checks on batches written by clients (INVALID_RECORD /
-/// INVALID_TIMESTAMP): no control batches, no transactional batches outside a
-/// transactional produce, a producer id needs a sequence, and CreateTime
+/// INVALID_TIMESTAMP): no control batches (transactional batches outside a
+/// transactional produce are refused for the whole request by the produce
+/// handler, as Kafka does), a producer id needs a sequence, and CreateTime
 /// timestamps within message.timestamp.before/after.max.ms of the broker clock.
 fn check_client_batches(
     headers: &[strand_protocol::batch::BatchHeader],
@@ -796,9 +1015,6 @@ fn check_client_batches(
     for h in headers {
         if h.is_control() {
             return invalid("Clients are not allowed to write control records".into());
-        }
-        if h.is_transactional() {
-            return invalid("Transactional records need a transactional produce request".into());
         }
         if h.has_producer_id() && h.base_sequence < 0 {
             return invalid(format!(
@@ -1281,5 +1497,96 @@ impl Broker {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "clean close failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_protocol::batch::assign_offset_and_epoch;
+    use strand_protocol::kafka_protocol::records::Compression;
+    use strand_protocol::testing::encode_records_txn;
+
+    /// A batch as a leader would have written it at `offset`.
+    fn at(mut batch: Vec<u8>, offset: i64) -> Vec<u8> {
+        assign_offset_and_epoch(&mut batch, offset, 0);
+        batch
+    }
+
+    fn txn_data(pid: i64, seq: i32, offset: i64) -> Vec<u8> {
+        let recs = vec![(None, Some(Bytes::from_static(b"v")), 1_000)];
+        at(
+            encode_records_txn(&recs, pid, 0, seq, Compression::None, true),
+            offset,
+        )
+    }
+
+    fn marker(pid: i64, control: ControlType, offset: i64) -> Vec<u8> {
+        at(
+            build_txn_marker_batch(pid, 0, 3, control, 1_000).unwrap(),
+            offset,
+        )
+    }
+
+    fn follow(log: &mut PartitionLog, producers: &mut ProducerStateManager, batch: &[u8]) {
+        let headers = validate_record_set(batch).unwrap();
+        log.append_as_follower(batch, &headers).unwrap();
+        record_appended(log, producers, batch, &headers).unwrap();
+    }
+
+    /// A follower indexes abort markers as it appends them; after a
+    /// truncation below a marker the rebuilt state has the transaction open
+    /// again and the index no longer lists it; replaying the same batches
+    /// again indexes it once.
+    #[test]
+    fn follower_markers_truncation_and_replay_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(dir.path(), LogConfig::default()).unwrap();
+        let mut producers = ProducerStateManager::new();
+        let batches = [
+            txn_data(1, 0, 0),
+            txn_data(2, 0, 1),
+            marker(1, ControlType::Abort, 2),
+            marker(2, ControlType::Commit, 3),
+        ];
+        for b in &batches {
+            follow(&mut log, &mut producers, b);
+        }
+        let entry = AbortedTxn {
+            producer_id: 1,
+            first_offset: 0,
+            last_offset: 2,
+            last_stable_offset: 1,
+        };
+        assert_eq!(log.aborted_txns(), vec![entry]);
+        assert_eq!(log.collect_aborted_txns(0, 4), vec![(1, 0)]);
+        producers.on_high_watermark(4);
+        assert_eq!(producers.last_stable_offset(4), 4);
+        assert_eq!(producers.entry(1).unwrap().coordinator_epoch, 3);
+
+        // Replay of the whole log (no snapshot) re-derives the same entry once.
+        let replayed = rebuild_producer_state(&mut log);
+        assert_eq!(log.aborted_txns(), vec![entry]);
+        assert_eq!(replayed.entry(1).unwrap().coordinator_epoch, 3);
+        assert_eq!(
+            replayed.first_unstable_offset(),
+            Some(0),
+            "until the HW passes the markers"
+        );
+
+        // Truncate below the abort marker: the transaction is open again.
+        log.truncate_to(2).unwrap();
+        let mut producers = rebuild_producer_state(&mut log);
+        assert!(log.aborted_txns().is_empty());
+        assert_eq!(
+            producers.entry(1).unwrap().current_txn_first_offset,
+            Some(0)
+        );
+        producers.on_high_watermark(2);
+        assert_eq!(producers.last_stable_offset(2), 0);
+        // The leader's log again: same entry, once.
+        follow(&mut log, &mut producers, &batches[2]);
+        follow(&mut log, &mut producers, &batches[3]);
+        assert_eq!(log.aborted_txns(), vec![entry]);
     }
 }

@@ -15,6 +15,10 @@
 //! * `<base>.timeindex` — sparse time index: `(timestamp i64, relative offset
 //!   u32)` entries with strictly increasing timestamps: the largest batch max
 //!   timestamp seen so far and the last offset of the batch that first reached it.
+//! * `<base>.txnindex` — aborted-transaction index (see [`txn_index`]): one
+//!   34-byte entry per transaction aborted by a marker in this segment,
+//!   created on the first one. Truncation, recovery and segment deletion take
+//!   its entries (or the file) with the markers they describe.
 //! * `leader-epoch-checkpoint` (Kafka's text format `0\n<n>\n<epoch> <offset>\n…`),
 //!   `high-watermark`, `log-start-offset`, `recovery-point` (`0\n<value>\n`).
 //! * `<offset>.snapshot` — opaque producer-state snapshots (the latest two kept).
@@ -54,6 +58,7 @@
 
 pub mod epoch;
 pub mod index;
+pub mod txn_index;
 
 mod checkpoint;
 mod segment;
@@ -69,6 +74,7 @@ use strand_protocol::kafka_protocol::records::RecordBatchDecoder;
 
 use crate::epoch::EpochCache;
 use crate::segment::{Segment, Stop};
+pub use crate::txn_index::AbortedTxn;
 
 const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -252,6 +258,7 @@ impl PartitionLog {
             } else if let Some(base) = name
                 .strip_suffix(".index")
                 .or_else(|| name.strip_suffix(".timeindex"))
+                .or_else(|| name.strip_suffix(".txnindex"))
                 .and_then(parse_base)
             {
                 index_files.push((base, entry.path()));
@@ -819,6 +826,66 @@ impl PartitionLog {
             .or(Some((h.last_offset(), max))))
     }
 
+    /// Records an aborted transaction in the index of the segment that holds
+    /// its marker (`txn.last_offset`, which must be in the log). Returns
+    /// false when the same entry (producer id and marker offset) is already
+    /// there: replay re-derives entries that may have been written before a
+    /// crash.
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<bool, LogError> {
+        if txn.last_offset < self.log_start
+            || txn.last_offset >= self.leo
+            || txn.first_offset < 0
+            || txn.first_offset > txn.last_offset
+        {
+            return Err(LogError::InvalidRecords(format!(
+                "aborted transaction {txn:?} outside the log [{}, {})",
+                self.log_start, self.leo
+            )));
+        }
+        let base = self.floor_base(txn.last_offset);
+        let seg = self.segments.get_mut(&base).ok_or_else(|| {
+            LogError::InvalidRecords(format!("no segment for offset {}", txn.last_offset))
+        })?;
+        Ok(seg.txn.add(txn)?)
+    }
+
+    /// Aborted transactions that overlap a fetch of `[start_offset,
+    /// upper_bound_offset)`: marker at or after the start, first batch before
+    /// the upper bound, as (producer id, first offset) in marker order.
+    /// Every segment from the one holding `start_offset` is consulted: a
+    /// transaction that started early can end (and be indexed) in any later
+    /// segment. Kafka stops at the first entry past the upper bound, which
+    /// misses such a long transaction ending after a shorter one; the
+    /// in-memory scan is cheap, so we do not. Segments with nothing starting
+    /// below the bound are skipped by their smallest first offset.
+    pub fn collect_aborted_txns(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<(i64, i64)> {
+        let mut found = Vec::new();
+        if start_offset >= upper_bound_offset {
+            return Vec::new();
+        }
+        let from = self.floor_base(start_offset);
+        for seg in self.segments.range(from..).map(|(_, s)| s) {
+            seg.txn
+                .collect(start_offset, upper_bound_offset, &mut found);
+        }
+        found
+            .into_iter()
+            .map(|t| (t.producer_id, t.first_offset))
+            .collect()
+    }
+
+    /// Every entry of every segment's aborted-transaction index, oldest first.
+    pub fn aborted_txns(&self) -> Vec<AbortedTxn> {
+        self.segments
+            .values()
+            .flat_map(|s| s.txn.entries().iter().copied())
+            .collect()
+    }
+
     /// The latest leader epoch in the epoch cache.
     pub fn latest_epoch(&self) -> Option<i32> {
         self.epochs.latest_epoch()
@@ -1077,6 +1144,12 @@ impl PartitionLog {
     /// Durably writes an opaque producer-state snapshot taken at `offset` and
     /// keeps only the latest two.
     pub fn write_producer_snapshot(&mut self, offset: i64, data: &[u8]) -> Result<(), LogError> {
+        // Replay after a restart starts at the snapshot and re-derives only
+        // the aborted-transaction entries after it: the ones before must be
+        // durable first.
+        for seg in self.segments.values_mut() {
+            seg.txn.flush()?;
+        }
         checkpoint::write_atomic(&self.snapshot_path(offset), data)?;
         let offsets = self.snapshot_offsets()?;
         if offsets.len() > SNAPSHOTS_KEPT {

@@ -1,4 +1,5 @@
-//! One segment: `<base>.log` with its `.index` and `.timeindex`.
+//! One segment: `<base>.log` with its `.index`, `.timeindex` and (once a
+//! transaction is aborted in it) `.txnindex`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -11,6 +12,7 @@ use crate::index::{
     lookup_offset, lookup_time, offset_entries_sane, time_entries_sane, IndexFile, OffsetEntry,
     TimeEntry,
 };
+use crate::txn_index::TxnIndex;
 use crate::LogError;
 
 /// First and largest read sizes used when walking a segment: small for the
@@ -121,6 +123,8 @@ pub struct Segment {
     pub size: u64,
     pub oi: IndexFile<OffsetEntry>,
     pub ti: IndexFile<TimeEntry>,
+    /// Aborted transactions whose abort marker lies in this segment.
+    pub txn: TxnIndex,
     bytes_since_index: u64,
     /// Largest batch max-timestamp in the segment, -1 if none.
     pub max_ts: i64,
@@ -171,6 +175,7 @@ impl Segment {
             size,
             oi: IndexFile::open(&ip)?,
             ti: IndexFile::open(&tp)?,
+            txn: TxnIndex::open(dir, base, create_new)?,
             bytes_since_index: 0,
             max_ts: -1,
             offset_of_max_ts: -1,
@@ -316,6 +321,8 @@ impl Segment {
             self.size = valid;
         }
         self.maybe_append_time_entry()?;
+        // Aborts whose markers did not survive go with them.
+        self.txn.truncate_from(self.next_offset)?;
         self.log_dirty = true;
         Ok(truncated)
     }
@@ -380,6 +387,9 @@ impl Segment {
         }
         self.next_offset = next;
         self.bytes_since_index = since;
+        // Entries past the segment's end (its tail was cut while the index
+        // kept them, or the file is damaged) describe markers that are gone.
+        self.txn.truncate_from(next)?;
         Ok(0)
     }
 
@@ -468,6 +478,7 @@ impl Segment {
         }
         self.oi.flush()?;
         self.ti.flush()?;
+        self.txn.flush()?;
         Ok(())
     }
 
@@ -477,6 +488,7 @@ impl Segment {
             self.log_path.clone(),
             self.oi.path().to_path_buf(),
             self.ti.path().to_path_buf(),
+            self.txn.path().to_path_buf(),
         ];
         drop(self);
         for p in paths {

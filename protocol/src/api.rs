@@ -49,6 +49,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    // Kafka 3.7 serves v0-1; kafka-protocol decodes only v1 (Kafka 4 dropped
+    // v0), which is what coordinators send.
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The advertised range for `key`, if we serve it.
@@ -97,5 +101,8 @@ mod tests {
         assert!(!is_served(ApiKey::Produce, 11));
         assert!(!is_served(ApiKey::AddPartitionsToTxn, 5));
         assert!(!is_served(ApiKey::OffsetCommit, 1));
+        assert!(is_served(ApiKey::WriteTxnMarkers, 1));
+        assert!(!is_served(ApiKey::WriteTxnMarkers, 0));
+        assert!(is_served(ApiKey::DescribeProducers, 0));
     }
 }

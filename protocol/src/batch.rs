@@ -47,6 +47,8 @@ pub enum BatchError {
     CountMismatch { count: i32, last_offset_delta: i32 },
     #[error("empty record set")]
     Empty,
+    #[error("cannot encode a record batch: {0}")]
+    Encode(String),
 }
 
 /// Header fields of one v2 batch, parsed from its first 61 bytes.
@@ -318,6 +320,146 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 }
 
+/// The transaction marker a control batch carries (Kafka's `ControlRecordType`
+/// ABORT = 0 and COMMIT = 1; the other control types, such as KRaft's, carry
+/// no producer id and are not transaction markers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ControlType {
+    Abort,
+    Commit,
+}
+
+impl ControlType {
+    /// The type id in the control record's key.
+    pub fn code(self) -> i16 {
+        match self {
+            ControlType::Abort => 0,
+            ControlType::Commit => 1,
+        }
+    }
+
+    pub fn from_code(code: i16) -> Option<ControlType> {
+        match code {
+            0 => Some(ControlType::Abort),
+            1 => Some(ControlType::Commit),
+            _ => None,
+        }
+    }
+
+    pub fn from_commit(commit: bool) -> ControlType {
+        if commit {
+            ControlType::Commit
+        } else {
+            ControlType::Abort
+        }
+    }
+}
+
+/// Version written in a control record's key and in an end-transaction
+/// marker's value (Kafka writes 0 for both).
+const CONTROL_RECORD_VERSION: i16 = 0;
+
+/// Builds the control batch a partition leader appends for WriteTxnMarkers:
+/// magic 2, transactional + control attributes, the producer's id and epoch,
+/// base sequence -1 and one record whose key is (version 0, type) and whose
+/// value is (version 0, coordinator epoch), all big-endian, as Kafka's
+/// `EndTransactionMarker`. Base offset 0 and leader epoch 0: the log assigns
+/// both in place. kafka-protocol's encoder writes the batch and its CRC32C.
+pub fn build_txn_marker_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    control: ControlType,
+    timestamp_ms: i64,
+) -> Result<Vec<u8>, BatchError> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let mut key = Vec::with_capacity(4);
+    key.extend_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
+    key.extend_from_slice(&control.code().to_be_bytes());
+    let mut value = Vec::with_capacity(6);
+    value.extend_from_slice(&CONTROL_RECORD_VERSION.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let record = Record {
+        transactional: true,
+        control: true,
+        partition_leader_epoch: 0,
+        producer_id,
+        producer_epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        // Base sequence -1: markers are not part of the producer's sequence.
+        sequence: NO_SEQUENCE,
+        timestamp: timestamp_ms,
+        key: Some(bytes::Bytes::from(key)),
+        value: Some(bytes::Bytes::from(value)),
+        headers: Default::default(),
+        delete_horizon: false,
+    };
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        std::iter::once(&record),
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| BatchError::Encode(e.to_string()))?;
+    Ok(buf.to_vec())
+}
+
+/// What a transaction marker says: commit or abort, and the epoch of the
+/// coordinator that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EndTxnMarker {
+    pub control: ControlType,
+    pub coordinator_epoch: i32,
+}
+
+/// The end-transaction marker of a control batch (`batch` is one whole
+/// batch), read from its first record: type from the key, coordinator epoch
+/// from the value. `None` when the batch is not a control batch, cannot be
+/// decoded, or carries another control type. Followers and the start-up
+/// replay use it to tell a commit from an abort and to keep the coordinator
+/// epoch that fences older coordinators.
+pub fn end_txn_marker(batch: &[u8]) -> Option<EndTxnMarker> {
+    let h = BatchHeader::parse(batch).ok()?;
+    if !h.is_control() || batch.len() < h.total_size() {
+        return None;
+    }
+    let mut buf = bytes::Bytes::copy_from_slice(&batch[..h.total_size()]);
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).ok()?;
+    let record = set.records.first()?;
+    let key = record.key.as_ref()?;
+    let value = record.value.as_ref()?;
+    if key.len() < 4 || value.len() < 6 {
+        return None;
+    }
+    let key_version = i16::from_be_bytes([key[0], key[1]]);
+    let value_version = i16::from_be_bytes([value[0], value[1]]);
+    if key_version < 0 || value_version < 0 {
+        return None;
+    }
+    Some(EndTxnMarker {
+        control: ControlType::from_code(i16::from_be_bytes([key[2], key[3]]))?,
+        coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
+    })
+}
+
+/// The transaction marker type of a control batch; see [`end_txn_marker`].
+pub fn control_record_type(batch: &[u8]) -> Option<ControlType> {
+    end_txn_marker(batch).map(|m| m.control)
+}
+
+/// Whether any batch of a record set has the transactional bit (Kafka answers
+/// such a produce without a transactional id with
+/// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+pub fn has_transactional_batch(records: &[u8]) -> bool {
+    BatchIter::new(records).any(|(_, h)| h.is_transactional())
+}
+
 /// Indexes (within the batch) of records that have no key. Kafka rejects such
 /// records on compacted topics. This decodes (and decompresses) the records,
 /// so it runs only for compacted topics, never on the ordinary produce path.
@@ -502,6 +644,68 @@ mod tests {
         let h2 = validate_record_set(&b).unwrap()[0];
         assert!(h2.is_log_append_time());
         assert_eq!(h2.max_timestamp, 99_999);
+    }
+
+    #[test]
+    fn txn_marker_batch_round_trip() {
+        for (control, coordinator_epoch) in [(ControlType::Commit, 7), (ControlType::Abort, 0)] {
+            let mut b = build_txn_marker_batch(42, 3, coordinator_epoch, control, 1_234).unwrap();
+            let h = validate_record_set(&b).unwrap()[0];
+            assert!(h.is_control() && h.is_transactional());
+            assert_eq!(
+                (
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.base_offset
+                ),
+                (42, 3, NO_SEQUENCE, 0)
+            );
+            assert_eq!((h.records_count, h.last_offset_delta), (1, 0));
+            assert_eq!(h.max_timestamp, 1_234);
+            assert_eq!(control_record_type(&b), Some(control));
+            assert_eq!(
+                end_txn_marker(&b),
+                Some(EndTxnMarker {
+                    control,
+                    coordinator_epoch
+                })
+            );
+            // Offset and epoch assigned in place keep it valid and readable.
+            assign_offset_and_epoch(&mut b, 110, 5);
+            assert!(validate_record_set(&b).is_ok());
+            assert_eq!(control_record_type(&b), Some(control));
+            // The record's key and value as Kafka lays them out.
+            let mut bytes = bytes::Bytes::from(b);
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+            let r = &set.records[0];
+            assert!(r.control && r.transactional);
+            assert_eq!(r.offset, 110);
+            let key = r.key.as_ref().unwrap();
+            assert_eq!(&key[..], &[0, 0, 0, control.code() as u8]);
+            let value = r.value.as_ref().unwrap();
+            assert_eq!(&value[..2], &[0, 0]);
+            assert_eq!(&value[2..], &coordinator_epoch.to_be_bytes());
+        }
+    }
+
+    #[test]
+    fn control_type_of_other_batches_is_none() {
+        let data = encode_batch(2, 5, 0, 0, Compression::None);
+        assert_eq!(control_record_type(&data), None);
+        assert!(!has_transactional_batch(&data));
+        let marker = build_txn_marker_batch(5, 0, 0, ControlType::Abort, 0).unwrap();
+        assert!(has_transactional_batch(&marker));
+        // Truncated or garbage input never panics.
+        for n in 0..marker.len() {
+            assert_eq!(control_record_type(&marker[..n]), None);
+        }
+        let mut bad = marker.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 0xff;
+        let _ = control_record_type(&bad);
+        assert_eq!(ControlType::from_code(2), None);
+        assert_eq!(ControlType::from_commit(true), ControlType::Commit);
     }
 
     proptest! {

@@ -18,11 +18,24 @@ pub fn encode_records(
     seq: i32,
     compression: Compression,
 ) -> Vec<u8> {
+    encode_records_txn(records, pid, epoch, seq, compression, false)
+}
+
+/// [`encode_records`] with the transactional attribute set or not (a
+/// transactional producer's batch).
+pub fn encode_records_txn(
+    records: &[TestRecord],
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    compression: Compression,
+    transactional: bool,
+) -> Vec<u8> {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
         .map(|(i, (key, value, timestamp))| Record {
-            transactional: false,
+            transactional,
             control: false,
             partition_leader_epoch: 0,
             producer_id: pid,

@@ -1,5 +1,6 @@
 //! Fetch for consumers and followers: whole batches up to the HW (or LSO
-//! under read_committed) for consumers, up to the LEO for followers,
+//! under read_committed, with the aborted transactions that overlap what is
+//! returned) for consumers, up to the LEO for followers,
 //! honouring max_bytes, partition_max_bytes, min_bytes and max_wait_ms. A
 //! fetch that has less than min_bytes waits (DelayedFetch) and completes as
 //! soon as an append moves the LEO/HW of one of its partitions. A follower's
@@ -9,11 +10,12 @@
 use crate::broker::{Broker, Partition};
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_protocol::batch::BatchIter;
 use strand_protocol::ErrorCode;
 use strand_replication::rules::fetch_can_complete;
 
@@ -159,22 +161,26 @@ fn read_all(
             Ok(p) => {
                 let offsets = p.offsets();
                 pd.high_watermark = offsets.high_watermark;
-                pd.last_stable_offset = offsets.high_watermark;
+                // Kafka reports the LSO whatever the isolation level.
+                pd.last_stable_offset = offsets.last_stable_offset;
                 pd.log_start_offset = offsets.log_start_offset;
-                if read_committed {
-                    pd.aborted_transactions = Some(Vec::new());
-                }
+                // Kafka: an empty list under read_committed, null otherwise
+                // (the codec's default is an empty list).
+                pd.aborted_transactions = read_committed.then(Vec::new);
                 if let Some(diverging) = diverging_epoch(p, t.last_fetched_epoch, t.fetch_offset) {
                     pd.diverging_epoch = diverging;
                     pd.records = Some(Bytes::new());
                     out.push((t.topic, pd));
                     continue;
                 }
-                // Followers read to the LEO; consumers to the HW (or LSO).
+                // Followers read to the LEO; consumers to the HW (or LSO),
+                // from the same snapshot of offsets as reported above.
                 let upper = if follower.is_some() {
                     offsets.log_end_offset
+                } else if read_committed {
+                    offsets.last_stable_offset
                 } else {
-                    p.fetch_upper_bound(read_committed)
+                    offsets.high_watermark
                 };
                 let remaining = max_bytes.saturating_sub(total);
                 let limit = t.partition_max_bytes.min(remaining);
@@ -184,6 +190,10 @@ fn read_all(
                 match p.log.read().read(t.fetch_offset, limit, upper, min_one) {
                     Ok(r) => {
                         total += r.records.len();
+                        if read_committed && follower.is_none() {
+                            pd.aborted_transactions =
+                                Some(aborted_transactions(p, t.fetch_offset, &r.records));
+                        }
                         pd.records = Some(r.records);
                     }
                     Err(strand_log::LogError::OffsetOutOfRange { .. }) => {
@@ -202,6 +212,27 @@ fn read_all(
         out.push((t.topic, pd));
     }
     (out, total, errors)
+}
+
+/// The aborted transactions a read_committed consumer needs to drop what it
+/// got: those overlapping `[fetch_offset, end of the last returned batch)`
+/// (Kafka's upper bound is the offset after the fetched bytes).
+fn aborted_transactions(
+    p: &Partition,
+    fetch_offset: i64,
+    records: &[u8],
+) -> Vec<AbortedTransaction> {
+    let Some(end) = BatchIter::new(records).last().map(|(_, h)| h.next_offset()) else {
+        return Vec::new();
+    };
+    p.aborted_transactions(fetch_offset, end)
+        .into_iter()
+        .map(|(producer_id, first_offset)| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_first_offset(first_offset)
+        })
+        .collect()
 }
 
 /// KIP-320: when the consumer's last fetched epoch ends before its fetch offset

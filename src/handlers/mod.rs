@@ -9,6 +9,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod txn;
+mod txn_markers;
 
 use crate::broker::Broker;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
@@ -123,6 +124,12 @@ pub async fn dispatch(
         }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(txn_markers::write_txn_markers(broker, r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(txn_markers::describe_producers(broker, r))
         }
         // `is_served` admits only the kinds above.
         _ => return Err("request kind not served".into()),

@@ -30,8 +30,15 @@ pub async fn handle(
         Ok(a) => a,
         Err(_) => return Ok(Some(error_response(&req, ErrorCode::InvalidRequiredAcks))),
     };
-    if req.transactional_id.is_some() {
-        // Transactions are not served yet (no coordinator is advertised).
+    // Kafka: transactional records need a transactional id (the whole request fails).
+    let transactional_records = req.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records
+                .as_ref()
+                .is_some_and(|r| strand_protocol::batch::has_transactional_batch(r))
+        })
+    });
+    if transactional_records && req.transactional_id.is_none() {
         return Ok(Some(error_response(
             &req,
             ErrorCode::TransactionalIdAuthorizationFailed,

@@ -27,6 +27,17 @@
 //! non-transactional batch from a producer with an open transaction is
 //! `INVALID_TXN_STATE` (48).
 //!
+//! # Transactions and the LSO
+//! A transactional batch opens the producer's transaction on the partition
+//! (its first offset is `current_txn_first_offset`); a commit or abort
+//! marker closes it ([`ProducerStateManager::record_end_txn_marker`], or
+//! [`ProducerStateManager::record`] with the marker's
+//! [`ControlType`](strand_protocol::batch::ControlType)) and returns a
+//! [`CompletedTxn`]. A completed transaction stays unstable until the HW passes
+//! its marker ([`ProducerStateManager::on_high_watermark`] prunes), so
+//! [`last_stable_offset`] = min(HW, first offset of every open transaction
+//! and of every completed one whose marker is at or above the HW).
+//!
 //! # Truncation
 //! There is no in-place `truncate_to`: like Kafka's `truncateAndReload`, the log
 //! rebuilds the state after a truncation to offset `o` by loading the newest
@@ -45,7 +56,7 @@ pub use producer_id::{
     next_block_after, ProducerIdAllocator, ProducerIdBlock, ProducerIdError, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use producer_state::{
-    check_sequence, BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateError,
-    ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
+    check_sequence, last_stable_offset, BatchMetadata, CompletedTxn, ProducerEntry,
+    ProducerStateError, ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
 };
 pub use snapshot::{SnapshotError, SNAPSHOT_VERSION};

@@ -1,8 +1,10 @@
 //! Per-partition producer state: entries, the sequence check, and recording appends.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use strand_protocol::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
+use strand_protocol::batch::{
+    BatchHeader, ControlType, EndTxnMarker, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+};
 use strand_protocol::ErrorCode;
 use thiserror::Error;
 
@@ -199,6 +201,32 @@ pub struct CompletedTxn {
     pub first_offset: i64,
     /// Offset of the marker.
     pub last_offset: i64,
+    /// Ended by an abort marker (its batches go into the aborted-transaction index).
+    pub is_aborted: bool,
+}
+
+/// Pure: the last stable offset for a high watermark, the first offsets of the
+/// open transactions, and the completed transactions. A transaction stays
+/// unstable until its marker is below the HW (replicated), as Kafka keeps it
+/// in `unreplicatedTxns`: LSO = min(HW, first offset of every open
+/// transaction, first offset of every completed one whose marker offset is
+/// `>= hw`).
+pub fn last_stable_offset(
+    hw: i64,
+    open_first_offsets: impl IntoIterator<Item = i64>,
+    completed: impl IntoIterator<Item = CompletedTxn>,
+) -> i64 {
+    let open = open_first_offsets.into_iter().min();
+    let unreplicated = completed
+        .into_iter()
+        .filter(|t| t.last_offset >= hw)
+        .map(|t| t.first_offset)
+        .min();
+    [Some(hw), open, unreplicated]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(hw)
 }
 
 /// Producer state of one partition: producer id -> [`ProducerEntry`].
@@ -207,6 +235,12 @@ pub struct ProducerStateManager {
     pub(crate) entries: HashMap<i64, ProducerEntry>,
     /// One past the last offset whose batch has been recorded (Kafka's `lastMapOffset`).
     pub(crate) map_end_offset: i64,
+    /// Transactions whose marker has been appended but not yet passed by the
+    /// HW, by first offset. They still bound the LSO: a read_committed reader
+    /// must not see a transaction's data before its marker is replicated
+    /// (a new leader might not have the marker). Pruned by
+    /// [`on_high_watermark`](Self::on_high_watermark).
+    pub(crate) unreplicated: BTreeMap<i64, CompletedTxn>,
 }
 
 impl ProducerStateManager {
@@ -251,25 +285,38 @@ impl ProducerStateManager {
     /// Records an appended batch whose header carries its real base offset. Used
     /// after a leader append, on followers, and when replaying the log at
     /// start-up; it does not validate. `timestamp` is the batch's max timestamp.
-    /// A control batch is recorded as a transaction marker keeping the entry's
-    /// coordinator epoch; callers that parsed the marker use
-    /// [`record_end_txn_marker`](Self::record_end_txn_marker) instead.
-    pub fn record(&mut self, h: &BatchHeader, timestamp: i64) -> Option<CompletedTxn> {
+    /// For a control batch, `marker` is what it says
+    /// ([`end_txn_marker`](strand_protocol::batch::end_txn_marker)): it closes
+    /// the producer's transaction and takes the marker's coordinator epoch. A
+    /// control batch that could not be read (`None`) closes it as a commit
+    /// keeping the entry's coordinator epoch: without a readable abort there
+    /// is nothing to index. Data batches ignore `marker`. Returns the
+    /// transaction a marker closed.
+    pub fn record(
+        &mut self,
+        h: &BatchHeader,
+        timestamp: i64,
+        marker: Option<EndTxnMarker>,
+    ) -> Option<CompletedTxn> {
         self.map_end_offset = self.map_end_offset.max(h.next_offset());
         if !h.has_producer_id() {
             return None;
         }
         if h.is_control() {
-            let coordinator_epoch = self
-                .entries
-                .get(&h.producer_id)
-                .map_or(-1, |e| e.coordinator_epoch);
+            let marker = marker.unwrap_or_else(|| EndTxnMarker {
+                control: ControlType::Commit,
+                coordinator_epoch: self
+                    .entries
+                    .get(&h.producer_id)
+                    .map_or(-1, |e| e.coordinator_epoch),
+            });
             return self.record_end_txn_marker(
                 h.producer_id,
                 h.producer_epoch,
-                coordinator_epoch,
+                marker.coordinator_epoch,
                 h.base_offset,
                 timestamp,
+                marker.control,
             );
         }
         let entry = self
@@ -306,7 +353,8 @@ impl ProducerStateManager {
     }
 
     /// Records an appended commit/abort marker at `marker_offset`; returns the
-    /// transaction it closed, if one was open.
+    /// transaction it closed, if one was open. The closed transaction stays
+    /// unstable (bounds the LSO) until the HW passes the marker.
     pub fn record_end_txn_marker(
         &mut self,
         producer_id: i64,
@@ -314,6 +362,7 @@ impl ProducerStateManager {
         coordinator_epoch: i32,
         marker_offset: i64,
         timestamp: i64,
+        control: ControlType,
     ) -> Option<CompletedTxn> {
         self.map_end_offset = self.map_end_offset.max(marker_offset + 1);
         let entry = self
@@ -323,14 +372,54 @@ impl ProducerStateManager {
         entry.update_epoch(producer_epoch);
         entry.coordinator_epoch = coordinator_epoch;
         entry.last_timestamp = timestamp;
-        entry
+        let completed = entry
             .current_txn_first_offset
             .take()
             .map(|first_offset| CompletedTxn {
                 producer_id,
                 first_offset,
                 last_offset: marker_offset,
-            })
+                is_aborted: control == ControlType::Abort,
+            })?;
+        self.unreplicated.insert(completed.first_offset, completed);
+        Some(completed)
+    }
+
+    /// The HW moved to `hw`: transactions whose marker is below it are
+    /// replicated and no longer bound the LSO (Kafka's
+    /// `onHighWatermarkUpdated`).
+    pub fn on_high_watermark(&mut self, hw: i64) {
+        self.unreplicated.retain(|_, t| t.last_offset >= hw);
+    }
+
+    /// The LSO for high watermark `hw` (see [`last_stable_offset`]).
+    pub fn last_stable_offset(&self, hw: i64) -> i64 {
+        last_stable_offset(
+            hw,
+            self.entries
+                .values()
+                .filter_map(|e| e.current_txn_first_offset),
+            self.unreplicated.values().copied(),
+        )
+    }
+
+    /// The `last_stable_offset` an aborted-transaction index entry records for
+    /// `completed` (Kafka's `lastStableOffset(completedTxn)`): the first offset
+    /// of the earliest transaction still open, or one past the marker when
+    /// none is. Independent of the HW, so a leader, its followers and a replay
+    /// all derive the same entry. Call it after recording the marker.
+    pub fn stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+        self.entries
+            .values()
+            .filter(|e| e.producer_id != completed.producer_id)
+            .filter_map(|e| e.current_txn_first_offset)
+            .min()
+            .unwrap_or(completed.last_offset + 1)
+    }
+
+    /// Completed transactions whose markers the HW has not passed yet, by first offset.
+    pub fn unreplicated_txns(&self) -> impl Iterator<Item = &CompletedTxn> {
+        self.unreplicated.values()
     }
 
     /// Notes that the log now ends at `offset` (e.g. after appending batches
@@ -360,12 +449,16 @@ impl ProducerStateManager {
         self.entries.is_empty()
     }
 
-    /// First offset of the earliest open transaction on this partition (bounds the LSO).
+    /// First offset of the earliest unstable transaction on this partition:
+    /// open, or completed with its marker not yet below the HW (bounds the LSO).
     pub fn first_unstable_offset(&self) -> Option<i64> {
-        self.entries
+        let open = self
+            .entries
             .values()
             .filter_map(|e| e.current_txn_first_offset)
-            .min()
+            .min();
+        let unreplicated = self.unreplicated.keys().next().copied();
+        open.into_iter().chain(unreplicated).min()
     }
 
     /// Removes producers idle for at least `producer_id_expiration_ms`

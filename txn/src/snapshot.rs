@@ -1,6 +1,6 @@
 //! Binary snapshot of a [`ProducerStateManager`].
 //!
-//! Layout (big-endian), version 1:
+//! Layout (big-endian), version 2:
 //! ```text
 //! version i16 | crc u32 (CRC32C of every byte after this field)
 //! map_end_offset i64 | entry_count i32
@@ -9,25 +9,35 @@
 //!   current_txn_first_offset i64 (-1 = none) | batch_count i8 (0..=5)
 //!   batch_count x { first_seq i32 | last_seq i32 | first_offset i64 | last_offset i64 | timestamp i64 }
 //! }
+//! unreplicated_count i32
+//! unreplicated_count x { producer_id i64 | first_offset i64 | last_offset i64 | aborted i8 (0/1) }
 //! ```
+//! Version 1 is the same without the unreplicated section; it still loads
+//! (with no unreplicated transactions, as written before transactions
+//! existed). The unreplicated section keeps completed transactions whose
+//! marker the HW had not passed when the snapshot was taken, so after a
+//! restart they still bound the LSO until the HW passes them.
 //! Unlike Kafka's snapshot (which keeps only each producer's last batch) all
 //! remembered batches are stored, so duplicate detection survives a restart.
 //! Entries are written in producer-id order, so equal states give equal bytes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::{Buf, BufMut};
 use thiserror::Error;
 
-use crate::producer_state::{BatchMetadata, ProducerEntry, ProducerStateManager};
+use crate::producer_state::{BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateManager};
 use crate::MAX_REMEMBERED_BATCHES;
 
 /// The snapshot format version written by [`ProducerStateManager::snapshot`].
-pub const SNAPSHOT_VERSION: i16 = 1;
+pub const SNAPSHOT_VERSION: i16 = 2;
+/// The format before transactions: no unreplicated section.
+const SNAPSHOT_VERSION_1: i16 = 1;
 
 const HEADER_LEN: usize = 2 + 4;
 const ENTRY_FIXED_LEN: usize = 8 + 2 + 8 + 4 + 8 + 1;
 const BATCH_LEN: usize = 4 + 4 + 8 + 8 + 8;
+const COMPLETED_LEN: usize = 8 + 8 + 8 + 1;
 
 /// A snapshot that cannot be loaded; the caller rebuilds the state from the log.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -66,6 +76,13 @@ impl ProducerStateManager {
                 body.put_i64(b.timestamp);
             }
         }
+        body.put_i32(self.unreplicated.len() as i32);
+        for t in self.unreplicated.values() {
+            body.put_i64(t.producer_id);
+            body.put_i64(t.first_offset);
+            body.put_i64(t.last_offset);
+            body.put_i8(t.is_aborted as i8);
+        }
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
         out.put_i16(SNAPSHOT_VERSION);
         out.put_u32(crc32c::crc32c(&body));
@@ -79,7 +96,7 @@ impl ProducerStateManager {
         let mut buf = bytes;
         need(buf, HEADER_LEN)?;
         let version = buf.get_i16();
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_1 {
             return Err(SnapshotError::UnsupportedVersion(version));
         }
         let stored = buf.get_u32();
@@ -127,12 +144,39 @@ impl ProducerStateManager {
                 return Err(SnapshotError::Malformed("duplicate producer id"));
             }
         }
+        let mut unreplicated = BTreeMap::new();
+        if version >= SNAPSHOT_VERSION {
+            need(buf, 4)?;
+            let count = buf.get_i32();
+            if count < 0 {
+                return Err(SnapshotError::Malformed("negative unreplicated count"));
+            }
+            for _ in 0..count {
+                need(buf, COMPLETED_LEN)?;
+                let t = CompletedTxn {
+                    producer_id: buf.get_i64(),
+                    first_offset: buf.get_i64(),
+                    last_offset: buf.get_i64(),
+                    is_aborted: match buf.get_i8() {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(SnapshotError::Malformed("bad aborted flag")),
+                    },
+                };
+                if unreplicated.insert(t.first_offset, t).is_some() {
+                    return Err(SnapshotError::Malformed(
+                        "duplicate unreplicated transaction",
+                    ));
+                }
+            }
+        }
         if buf.has_remaining() {
             return Err(SnapshotError::Malformed("trailing bytes"));
         }
         Ok(ProducerStateManager {
             entries,
             map_end_offset,
+            unreplicated,
         })
     }
 }

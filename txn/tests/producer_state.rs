@@ -1,7 +1,7 @@
 use std::collections::VecDeque;
 
 use proptest::prelude::*;
-use strand_protocol::batch::BatchHeader;
+use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_protocol::ErrorCode;
 use strand_txn::*;
 
@@ -279,7 +279,7 @@ fn manager_check_record_and_duplicate() {
     let mut m = ProducerStateManager::new();
     let h = header(PID, 0, 0, 3, 10);
     assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
-    m.record(&h, 1_234);
+    m.record(&h, 1_234, None);
     assert_eq!(m.map_end_offset(), 13);
     let retry = header(PID, 0, 0, 3, -1);
     assert_eq!(
@@ -315,8 +315,8 @@ fn manager_check_record_and_duplicate() {
 #[test]
 fn new_epoch_forgets_batches() {
     let mut m = ProducerStateManager::new();
-    m.record(&header(PID, 0, 0, 5, 0), 1);
-    m.record(&header(PID, 1, 0, 2, 5), 2);
+    m.record(&header(PID, 0, 0, 5, 0), 1, None);
+    m.record(&header(PID, 1, 0, 2, 5), 2, None);
     let e = m.entry(PID).unwrap();
     assert_eq!(e.producer_epoch, 1);
     assert_eq!(
@@ -336,8 +336,8 @@ fn new_epoch_forgets_batches() {
 #[test]
 fn transactions_open_and_close() {
     let mut m = ProducerStateManager::new();
-    m.record(&txn_header(PID, 0, 0, 2, 104), 1);
-    m.record(&txn_header(PID, 0, 2, 2, 106), 2);
+    m.record(&txn_header(PID, 0, 0, 2, 104), 1, None);
+    m.record(&txn_header(PID, 0, 2, 2, 106), 2, None);
     assert_eq!(m.entry(PID).unwrap().current_txn_first_offset, Some(104));
     assert_eq!(m.first_unstable_offset(), Some(104));
     // Non-transactional write while the transaction is open.
@@ -351,15 +351,19 @@ fn transactions_open_and_close() {
     );
     // Marker checks: older coordinator epoch is fenced once one is known.
     assert_eq!(m.check_end_txn_marker(PID, 0, 3), Ok(()));
-    let done = m.record_end_txn_marker(PID, 0, 3, 108, 3);
+    let done = m.record_end_txn_marker(PID, 0, 3, 108, 3, ControlType::Abort);
     assert_eq!(
         done,
         Some(CompletedTxn {
             producer_id: PID,
             first_offset: 104,
-            last_offset: 108
+            last_offset: 108,
+            is_aborted: true,
         })
     );
+    // Completed but the marker is not replicated yet: still unstable.
+    assert_eq!(m.first_unstable_offset(), Some(104));
+    m.on_high_watermark(109);
     assert_eq!(m.first_unstable_offset(), None);
     assert_eq!(
         m.check_end_txn_marker(PID, 0, 2).unwrap_err().error_code(),
@@ -370,13 +374,14 @@ fn transactions_open_and_close() {
         ErrorCode::InvalidProducerEpoch
     );
     // Marker via record() of a control batch with a bumped epoch.
-    m.record(&txn_header(PID, 0, 4, 1, 109), 4);
+    m.record(&txn_header(PID, 0, 4, 1, 109), 4, None);
     assert_eq!(
-        m.record(&marker(PID, 1, 110), 5),
+        m.record(&marker(PID, 1, 110), 5, Some(commit_marker())),
         Some(CompletedTxn {
             producer_id: PID,
             first_offset: 109,
-            last_offset: 110
+            last_offset: 110,
+            is_aborted: false,
         })
     );
     let e = m.entry(PID).unwrap();
@@ -390,7 +395,7 @@ fn transactions_open_and_close() {
 #[test]
 fn check_batches_follows_earlier_batches_in_the_request() {
     let mut m = ProducerStateManager::new();
-    m.record(&header(PID, 0, 0, 2, 0), 1);
+    m.record(&header(PID, 0, 0, 2, 0), 1, None);
     // Two batches in one record set: the second continues the first.
     let set = [header(PID, 0, 2, 2, -1), header(PID, 0, 4, 1, -1)];
     assert_eq!(m.check_batches(&set), Ok(SequenceCheck::Append));
@@ -411,9 +416,9 @@ fn check_batches_follows_earlier_batches_in_the_request() {
 #[test]
 fn expire_keeps_open_transactions_and_recent_producers() {
     let mut m = ProducerStateManager::new();
-    m.record(&header(1, 0, 0, 1, 0), 1_000);
-    m.record(&header(2, 0, 0, 1, 1), 5_000);
-    m.record(&txn_header(3, 0, 0, 1, 2), 1_000);
+    m.record(&header(1, 0, 0, 1, 0), 1_000, None);
+    m.record(&header(2, 0, 0, 1, 1), 5_000, None);
+    m.record(&txn_header(3, 0, 0, 1, 2), 1_000, None);
     let day = 86_400_000;
     assert_eq!(m.expire(1_000 + day - 1, day), 0);
     assert_eq!(m.expire(1_000 + day, day), 1);
@@ -427,7 +432,7 @@ fn expire_keeps_open_transactions_and_recent_producers() {
 #[test]
 fn snapshot_errors() {
     let mut m = ProducerStateManager::new();
-    m.record(&header(PID, 0, 0, 3, 0), 1);
+    m.record(&header(PID, 0, 0, 3, 0), 1, None);
     let snap = m.snapshot();
     assert_eq!(ProducerStateManager::from_snapshot(&snap), Ok(m.clone()));
     assert_eq!(
@@ -461,9 +466,9 @@ fn real_client_batch_header() {
     let mut h = BatchHeader::parse(&bytes).unwrap();
     h.base_offset = 50;
     let mut m = ProducerStateManager::new();
-    m.record(&header(PID, 2, 0, 10, 40), 1);
+    m.record(&header(PID, 2, 0, 10, 40), 1, None);
     assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
-    m.record(&h, h.max_timestamp);
+    m.record(&h, h.max_timestamp, None);
     assert_eq!(
         m.entry(PID).unwrap().batches.back().unwrap(),
         &BatchMetadata {
@@ -564,7 +569,7 @@ fn manager_from(entries: Vec<ProducerEntry>, map_end: i64) -> ProducerStateManag
                 b.first_offset,
             );
             h.last_offset_delta = (b.last_offset.wrapping_sub(b.first_offset)) as i32;
-            m.record(&h, b.timestamp);
+            m.record(&h, b.timestamp, None);
         }
     }
     m.update_map_end_offset(map_end);
@@ -587,7 +592,7 @@ proptest! {
         for (i, n) in sizes.iter().enumerate() {
             let h = header(PID, 4, seq, *n, offset);
             prop_assert_eq!(m.check(&header(PID, 4, seq, *n, -1)), Ok(SequenceCheck::Append));
-            m.record(&h, i as i64);
+            m.record(&h, i as i64, None);
             appended.push((h.base_sequence, h.last_sequence(), h.base_offset, h.last_offset(), i as i64));
             seq = if h.last_sequence() == i32::MAX { 0 } else { h.last_sequence() + 1 };
             offset = h.next_offset() + 3;
@@ -627,9 +632,9 @@ proptest! {
         let mut m = ProducerStateManager::new();
         for (i, e) in entries.iter().enumerate() {
             let pid = i as i64;
-            m.record(&txn_header(pid, e.producer_epoch.max(0), 0, 1, i as i64 * 10), e.last_timestamp);
+            m.record(&txn_header(pid, e.producer_epoch.max(0), 0, 1, i as i64 * 10), e.last_timestamp, None);
             if e.current_txn_first_offset.is_none() {
-                m.record_end_txn_marker(pid, e.producer_epoch.max(0), e.coordinator_epoch, i as i64 * 10 + 1, e.last_timestamp);
+                m.record_end_txn_marker(pid, e.producer_epoch.max(0), e.coordinator_epoch, i as i64 * 10 + 1, e.last_timestamp, ControlType::Commit);
             }
         }
         let back = ProducerStateManager::from_snapshot(&m.snapshot()).unwrap();
@@ -652,5 +657,20 @@ proptest! {
         prop_assert!(ProducerStateManager::from_snapshot(&flipped).is_err());
         let n = cut.index(snap.len());
         prop_assert!(ProducerStateManager::from_snapshot(&snap[..n]).is_err());
+    }
+}
+
+fn commit_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Commit,
+        coordinator_epoch: 3,
+    }
+}
+
+#[allow(dead_code)]
+fn abort_marker() -> EndTxnMarker {
+    EndTxnMarker {
+        control: ControlType::Abort,
+        coordinator_epoch: 3,
     }
 }
