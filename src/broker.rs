@@ -782,6 +782,14 @@ impl Partition {
         self.log.read().collect_aborted_txns(start, upper)
     }
 
+    /// Whether `producer_id` at `producer_epoch` has a transaction open here
+    /// (a transactional batch then needs no KIP-890 verification).
+    pub fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.producers.lock().entry(producer_id).is_some_and(|e| {
+            e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
+        })
+    }
+
     /// The producers this partition has state for (DescribeProducers), by id.
     pub fn producer_entries(&self) -> Vec<ProducerEntry> {
         let mut v: Vec<ProducerEntry> = self.producers.lock().entries().cloned().collect();

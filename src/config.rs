@@ -99,6 +99,8 @@ pub struct BrokerConfig {
     pub transaction_max_timeout_ms: i32,
     pub transactional_id_expiration_ms: i64,
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// KIP-890 part 1: verify a transactional batch's partition with the coordinator.
+    pub transaction_partition_verification_enable: bool,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -160,6 +162,7 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("group.max.session.timeout.ms", "1800000"),
     ("group.max.size", "2147483647"),
     ("transaction.state.log.num.partitions", "50"),
+    ("transaction.partition.verification.enable", "true"),
     ("transaction.state.log.segment.bytes", "104857600"),
     ("transaction.max.timeout.ms", "900000"),
     ("transactional.id.expiration.ms", "604800000"),
@@ -226,7 +229,9 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         Ok(())
     };
     match key {
-        "auto.create.topics.enable" | "delete.topic.enable" => match value {
+        "auto.create.topics.enable"
+        | "delete.topic.enable"
+        | "transaction.partition.verification.enable" => match value {
             "true" | "false" => Ok(()),
             _ => Err(invalid(key, value, "expected true or false")),
         },
@@ -542,6 +547,9 @@ impl BrokerConfig {
             )
             .parse()
             .unwrap_or(10000),
+            transaction_partition_verification_enable: get(
+                "transaction.partition.verification.enable",
+            ) == "true",
             group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
                 .parse()
                 .unwrap_or(3000),

@@ -302,7 +302,16 @@ fn check_after_markers(c: &mut Client, pid_b: i64) {
 
 #[test]
 fn transactions_on_a_partition_survive_kill9() {
-    let mut broker = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
+    // This test plays the coordinator itself (raw WriteTxnMarkers), so no
+    // coordinator could verify its transactional produces (KIP-890 part 1).
+    let mut broker = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("num.partitions", "1"),
+            ("transaction.partition.verification.enable", "false"),
+        ],
+    )
+    .unwrap();
     let mut c = Client::connect(&broker.addr()).unwrap();
     common::auto_create(&mut c, TOPIC);
     let pid_a = init_producer_id(&mut c);

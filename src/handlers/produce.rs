@@ -51,7 +51,15 @@ pub async fn handle(
         let name = topic.name.0.to_string();
         let mut parts = Vec::with_capacity(topic.partition_data.len());
         for pd in &topic.partition_data {
-            let result = append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version);
+            let verified = match (&req.transactional_id, pd.records.as_ref()) {
+                (Some(id), Some(records)) => {
+                    verify_transaction(broker, id.0.as_str(), &name, pd.index, records).await
+                }
+                _ => Ok(()),
+            };
+            let result = verified.and_then(|()| {
+                append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version)
+            });
             let mut resp = PartitionProduceResponse::default()
                 .with_index(pd.index)
                 .with_base_offset(-1)
@@ -128,6 +136,51 @@ fn append_one(
     };
     let outcome = partition.append(records, acks, version)?;
     Ok((partition, outcome))
+}
+
+/// KIP-890 part 1: a transactional batch that would open a transaction on
+/// this partition is appended only if the coordinator confirms the partition
+/// is in the producer's ongoing transaction.
+async fn verify_transaction(
+    broker: &Broker,
+    transactional_id: &str,
+    topic: &str,
+    index: i32,
+    records: &bytes::Bytes,
+) -> Result<(), PartitionError> {
+    let Ok(h) = strand_protocol::batch::BatchHeader::parse(records) else {
+        return Ok(()); // The append reports the malformed batch.
+    };
+    if !h.is_transactional()
+        || !h.has_producer_id()
+        || !broker.config.transaction_partition_verification_enable
+    {
+        return Ok(());
+    }
+    let Some(partition) = broker.partition(topic, index) else {
+        return Ok(()); // The append reports the unknown partition.
+    };
+    if partition.has_ongoing_txn(h.producer_id, h.producer_epoch) {
+        return Ok(());
+    }
+    crate::txn_coordinator::verify_in_transaction(
+        broker,
+        transactional_id,
+        h.producer_id,
+        h.producer_epoch,
+        topic,
+        index,
+    )
+    .await
+    .map_err(|code| {
+        PartitionError::new(
+            code,
+            format!(
+                "transaction verification failed for {topic}-{index}: the partition is not in producer {}'s ongoing transaction",
+                h.producer_id
+            ),
+        )
+    })
 }
 
 /// DelayedProduce: completes when every partition is done per the ack

@@ -104,7 +104,7 @@ pub async fn write_txn_markers(
         match result {
             Ok(()) => {
                 if w.partition.topic == OFFSETS_TOPIC {
-                    on_offsets_txn_marker(broker, w.partition.index, w.producer_id, w.commit);
+                    on_offsets_txn_marker(broker, w.partition.index, w.producer_id, w.commit).await;
                 }
             }
             Err(code) => {
@@ -120,8 +120,16 @@ pub async fn write_txn_markers(
 /// `__consumer_offsets` partition `partition`: offsets the producer committed
 /// inside the transaction (TxnOffsetCommit) become visible on commit and are
 /// dropped on abort.
-pub fn on_offsets_txn_marker(_broker: &Broker, _partition: i32, _producer_id: i64, _commit: bool) {
-    // wired by the transaction coordinator work
+pub async fn on_offsets_txn_marker(
+    broker: &Broker,
+    partition: i32,
+    producer_id: i64,
+    commit: bool,
+) {
+    broker
+        .groups
+        .on_txn_marker(partition, producer_id, commit)
+        .await;
 }
 
 /// DescribeProducers (v0): the producer state of each requested partition
