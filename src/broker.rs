@@ -346,7 +346,7 @@ impl Partition {
             _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
         })?;
         let settings = self.settings.read().clone();
-        check_client_batches(&headers, &settings, now_ms())?;
+        check_client_batches(&headers, &settings, now_ms(), origin)?;
         if let Some(h) = headers
             .iter()
             .find(|h| h.total_size() > settings.max_message_bytes)
@@ -1017,6 +1017,7 @@ fn check_client_batches(
     headers: &[strand_protocol::batch::BatchHeader],
     settings: &PartitionSettings,
     now: i64,
+    origin: AppendOrigin,
 ) -> Result<(), PartitionError> {
     let invalid = |m: String| Err(PartitionError::new(ErrorCode::InvalidRecord, m));
     let timestamp = |m: String| Err(PartitionError::new(ErrorCode::InvalidTimestamp, m));
@@ -1024,7 +1025,8 @@ fn check_client_batches(
         if h.is_control() {
             return invalid("Clients are not allowed to write control records".into());
         }
-        if h.has_producer_id() && h.base_sequence < 0 {
+        // A coordinator's transactional records carry no sequence.
+        if h.has_producer_id() && h.base_sequence < 0 && origin == AppendOrigin::Client {
             return invalid(format!(
                 "Invalid sequence {} for producer {}",
                 h.base_sequence, h.producer_id

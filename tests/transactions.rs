@@ -28,7 +28,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer,
+};
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -208,7 +210,11 @@ fn describe_txn(cluster: &Cluster, transactional_id: &str) -> Option<(i16, Strin
     ))
 }
 
-fn txn_producer(bootstrap: &str, transactional_id: &str, extra: &[(&str, &str)]) -> BaseProducer {
+/// A transactional producer that serves its delivery reports in the
+/// background (abort and commit wait for them).
+type TxnProducer = ThreadedProducer<DefaultProducerContext>;
+
+fn txn_producer(bootstrap: &str, transactional_id: &str, extra: &[(&str, &str)]) -> TxnProducer {
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", bootstrap)
         .set("transactional.id", transactional_id)
@@ -304,7 +310,7 @@ enum Outcome {
 
 /// Ends the current transaction as wanted, retrying what librdkafka calls
 /// retriable; returns what is known of its fate.
-fn end_transaction(p: &BaseProducer, commit: bool) -> Result<Outcome, KafkaError> {
+fn end_transaction(p: &TxnProducer, commit: bool) -> Result<Outcome, KafkaError> {
     let timeout = Duration::from_secs(30);
     loop {
         let r = if commit {
@@ -548,6 +554,7 @@ fn timed_out_transaction_is_aborted_and_fenced() {
         &[
             ("transaction.timeout.ms", "2000"),
             ("message.timeout.ms", "2000"),
+            ("socket.timeout.ms", "2000"),
         ],
     );
     p.init_transactions(Duration::from_secs(30))
@@ -609,7 +616,7 @@ const INPUT_PER_PARTITION: usize = 150;
 
 struct Pipeline {
     consumer: BaseConsumer,
-    producer: BaseProducer,
+    producer: TxnProducer,
 }
 
 impl Pipeline {
