@@ -29,7 +29,7 @@ suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
 
-echo "== librdkafka test suite (must-pass list) on a 3-node cluster (replication factor 3, min.insync.replicas 2)"
+echo "== librdkafka test suite (must-pass lists, incl. the 3-broker-only one) on a 3-node cluster (replication factor 3, min.insync.replicas 2)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --nodes 3 \
@@ -37,6 +37,7 @@ echo "== librdkafka test suite (must-pass list) on a 3-node cluster (replication
     --override min.insync.replicas=2 \
     --suite "$suite" \
     --must-pass compat-tests/librdkafka-must-pass.txt \
+    --must-pass compat-tests/librdkafka-must-pass-3node.txt \
     --out "$STRAND_CACHE/librdkafka-results-3node"
 
 echo "== all tests passed in $((SECONDS - start))s"

@@ -33,7 +33,8 @@ options:
   --list FILE            test numbers, one per line, '#' comments (combinable with
                          positional numbers)
   --must-pass FILE       exit nonzero iff a test listed here was run and did not PASS;
-                         if no tests are given otherwise, runs exactly this list
+                         if no tests are given otherwise, runs exactly this list;
+                         may be repeated (the lists are joined)
   --timeout SECS         per-test time limit (default 300); on expiry the runner's
                          process group is killed and the test counts as FAIL
   --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log, results.tsv
@@ -82,7 +83,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut suite = None;
     let mut tests = Vec::new();
     let mut list_files = Vec::new();
-    let mut must_pass_file = None;
+    let mut must_pass_files: Vec<PathBuf> = Vec::new();
     let mut timeout = 300u64;
     let mut out = PathBuf::from("target/librdkafka-results");
     let mut kafka_version = "3.7.1".to_string();
@@ -118,7 +119,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
             }
             "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
             "--list" => list_files.push(PathBuf::from(val("--list")?)),
-            "--must-pass" => must_pass_file = Some(PathBuf::from(val("--must-pass")?)),
+            "--must-pass" => must_pass_files.push(PathBuf::from(val("--must-pass")?)),
             "--timeout" => {
                 let v = val("--timeout")?;
                 timeout = v.parse().ok().filter(|t| *t > 0).ok_or_else(|| {
@@ -164,15 +165,15 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
                 .map_err(|e| usage_err(format!("--list {}: {e}", f.display())))?,
         );
     }
-    let must_pass = match &must_pass_file {
-        Some(f) => {
-            let text = fs::read_to_string(f)
-                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?;
+    let mut must_pass = Vec::new();
+    for f in &must_pass_files {
+        let text = fs::read_to_string(f)
+            .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?;
+        must_pass.extend(
             parse_test_list(&text)
-                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?
-        }
-        None => Vec::new(),
-    };
+                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?,
+        );
+    }
     if tests.is_empty() {
         if must_pass.is_empty() {
             return Err(usage_err(
