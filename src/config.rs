@@ -98,6 +98,7 @@ pub struct BrokerConfig {
     pub transaction_state_log_segment_bytes: i64,
     pub transaction_max_timeout_ms: i32,
     pub transactional_id_expiration_ms: i64,
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// KIP-890 part 1: verify a transactional batch's partition with the coordinator.
     pub transaction_partition_verification_enable: bool,
@@ -542,6 +543,11 @@ impl BrokerConfig {
             transactional_id_expiration_ms: get("transactional.id.expiration.ms")
                 .parse()
                 .unwrap_or(604800000),
+            transaction_remove_expired_transaction_cleanup_interval_ms: get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+            )
+            .parse()
+            .unwrap_or(3600000),
             transaction_abort_timed_out_transaction_cleanup_interval_ms: get(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             )

@@ -246,6 +246,24 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         }
     });
 
+    // Transactional ids idle past transactional.id.expiration.ms are removed.
+    let b = broker.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_millis(
+            b.config
+                .transaction_remove_expired_transaction_cleanup_interval_ms
+                .max(10),
+        );
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            b.txns
+                .remove_expired(b.config.transactional_id_expiration_ms)
+                .await;
+        }
+    });
+
     // ISR shrink: Kafka checks every replica.lag.time.max.ms / 2.
     let b = broker.clone();
     tokio::spawn(async move {

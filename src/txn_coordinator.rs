@@ -490,6 +490,44 @@ impl TxnCoordinator {
         }
     }
 
+    /// Removes transactional ids idle for transactional.id.expiration.ms
+    /// (a tombstone is written first, acks=all).
+    pub async fn remove_expired(&self, expiration_ms: i64) {
+        let now = now_ms();
+        for entry in self.all() {
+            let Some((log, _)) = self.loaded(entry.partition) else {
+                continue;
+            };
+            {
+                let mut meta = entry.meta.lock();
+                if meta.current.producer_id < 0 || !meta.is_expired(now, expiration_ms) {
+                    continue;
+                }
+                // Dead while the tombstone is written: every request for the
+                // id waits (CONCURRENT_TRANSACTIONS) until it is gone.
+                let mut dead = meta.current.clone();
+                dead.state = strand_txn::coordinator::TxnState::Dead;
+                meta.begin_write(dead, false);
+            }
+            let kvs = vec![(txn_log::encode_key(&entry.id), None)];
+            let written = match append_records(&log, &kvs) {
+                Ok(outcome) => wait_committed(&log, &outcome, self.write_timeout()).await,
+                Err(code) => Err(code),
+            };
+            match written {
+                Ok(()) => {
+                    let mut txns = self.txns.lock();
+                    if txns.get(&entry.id).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                        txns.remove(&entry.id);
+                    }
+                    entry.meta.lock().complete_write();
+                    tracing::info!(transactional_id = %entry.id, "transactional id expired");
+                }
+                Err(_) => entry.meta.lock().abort_write(),
+            }
+        }
+    }
+
     fn loaded(&self, index: i32) -> Option<(Arc<Partition>, i32)> {
         match self.partitions.lock().get(&index) {
             Some(Load::Loaded { epoch, partition }) => Some((partition.clone(), *epoch)),

@@ -9,7 +9,7 @@
 //!   stuck, and a read_committed consumer sees the committed records in order;
 //! * timeout: a transaction left open past transaction.timeout.ms is aborted
 //!   by the coordinator (epoch bumped), the LSO moves on, and the stalled
-//!   producer's commit is fenced;
+//!   producer's commit is fenced; the idle id later expires;
 //! * exactly-once pipeline: consume-transform-produce with
 //!   `sendOffsetsToTransaction`, restarted after an abort and after a zombie
 //!   instance is fenced, writes each input record exactly once and leaves the
@@ -543,7 +543,16 @@ fn coordinator_failover_keeps_transactions_atomic() {
 #[test]
 fn timed_out_transaction_is_aborted_and_fenced() {
     let _serial = one_at_a_time();
-    let cluster = Cluster::start(&common::strand_bin(), spec(1, "timeout")).expect("node starts");
+    let cluster = Cluster::start(
+        &common::strand_bin(),
+        spec(1, "timeout")
+            .with_override("transactional.id.expiration.ms", "5000")
+            .with_override(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                "200",
+            ),
+    )
+    .expect("node starts");
     let topic = "txn-timeout";
     create_topic(&cluster, topic, 1, 1);
     let bootstrap = cluster.bootstrap();
@@ -602,6 +611,17 @@ fn timed_out_transaction_is_aborted_and_fenced() {
     produce_sentinels(&bootstrap, topic, 1);
     let seen = read_committed_all(&bootstrap, topic, 1);
     assert!(seen.is_empty(), "aborted records visible: {seen:?}");
+
+    // Idle past transactional.id.expiration.ms, the id is removed.
+    drop(p);
+    eventually(
+        "the transactional id expires",
+        Duration::from_secs(30),
+        || {
+            let (code, ..) = describe_txn(&cluster, txn_id)?;
+            (code == 105).then_some(()) // TRANSACTIONAL_ID_NOT_FOUND
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------

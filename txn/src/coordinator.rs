@@ -225,6 +225,19 @@ impl TxnMetadata {
         self.pending = None;
     }
 
+    /// No transaction running or pending and idle for at least
+    /// `transactional.id.expiration.ms`: the id is removed (a tombstone is
+    /// written) and a later InitProducerId starts afresh (Kafka
+    /// `removeExpiredTransactionalIds`).
+    pub fn is_expired(&self, now: i64, expiration_ms: i64) -> bool {
+        self.pending.is_none()
+            && matches!(
+                self.current.state,
+                TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+            )
+            && now.saturating_sub(self.current.last_update_timestamp) >= expiration_ms
+    }
+
     /// Ongoing for longer than its timeout, with nothing pending: the
     /// coordinator aborts it with an epoch bump ([`fence`]).
     pub fn is_timed_out(&self, now: i64) -> bool {

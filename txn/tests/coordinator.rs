@@ -457,6 +457,29 @@ fn fence_then_old_producer_is_fenced() {
 }
 
 #[test]
+fn expiry_only_when_idle_and_at_rest() {
+    for state in TxnState::ALL {
+        let mut m = meta(state, 1);
+        m.current.last_update_timestamp = 1_000;
+        let at_rest = matches!(
+            state,
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+        );
+        assert_eq!(m.is_expired(1_000 + 5_000, 5_000), at_rest, "{state:?}");
+        assert!(
+            !m.is_expired(1_000 + 4_999, 5_000),
+            "{state:?} not yet idle long enough"
+        );
+        let target = m.current.clone();
+        m.begin_write(target, false);
+        assert!(
+            !m.is_expired(i64::MAX, 5_000),
+            "{state:?} with a pending write"
+        );
+    }
+}
+
+#[test]
 fn complete_only_from_prepare() {
     for s in TxnState::ALL {
         let m = meta(s, 1);
