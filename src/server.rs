@@ -7,11 +7,13 @@
 use crate::broker::Broker;
 use crate::handlers;
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
 };
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::sync::Arc;
 use strand_protocol::api::{is_served, SUPPORTED};
 use strand_protocol::frame::check_frame_len;
@@ -175,10 +177,27 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
                 .with_max_version(*hi)
         })
         .collect();
+    // KIP-890 part 2 is served: the cluster's finalized transaction.version
+    // is 2, as on a new Kafka 4 cluster (clients read it from ApiVersions v3+).
+    let feature = |name: &str| StrBytes::from_string(name.to_string());
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(api_keys)
+        .with_supported_features(vec![SupportedFeatureKey::default()
+            .with_name(feature(TRANSACTION_VERSION_FEATURE))
+            .with_min_version(0)
+            .with_max_version(TRANSACTION_VERSION)])
+        .with_finalized_features_epoch(1)
+        .with_finalized_features(vec![FinalizedFeatureKey::default()
+            .with_name(feature(TRANSACTION_VERSION_FEATURE))
+            .with_min_version_level(TRANSACTION_VERSION)
+            .with_max_version_level(TRANSACTION_VERSION)])
 }
+
+/// The feature that tells clients which transaction protocol to use.
+const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
+/// 2 = KIP-890 part 2 (epoch bump per transaction, partitions added by brokers).
+const TRANSACTION_VERSION: i16 = 2;
 
 #[cfg(test)]
 mod tests {

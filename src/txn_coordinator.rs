@@ -581,7 +581,10 @@ fn read_txn_partition(partition: &Partition) -> Result<HashMap<String, TxnRecord
 /// coordinator (AddPartitionsToTxn v4, verify only) whether the partition is
 /// in the producer's ongoing transaction. A produce that arrives after its
 /// transaction ended (or before it was added) is refused instead of opening
-/// a transaction no marker will ever close. Coordinator trouble is answered
+/// a transaction no marker will ever close. With `add` (part 2: a
+/// transaction.version 2 client, which never sends AddPartitionsToTxn) the
+/// leader adds the partition instead (v5, not verify-only); the producer's
+/// epoch still has to be the current one. Coordinator trouble is answered
 /// NOT_ENOUGH_REPLICAS, which producers retry (as Kafka does).
 pub async fn verify_in_transaction(
     broker: &crate::broker::Broker,
@@ -590,6 +593,7 @@ pub async fn verify_in_transaction(
     producer_epoch: i16,
     topic: &str,
     partition: i32,
+    add: bool,
 ) -> Result<(), ErrorCode> {
     use kafka_protocol::messages::add_partitions_to_txn_request::{
         AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
@@ -622,7 +626,7 @@ pub async fn verify_in_transaction(
             )))
             .with_producer_id(ProducerId(producer_id))
             .with_producer_epoch(producer_epoch)
-            .with_verify_only(true)
+            .with_verify_only(!add)
             .with_topics(vec![AddPartitionsToTxnTopic::default()
                 .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                 .with_partitions(vec![partition])]),

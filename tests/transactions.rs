@@ -820,3 +820,222 @@ fn exactly_once_pipeline_survives_abort_and_zombie() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// kip890_part2_protocol: transaction.version 2 clients (raw protocol)
+// ---------------------------------------------------------------------------
+
+/// Produce v12 of one transactional batch (pid, epoch, first sequence) of `values`.
+fn produce_v12(
+    c: &mut Client,
+    txn_id: &str,
+    topic: &str,
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    values: &[&str],
+) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let recs: Vec<strand_protocol::testing::TestRecord> = values
+        .iter()
+        .map(|v| (None, Some(bytes::Bytes::from(v.to_string())), now))
+        .collect();
+    let records = bytes::Bytes::from(strand_protocol::testing::encode_records_txn(
+        &recs,
+        pid,
+        epoch,
+        seq,
+        kafka_protocol::records::Compression::None,
+        true,
+    ));
+    let req = ProduceRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(txn_id.into()))))
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 12, &req).unwrap();
+    resp.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn v5: (error code, producer id, producer epoch).
+fn end_txn_v5(c: &mut Client, txn_id: &str, pid: i64, epoch: i16, commit: bool) -> (i16, i64, i16) {
+    use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
+    let req = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.into())))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 5, &req).unwrap();
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+#[test]
+fn kip890_part2_protocol() {
+    use kafka_protocol::messages::{
+        ApiVersionsRequest, ApiVersionsResponse, GroupId, InitProducerIdRequest,
+        InitProducerIdResponse, OffsetFetchRequest, OffsetFetchResponse, ProducerId,
+        TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    };
+    let _serial = one_at_a_time();
+    let cluster = Cluster::start(&common::strand_bin(), spec(1, "kip890")).expect("node starts");
+    let topic = "tv2-data";
+    create_topic(&cluster, topic, 1, 1);
+    let a = addr(&cluster, cluster.broker_ids()[0]);
+    let mut c = Client::connect(&a).unwrap();
+    let txn = "tv2-tx";
+
+    // The finalized feature tells clients to use the part 2 protocol.
+    let av: ApiVersionsResponse = c
+        .call(
+            ApiKey::ApiVersions,
+            3,
+            &ApiVersionsRequest::default()
+                .with_client_software_name(StrBytes::from_static_str("strand-test"))
+                .with_client_software_version(StrBytes::from_static_str("1")),
+        )
+        .unwrap();
+    let tv = av
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .expect("transaction.version finalized");
+    assert_eq!(tv.max_version_level, 2);
+    let endtxn = av
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::EndTxn as i16)
+        .unwrap();
+    assert_eq!(endtxn.max_version, 5);
+
+    let (pid, e0) = eventually(
+        "InitProducerId for a transactional id",
+        Duration::from_secs(30),
+        || {
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(StrBytes::from_string(txn.into()))))
+                .with_transaction_timeout_ms(30_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            let r: InitProducerIdResponse = Client::connect(&a)
+                .ok()?
+                .call(ApiKey::InitProducerId, 5, &req)
+                .ok()?;
+            (r.error_code == 0).then_some((r.producer_id.0, r.producer_epoch))
+        },
+    );
+
+    // No AddPartitionsToTxn: the partition leader adds the partition (Produce v12).
+    assert_eq!(
+        produce_v12(&mut c, txn, topic, pid, e0, 0, &["c1", "c2", "c3"]),
+        0
+    );
+    let (code, state, ..) = describe_txn(&cluster, txn).unwrap();
+    assert_eq!((code, state.as_str()), (0, "Ongoing"));
+    // EndTxn v5 bumps the epoch and says so.
+    let (code, p1, e1) = end_txn_v5(&mut c, txn, pid, e0, true);
+    assert_eq!((code, p1, e1), (0, pid, e0 + 1));
+    // A retry of that EndTxn (lost answer) succeeds once the commit completed.
+    eventually(
+        "the retried EndTxn succeeds",
+        Duration::from_secs(10),
+        || {
+            let (code, p, e) = end_txn_v5(&mut c, txn, pid, e0, true);
+            (code == 0).then(|| assert_eq!((p, e), (pid, e0 + 1)))
+        },
+    );
+    // A late write of the ended transaction (old epoch) cannot open a new one.
+    assert_eq!(
+        produce_v12(&mut c, txn, topic, pid, e0, 3, &["late"]),
+        47,
+        "INVALID_PRODUCER_EPOCH for the old epoch"
+    );
+
+    // Second transaction, aborted. Until the first one has completed, the
+    // implicit add is refused with a retriable NOT_ENOUGH_REPLICAS.
+    let retrying = |c: &mut Client, epoch: i16, values: &[&str]| {
+        eventually(
+            "a transactional produce after the previous EndTxn",
+            Duration::from_secs(10),
+            || match produce_v12(c, txn, topic, pid, epoch, 0, values) {
+                0 => Some(()),
+                19 => None,
+                other => panic!("produce answered {other}"),
+            },
+        )
+    };
+    retrying(&mut c, e1, &["a1", "a2"]);
+    let (code, _, e2) = end_txn_v5(&mut c, txn, pid, e1, false);
+    assert_eq!((code, e2), (0, e1 + 1));
+
+    // Third transaction: data and offsets (TxnOffsetCommit v5, without
+    // AddOffsetsToTxn), committed.
+    retrying(&mut c, e2, &["c4"]);
+    let group = "tv2-group";
+    let commit_req = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(e2)
+        .with_generation_id(-1)
+        .with_member_id(StrBytes::from_static_str(""))
+        .with_topics(vec![
+            kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![
+                    kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(42)
+                        .with_committed_leader_epoch(-1),
+                ]),
+        ]);
+    let coordinator = eventually("the group coordinator", Duration::from_secs(30), || {
+        match common::find_coordinator(&a, group, 0, PROBE)? {
+            (0, node) => Some(addr(&cluster, node)),
+            _ => None,
+        }
+    });
+    let mut gc = Client::connect(&coordinator).unwrap();
+    let r: TxnOffsetCommitResponse = gc.call(ApiKey::TxnOffsetCommit, 5, &commit_req).unwrap();
+    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    let stable_fetch = |gc: &mut Client| -> (i16, i64) {
+        let req = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_require_stable(true)
+            .with_topics(Some(vec![
+                kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partition_indexes(vec![0]),
+            ]));
+        let r: OffsetFetchResponse = gc.call(ApiKey::OffsetFetch, 7, &req).unwrap();
+        let p = &r.topics[0].partitions[0];
+        (p.error_code, p.committed_offset)
+    };
+    assert_eq!(
+        stable_fetch(&mut gc).0,
+        88,
+        "UNSTABLE_OFFSET_COMMIT while the transaction is open"
+    );
+    let (code, _, _) = end_txn_v5(&mut c, txn, pid, e2, true);
+    assert_eq!(code, 0);
+    eventually(
+        "the transactional offset is committed",
+        Duration::from_secs(10),
+        || (stable_fetch(&mut gc) == (0, 42)).then_some(()),
+    );
+
+    wait_lso_caught_up(&cluster, topic, 1, Duration::from_secs(10));
+    let bootstrap = cluster.bootstrap();
+    produce_sentinels(&bootstrap, topic, 1);
+    let seen = read_committed_all(&bootstrap, topic, 1);
+    let values: Vec<&str> = seen[&0].iter().map(|(_, v)| v.as_str()).collect();
+    assert_eq!(values, ["c1", "c2", "c3", "c4"]);
+}

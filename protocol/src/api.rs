@@ -10,7 +10,8 @@ use kafka_protocol::messages::ApiKey;
 /// Produce range without v0-v2 as a broker too old for compression (KAFKA-18659);
 /// Kafka 4 advertises the same way and refuses the old versions.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::Produce, 0, 10),
+    // v11: KIP-951 leader hints (optional fields); v12: KIP-890 part 2 clients.
+    (ApiKey::Produce, 0, 12),
     (ApiKey::Fetch, 4, 16),
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 0, 12),
@@ -18,7 +19,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
-    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::InitProducerId, 0, 5),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
@@ -41,12 +42,13 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
-    // Transactions as Kafka 3.7 serves them (transaction.version 1: the
-    // higher versions signal KIP-890 part 2, not served yet).
-    (ApiKey::AddPartitionsToTxn, 0, 4),
-    (ApiKey::AddOffsetsToTxn, 0, 3),
-    (ApiKey::EndTxn, 0, 3),
-    (ApiKey::TxnOffsetCommit, 0, 3),
+    // Transactions as Kafka 4 serves them: EndTxn v5, TxnOffsetCommit v5 and
+    // Produce v12 are the KIP-890 part 2 protocol (transaction.version 2);
+    // clients on the older versions keep the classic protocol.
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     // Kafka 3.7 serves v0-1; kafka-protocol decodes only v1 (Kafka 4 dropped
@@ -94,12 +96,12 @@ mod tests {
 
     #[test]
     fn produce_old_versions_advertised_but_not_served() {
-        assert_eq!(advertised(ApiKey::Produce), Some((0, 10)));
+        assert_eq!(advertised(ApiKey::Produce), Some((0, 12)));
         assert!(!is_served(ApiKey::Produce, 2));
         assert!(is_served(ApiKey::Produce, 3));
-        assert!(is_served(ApiKey::Produce, 10));
-        assert!(!is_served(ApiKey::Produce, 11));
-        assert!(!is_served(ApiKey::AddPartitionsToTxn, 5));
+        assert!(is_served(ApiKey::Produce, 12));
+        assert!(!is_served(ApiKey::Produce, 13));
+        assert!(is_served(ApiKey::AddPartitionsToTxn, 5));
         assert!(!is_served(ApiKey::OffsetCommit, 1));
         assert!(is_served(ApiKey::WriteTxnMarkers, 1));
         assert!(!is_served(ApiKey::WriteTxnMarkers, 0));

@@ -234,6 +234,7 @@ async fn group_entry(
 pub async fn txn_offset_commit(
     broker: &Broker,
     req: TxnOffsetCommitRequest,
+    version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = req.group_id.0.to_string();
     let respond = |code_of: &dyn Fn(i32, &str) -> i16| {
@@ -268,6 +269,29 @@ pub async fn txn_offset_commit(
         Ok(None) => return respond(&|_, _| ErrorCode::NotCoordinator.code()),
         Err(code) => return respond(&|_, _| code.code()),
     };
+    // v5 (transaction.version 2): the client sent no AddOffsetsToTxn; the
+    // group coordinator adds the group's partition to the transaction.
+    if version >= 5 {
+        if let Err(code) = crate::txn_coordinator::verify_in_transaction(
+            broker,
+            req.transactional_id.0.as_str(),
+            req.producer_id.0,
+            req.producer_epoch,
+            OFFSETS_TOPIC,
+            entry.partition,
+            true,
+        )
+        .await
+        {
+            // NOT_ENOUGH_REPLICAS is how a produce says "retry"; a commit says it so.
+            let code = if code == ErrorCode::NotEnoughReplicas {
+                ErrorCode::CoordinatorLoadInProgress
+            } else {
+                code
+            };
+            return respond(&|_, _| code.code());
+        }
+    }
     let now = now_ms();
     let max_meta = broker.config.offset_metadata_max_bytes;
     let image = broker.image();

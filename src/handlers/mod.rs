@@ -109,9 +109,9 @@ pub async fn dispatch(
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(broker, r).await)
         }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r).await),
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(broker, r, v).await),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(broker, r).await)
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(broker, r, v).await)
         }
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(txn::describe_transactions(broker, r).await)

@@ -53,7 +53,8 @@ pub async fn handle(
         for pd in &topic.partition_data {
             let verified = match (&req.transactional_id, pd.records.as_ref()) {
                 (Some(id), Some(records)) => {
-                    verify_transaction(broker, id.0.as_str(), &name, pd.index, records).await
+                    verify_transaction(broker, id.0.as_str(), &name, pd.index, records, version)
+                        .await
                 }
                 _ => Ok(()),
             };
@@ -138,22 +139,25 @@ fn append_one(
     Ok((partition, outcome))
 }
 
-/// KIP-890 part 1: a transactional batch that would open a transaction on
-/// this partition is appended only if the coordinator confirms the partition
-/// is in the producer's ongoing transaction.
+/// KIP-890: a transactional batch that would open a transaction on this
+/// partition is appended only if the coordinator confirms the partition is
+/// in the producer's ongoing transaction (part 1), or, for Produce v12+
+/// (transaction.version 2 clients), has added it (part 2).
 async fn verify_transaction(
     broker: &Broker,
     transactional_id: &str,
     topic: &str,
     index: i32,
     records: &bytes::Bytes,
+    version: i16,
 ) -> Result<(), PartitionError> {
     let Ok(h) = strand_protocol::batch::BatchHeader::parse(records) else {
         return Ok(()); // The append reports the malformed batch.
     };
+    // Part 2 clients rely on the add, so it happens whatever the setting.
     if !h.is_transactional()
         || !h.has_producer_id()
-        || !broker.config.transaction_partition_verification_enable
+        || (!broker.config.transaction_partition_verification_enable && version < 12)
     {
         return Ok(());
     }
@@ -170,6 +174,7 @@ async fn verify_transaction(
         h.producer_epoch,
         topic,
         index,
+        version >= 12,
     )
     .await
     .map_err(|code| {

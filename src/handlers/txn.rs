@@ -153,6 +153,7 @@ async fn add_partitions(
     producer_epoch: i16,
     partitions: Vec<TopicPartition>,
     verify_only: bool,
+    transaction_version: i16,
 ) -> Vec<(TopicPartition, Option<ErrorCode>)> {
     let all = |code: Option<ErrorCode>, ps: Vec<TopicPartition>| {
         ps.into_iter().map(|p| (p, code)).collect()
@@ -193,7 +194,14 @@ async fn add_partitions(
     }
     let act = {
         let mut meta = c.entry.meta.lock();
-        match rules::add_partitions(&meta, producer_id, producer_epoch, &partitions, now_ms()) {
+        match rules::add_partitions(
+            &meta,
+            producer_id,
+            producer_epoch,
+            &partitions,
+            transaction_version,
+            now_ms(),
+        ) {
             Ok(Step::Respond(())) => Ok(Act::Respond(())),
             Ok(Step::Write { record, .. }) => {
                 meta.begin_write(record, false);
@@ -251,12 +259,15 @@ pub async fn add_partitions_to_txn(
             req.v3_and_below_producer_epoch,
             topics_of(&req.v3_and_below_topics),
             false,
+            0,
         )
         .await;
         return AddPartitionsToTxnResponse::default()
             .with_results_by_topic_v3_and_below(topic_results(results));
     }
-    // v4+: batched, sent by brokers (KIP-890 verification).
+    // v4+: batched, sent by brokers: verification (KIP-890 part 1), or from
+    // v5 the implicit add for a transaction.version 2 client (part 2).
+    let transaction_version = if version >= 5 { 2 } else { 0 };
     let mut out = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {
         let results = add_partitions(
@@ -266,6 +277,7 @@ pub async fn add_partitions_to_txn(
             t.producer_epoch,
             topics_of(&t.topics),
             t.verify_only,
+            transaction_version,
         )
         .await;
         out.push(
@@ -296,13 +308,16 @@ pub async fn add_offsets_to_txn(
         req.producer_epoch,
         vec![tp],
         false,
+        0,
     )
     .await;
     let code = results.first().and_then(|(_, c)| *c);
     AddOffsetsToTxnResponse::default().with_error_code(strand_protocol::code(code))
 }
 
-pub async fn end_txn(broker: &Broker, req: EndTxnRequest) -> EndTxnResponse {
+/// EndTxn; from v5 (transaction.version 2) the prepare bumps the epoch and
+/// the answer carries the producer id and epoch to continue with.
+pub async fn end_txn(broker: &Broker, req: EndTxnRequest, version: i16) -> EndTxnResponse {
     let fail = |code: ErrorCode| {
         EndTxnResponse::default()
             .with_error_code(code.code())
@@ -314,34 +329,44 @@ pub async fn end_txn(broker: &Broker, req: EndTxnRequest) -> EndTxnResponse {
         Ok(None) => return fail(ErrorCode::InvalidProducerIdMapping),
         Err(code) => return fail(code),
     };
-    let act = {
-        let mut meta = c.entry.meta.lock();
-        match rules::end_txn(
-            &meta,
-            req.producer_id.0,
-            req.producer_epoch,
-            req.committed,
-            now_ms(),
-        ) {
-            Ok(EndOutcome::AlreadyDone) => Ok(Act::Respond(())),
-            Ok(EndOutcome::Prepare(record)) => {
-                meta.begin_write(record, false);
-                Ok(Act::PersistAndComplete(()))
+    let tv2 = version >= 5;
+    let mut fresh = None;
+    let (act, continue_with) = loop {
+        let decided = {
+            let mut meta = c.entry.meta.lock();
+            let current = (meta.current.producer_id, meta.current.producer_epoch);
+            match rules::end_txn(
+                &meta,
+                req.producer_id.0,
+                req.producer_epoch,
+                req.committed,
+                tv2,
+                fresh,
+                now_ms(),
+            ) {
+                Ok(EndOutcome::AlreadyDone) => Some(Ok((Act::Respond(()), current))),
+                Ok(EndOutcome::Prepare(record)) => {
+                    let next = rules::producer_after(&record);
+                    meta.begin_write(record, false);
+                    Some(Ok((Act::PersistAndComplete(()), next)))
+                }
+                Ok(EndOutcome::NeedProducerId) => None,
+                Err(code) => Some(Err(code)),
             }
-            Err(code) => Err(code),
+        };
+        match decided {
+            Some(Ok(d)) => break d,
+            Some(Err(code)) => return fail(code),
+            None => match broker.next_producer_id().await {
+                Ok(pid) => fresh = Some(pid),
+                Err(code) => return fail(code),
+            },
         }
     };
-    let result = match act {
-        Ok(act) => carry_out(broker, &c, act).await,
-        Err(code) => Err(code),
-    };
-    match result {
-        Ok(()) => {
-            let meta = c.entry.meta.lock();
-            EndTxnResponse::default()
-                .with_producer_id(ProducerId(meta.current.producer_id))
-                .with_producer_epoch(meta.current.producer_epoch)
-        }
+    match carry_out(broker, &c, act).await {
+        Ok(()) => EndTxnResponse::default()
+            .with_producer_id(ProducerId(continue_with.0))
+            .with_producer_epoch(continue_with.1),
         Err(code) => fail(code),
     }
 }

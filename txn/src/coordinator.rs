@@ -13,7 +13,7 @@
 //! | Empty | 0 | Empty, CompleteCommit, CompleteAbort (InitProducerId) |
 //! | Ongoing | 1 | Ongoing, Empty, CompleteCommit, CompleteAbort (AddPartitionsToTxn / AddOffsetsToTxn) |
 //! | PrepareCommit | 2 | Ongoing (EndTxn commit) |
-//! | PrepareAbort | 3 | Ongoing (EndTxn abort, or a fence: InitProducerId on an ongoing transaction, timeout) |
+//! | PrepareAbort | 3 | Ongoing (EndTxn abort, or a fence: InitProducerId on an ongoing transaction, timeout); Empty, CompleteCommit, CompleteAbort (KIP-890 part 2 abort of an empty transaction) |
 //! | CompleteCommit | 4 | PrepareCommit (all markers written) |
 //! | CompleteAbort | 5 | PrepareAbort (all markers written) |
 //! | Dead | 6 | Empty, CompleteCommit, CompleteAbort (transactional id expired) |
@@ -102,7 +102,14 @@ impl TxnState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // The Empty/Complete ones: a KIP-890 part 2 abort of an empty transaction.
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteCommit, CompleteAbort],
@@ -131,6 +138,13 @@ pub struct TxnRecord {
     pub producer_epoch: i16,
     /// The epoch before the last bump, or -1 (KIP-360 retries).
     pub last_producer_epoch: i16,
+    /// KIP-890 part 2: the producer id the client moves to when an EndTxn
+    /// exhausted its epoch (set while the transaction completes), or -1.
+    pub next_producer_id: i64,
+    /// The client's transaction protocol for the current transaction: 2 =
+    /// KIP-890 part 2 (epoch bumped by every EndTxn, partitions added by the
+    /// brokers), lower = the classic protocol.
+    pub transaction_version: i16,
     pub timeout_ms: i32,
     pub state: TxnState,
     pub partitions: BTreeSet<TopicPartition>,
@@ -194,6 +208,8 @@ pub enum EndOutcome {
     AlreadyDone,
     /// Persist this PrepareCommit/PrepareAbort, answer, then write markers.
     Prepare(TxnRecord),
+    /// The epoch is exhausted (KIP-890 part 2): call again with a new producer id.
+    NeedProducerId,
 }
 
 /// The KIP-360 expectation an InitProducerId may carry: (producer id, epoch).
@@ -262,6 +278,8 @@ pub fn new_metadata(
             previous_producer_id: -1,
             producer_epoch: -1,
             last_producer_epoch: -1,
+            next_producer_id: -1,
+            transaction_version: 0,
             timeout_ms,
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
@@ -326,6 +344,8 @@ pub fn init_producer_id(
                     previous_producer_id: cur.producer_id,
                     producer_epoch: 0,
                     last_producer_epoch: -1,
+                    next_producer_id: -1,
+                    transaction_version: cur.transaction_version,
                     timeout_ms,
                     state: TxnState::Empty,
                     partitions: BTreeSet::new(),
@@ -419,11 +439,15 @@ fn check_producer(
 }
 
 /// AddPartitionsToTxn / AddOffsetsToTxn (Kafka `handleAddPartitionsToTransaction`).
+/// `transaction_version` is 2 when a broker adds the partition for a
+/// KIP-890 part 2 client (AddPartitionsToTxn v5 from a partition leader or
+/// the group coordinator).
 pub fn add_partitions(
     meta: &TxnMetadata,
     producer_id: i64,
     producer_epoch: i16,
     partitions: &[TopicPartition],
+    transaction_version: i16,
     now: i64,
 ) -> Result<Step<()>, ErrorCode> {
     check_producer(meta, producer_id, producer_epoch)?;
@@ -444,6 +468,7 @@ pub fn add_partitions(
             if cur.state != TxnState::Ongoing {
                 record.partitions.clear();
                 record.start_timestamp = now;
+                record.transaction_version = transaction_version;
             }
             record.partitions.extend(partitions.iter().cloned());
             Ok(Step::Write {
@@ -477,22 +502,74 @@ pub fn verify_partition(
 
 /// EndTxn (Kafka `endTransaction`), checks in order: producer id mapping,
 /// epoch (client requests need equality), a pending transition, then the state.
+///
+/// With `tv2` (EndTxn v5+, KIP-890 part 2) the prepare bumps the epoch, so the
+/// markers fence every write of the ended transaction; the answer carries the
+/// new epoch (or a new producer id when the epoch is exhausted: call again
+/// with `fresh_producer_id`). A retry with the epoch before that bump finds
+/// the transaction ended the same way and succeeds.
 pub fn end_txn(
     meta: &TxnMetadata,
     producer_id: i64,
     producer_epoch: i16,
     commit: bool,
+    tv2: bool,
+    fresh_producer_id: Option<i64>,
     now: i64,
 ) -> Result<EndOutcome, ErrorCode> {
-    check_producer(meta, producer_id, producer_epoch)?;
     let cur = &meta.current;
     let target = if commit {
         TxnState::PrepareCommit
     } else {
         TxnState::PrepareAbort
     };
+    let same_end = matches!(
+        (cur.state, commit),
+        (TxnState::CompleteCommit, true)
+            | (TxnState::CompleteAbort, false)
+            | (TxnState::PrepareCommit, true)
+            | (TxnState::PrepareAbort, false)
+    );
+    if tv2 && meta.pending.is_none() && same_end {
+        // A retry of an EndTxn whose answer was lost: the epoch was bumped
+        // (or the id rotated) by the first attempt.
+        let retried_bump = producer_id == cur.producer_id
+            && cur.last_producer_epoch >= 0
+            && producer_epoch == cur.last_producer_epoch;
+        let retried_rotation = producer_id == cur.previous_producer_id
+            && producer_epoch >= MAX_BUMPABLE_EPOCH
+            && cur.producer_epoch == 0;
+        if retried_bump || retried_rotation {
+            return if cur.state.is_prepare() {
+                Err(ErrorCode::ConcurrentTransactions)
+            } else {
+                Ok(EndOutcome::AlreadyDone)
+            };
+        }
+    }
+    check_producer(meta, producer_id, producer_epoch)?;
+    let prepare = |fresh: Option<i64>| -> Result<EndOutcome, ErrorCode> {
+        let mut record = cur.transition(target, now);
+        if tv2 {
+            record.transaction_version = 2;
+            if cur.producer_epoch >= MAX_BUMPABLE_EPOCH {
+                let Some(next) = fresh else {
+                    return Ok(EndOutcome::NeedProducerId);
+                };
+                record.next_producer_id = next;
+            }
+            record.last_producer_epoch = cur.producer_epoch;
+            record.producer_epoch = cur.producer_epoch.saturating_add(1);
+        }
+        Ok(EndOutcome::Prepare(record))
+    };
     match (cur.state, commit) {
-        (TxnState::Ongoing, _) => Ok(EndOutcome::Prepare(cur.transition(target, now))),
+        (TxnState::Ongoing, _) => prepare(fresh_producer_id),
+        // KIP-890 part 2: aborting a transaction that added nothing still
+        // bumps the epoch (how a client recovers from an abortable error).
+        (TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort, false) if tv2 => {
+            prepare(fresh_producer_id)
+        }
         (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
             Ok(EndOutcome::AlreadyDone)
         }
@@ -501,6 +578,16 @@ pub fn end_txn(
         }
         (TxnState::PrepareEpochFence, _) => Err(ErrorCode::ConcurrentTransactions),
         _ => Err(ErrorCode::InvalidTxnState),
+    }
+}
+
+/// The producer id and epoch a client continues with after `record` (the
+/// next id at epoch 0 once an exhausted epoch rotated it).
+pub fn producer_after(record: &TxnRecord) -> (i64, i16) {
+    if record.next_producer_id >= 0 {
+        (record.next_producer_id, 0)
+    } else {
+        (record.producer_id, record.producer_epoch)
     }
 }
 
@@ -515,6 +602,14 @@ pub fn complete(cur: &TxnRecord, now: i64) -> Option<TxnRecord> {
     let mut record = cur.transition(state, now);
     record.partitions.clear();
     record.start_timestamp = -1;
+    if cur.next_producer_id >= 0 {
+        // KIP-890 part 2 rotation: the client continues with the next id.
+        record.previous_producer_id = cur.producer_id;
+        record.producer_id = cur.next_producer_id;
+        record.next_producer_id = -1;
+        record.producer_epoch = 0;
+        record.last_producer_epoch = -1;
+    }
     Some(record)
 }
 

@@ -9,6 +9,7 @@
 //!        | state i8 | partitions: i32 count x { topic string | i32 count x partition i32 }
 //!        | last_update_timestamp i64 | start_timestamp i64
 //!        | previous_producer_id i64 | last_producer_epoch i16      (Strand, optional)
+//!        | next_producer_id i64 | transaction_version i16        (Strand, optional)
 //! ```
 
 use std::collections::BTreeSet;
@@ -105,6 +106,8 @@ pub fn encode_value(r: &TxnRecord) -> Bytes {
     b.put_i64(r.start_timestamp);
     b.put_i64(r.previous_producer_id);
     b.put_i16(r.last_producer_epoch);
+    b.put_i64(r.next_producer_id);
+    b.put_i16(r.transaction_version);
     b.freeze()
 }
 
@@ -143,11 +146,18 @@ pub fn decode_value(value: &[u8]) -> Result<TxnRecord, TxnLogError> {
     } else {
         (-1, -1)
     };
+    let (next_producer_id, transaction_version) = if b.remaining() >= 10 {
+        (b.get_i64(), b.get_i16())
+    } else {
+        (-1, 0)
+    };
     Ok(TxnRecord {
         producer_id,
         previous_producer_id,
         producer_epoch,
         last_producer_epoch,
+        next_producer_id,
+        transaction_version,
         timeout_ms,
         state,
         partitions,

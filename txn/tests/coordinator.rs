@@ -60,6 +60,9 @@ fn valid_transitions_table() {
         (Ongoing, PrepareCommit),
         (Ongoing, PrepareAbort),
         (PrepareEpochFence, PrepareAbort),
+        (Empty, PrepareAbort),
+        (CompleteCommit, PrepareAbort),
+        (CompleteAbort, PrepareAbort),
         (PrepareCommit, CompleteCommit),
         (PrepareAbort, CompleteAbort),
         (Empty, Dead),
@@ -264,7 +267,7 @@ fn add_partitions_by_state() {
     use TxnState::*;
     for state in TxnState::ALL {
         let m = meta(state, 3);
-        let out = add_partitions(&m, PID, 3, &[tp("c", 0)], 500);
+        let out = add_partitions(&m, PID, 3, &[tp("c", 0)], 0, 500);
         match state {
             Ongoing => {
                 let r = write_target(out.unwrap());
@@ -290,7 +293,7 @@ fn add_partitions_by_state() {
     // Already added: nothing to write.
     let m = meta(Ongoing, 3);
     assert_eq!(
-        add_partitions(&m, PID, 3, &[tp("a", 0)], 500),
+        add_partitions(&m, PID, 3, &[tp("a", 0)], 0, 500),
         Ok(Step::Respond(()))
     );
 }
@@ -302,19 +305,19 @@ fn add_partitions_checks_in_order() {
     m.begin_write(target, false);
     let p = [tp("c", 0)];
     assert_eq!(
-        add_partitions(&m, PID + 1, 2, &p, 0),
+        add_partitions(&m, PID + 1, 2, &p, 0, 0),
         Err(ErrorCode::InvalidProducerIdMapping)
     );
     assert_eq!(
-        add_partitions(&m, PID, 2, &p, 0),
+        add_partitions(&m, PID, 2, &p, 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m, PID, 4, &p, 0),
+        add_partitions(&m, PID, 4, &p, 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m, PID, 3, &p, 0),
+        add_partitions(&m, PID, 3, &p, 0, 0),
         Err(ErrorCode::ConcurrentTransactions)
     );
 }
@@ -326,22 +329,25 @@ fn end_txn_check_order() {
     let target = m.current.clone();
     m.begin_write(target, false);
     assert_eq!(
-        end_txn(&m, PID + 1, 2, true, 0),
+        end_txn(&m, PID + 1, 2, true, false, None, 0),
         Err(ErrorCode::InvalidProducerIdMapping)
     );
-    assert_eq!(end_txn(&m, PID, 2, true, 0), Err(ErrorCode::ProducerFenced));
     assert_eq!(
-        end_txn(&m, PID, 4, true, 0),
+        end_txn(&m, PID, 2, true, false, None, 0),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        end_txn(&m, PID, 4, true, false, None, 0),
         Err(ErrorCode::ProducerFenced),
         "client epochs must be equal"
     );
     assert_eq!(
-        end_txn(&m, PID, 3, true, 0),
+        end_txn(&m, PID, 3, true, false, None, 0),
         Err(ErrorCode::ConcurrentTransactions)
     );
     m.abort_write();
     assert_eq!(
-        end_txn(&m, PID, 3, true, 0),
+        end_txn(&m, PID, 3, true, false, None, 0),
         Err(ErrorCode::InvalidTxnState)
     );
 }
@@ -410,7 +416,7 @@ fn end_txn_by_state() {
     ];
     for (state, commit, check) in table {
         let m = meta(state, 3);
-        let out = end_txn(&m, PID, 3, commit, 700);
+        let out = end_txn(&m, PID, 3, commit, false, None, 700);
         assert!(check(&out), "{state:?} commit={commit}: {out:?}");
         if let Ok(Prepare(r)) = &out {
             assert_eq!(r.partitions, m.current.partitions);
@@ -418,6 +424,116 @@ fn end_txn_by_state() {
             assert_eq!(r.producer_epoch, 3);
         }
     }
+}
+
+#[test]
+fn tv2_end_txn_bumps_the_epoch_and_accepts_retries() {
+    use TxnState::*;
+    let m = meta(Ongoing, 3);
+    let EndOutcome::Prepare(r) = end_txn(&m, PID, 3, true, true, None, 10).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (r.state, r.producer_epoch, r.last_producer_epoch),
+        (PrepareCommit, 4, 3)
+    );
+    assert_eq!(r.transaction_version, 2);
+    assert_eq!(producer_after(&r), (PID, 4));
+    let mut m2 = m.clone();
+    m2.begin_write(r, false);
+    m2.complete_write();
+    // The retry (old epoch) while markers are written, then after completion.
+    assert_eq!(
+        end_txn(&m2, PID, 3, true, true, None, 11),
+        Err(ErrorCode::ConcurrentTransactions)
+    );
+    let done = complete(&m2.current, 12).unwrap();
+    m2.begin_write(done, false);
+    m2.complete_write();
+    assert_eq!(
+        end_txn(&m2, PID, 3, true, true, None, 13),
+        Ok(EndOutcome::AlreadyDone)
+    );
+    // A retry that asks for the other outcome, or an older epoch, is refused.
+    assert_eq!(
+        end_txn(&m2, PID, 3, false, true, None, 13),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert_eq!(
+        end_txn(&m2, PID, 2, true, true, None, 13),
+        Err(ErrorCode::ProducerFenced)
+    );
+    // Data of the ended transaction, at the old epoch, cannot join a new one.
+    assert_eq!(
+        add_partitions(&m2, PID, 3, &[tp("a", 0)], 2, 14),
+        Err(ErrorCode::ProducerFenced)
+    );
+    assert!(matches!(
+        add_partitions(&m2, PID, 4, &[tp("a", 0)], 2, 14),
+        Ok(Step::Write { .. })
+    ));
+}
+
+#[test]
+fn tv2_abort_of_an_empty_transaction_bumps() {
+    for state in [
+        TxnState::Empty,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+    ] {
+        let m = meta(state, 3);
+        let out = end_txn(&m, PID, 3, false, true, None, 1).unwrap();
+        let EndOutcome::Prepare(r) = out else {
+            panic!("{state:?}: {out:?}")
+        };
+        assert_eq!((r.state, r.producer_epoch), (TxnState::PrepareAbort, 4));
+        assert!(r.partitions.is_empty());
+        assert_eq!(
+            end_txn(&m, PID, 3, false, false, None, 1).is_ok(),
+            state == TxnState::CompleteAbort,
+            "TV1 {state:?}"
+        );
+    }
+    assert_eq!(
+        end_txn(&meta(TxnState::Empty, 3), PID, 3, true, true, None, 1),
+        Err(ErrorCode::InvalidTxnState)
+    );
+}
+
+#[test]
+fn tv2_exhausted_epoch_rotates_the_producer_id() {
+    let m = meta(TxnState::Ongoing, MAX_BUMPABLE_EPOCH);
+    assert_eq!(
+        end_txn(&m, PID, MAX_BUMPABLE_EPOCH, true, true, None, 1),
+        Ok(EndOutcome::NeedProducerId)
+    );
+    let EndOutcome::Prepare(r) =
+        end_txn(&m, PID, MAX_BUMPABLE_EPOCH, true, true, Some(77), 1).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        r.producer_epoch,
+        i16::MAX,
+        "markers use the last epoch of the old id"
+    );
+    assert_eq!(producer_after(&r), (77, 0));
+    let done = complete(&r, 2).unwrap();
+    assert_eq!(
+        (
+            done.producer_id,
+            done.producer_epoch,
+            done.previous_producer_id
+        ),
+        (77, 0, PID)
+    );
+    let mut m2 = m.clone();
+    m2.current = done;
+    // The lost answer's retry with the old id at its exhausted epoch.
+    assert_eq!(
+        end_txn(&m2, PID, MAX_BUMPABLE_EPOCH, true, true, None, 3),
+        Ok(EndOutcome::AlreadyDone)
+    );
 }
 
 #[test]
@@ -438,7 +554,7 @@ fn fence_then_old_producer_is_fenced() {
     assert_eq!(m2.current.producer_epoch, 4);
     // The stalled producer's commit, at its old epoch.
     assert_eq!(
-        end_txn(&m2, PID, 3, true, 0),
+        end_txn(&m2, PID, 3, true, false, None, 0),
         Err(ErrorCode::ProducerFenced)
     );
     let done = complete(&m2.current, 80_000).unwrap();
@@ -447,11 +563,11 @@ fn fence_then_old_producer_is_fenced() {
     m2.begin_write(done, false);
     m2.complete_write();
     assert_eq!(
-        end_txn(&m2, PID, 3, true, 0),
+        end_txn(&m2, PID, 3, true, false, None, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m2, PID, 3, &[tp("a", 0)], 0),
+        add_partitions(&m2, PID, 3, &[tp("a", 0)], 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
 }
@@ -519,6 +635,8 @@ fn txn_log_round_trip() {
     let mut r = meta(TxnState::Ongoing, 12).current;
     r.previous_producer_id = 44;
     r.last_producer_epoch = 11;
+    r.next_producer_id = 45;
+    r.transaction_version = 2;
     r.partitions.insert(tp("a", 7));
     let bytes = txn_log::encode_value(&r);
     assert_eq!(txn_log::decode_value(&bytes).unwrap(), r);
@@ -527,12 +645,12 @@ fn txn_log_round_trip() {
         "my-tx"
     );
     // Kafka's v0 value without Strand's trailing fields still decodes.
-    let v0 = &bytes[..bytes.len() - 10];
+    let v0 = &bytes[..bytes.len() - 20];
     let d = txn_log::decode_value(v0).unwrap();
     assert_eq!(d.previous_producer_id, -1);
     assert_eq!(d.partitions, r.partitions);
     // Every truncation is an error, never a panic.
-    for cut in 0..bytes.len() - 10 {
+    for cut in 0..bytes.len() - 20 {
         assert!(
             txn_log::decode_value(&bytes[..cut]).is_err(),
             "cut at {cut}"
@@ -547,7 +665,8 @@ fn txn_log_round_trip() {
 enum Op {
     Init(i32),
     Add(u8),
-    End(bool),
+    /// commit?, KIP-890 part 2 client?
+    End(bool, bool),
     Complete,
     Timeout(i64),
 }
@@ -556,7 +675,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (1..100_000i32).prop_map(Op::Init),
         (0..4u8).prop_map(Op::Add),
-        any::<bool>().prop_map(Op::End),
+        (any::<bool>(), any::<bool>()).prop_map(|(c, v2)| Op::End(c, v2)),
         Just(Op::Complete),
         (0..200_000i64).prop_map(Op::Timeout),
     ]
@@ -594,11 +713,11 @@ proptest! {
                     Ok(InitOutcome::FenceOngoing(r)) => Some((r, true)),
                     _ => None,
                 },
-                Op::Add(p) => match add_partitions(cur, pid, epoch, &[tp("t", i32::from(p))], now) {
+                Op::Add(p) => match add_partitions(cur, pid, epoch, &[tp("t", i32::from(p))], 0, now) {
                     Ok(Step::Write { record, .. }) => Some((record, false)),
                     _ => None,
                 },
-                Op::End(commit) => match end_txn(cur, pid, epoch, commit, now) {
+                Op::End(commit, tv2) => match end_txn(cur, pid, epoch, commit, tv2, Some(next_pid), now) {
                     Ok(EndOutcome::Prepare(r)) => Some((r, false)),
                     _ => None,
                 },
@@ -615,7 +734,7 @@ proptest! {
                 prop_assert!(record.producer_id != before.producer_id || record.producer_epoch >= before.producer_epoch);
                 cur.begin_write(record, fencing);
                 // A pending write blocks every client request.
-                prop_assert_eq!(end_txn(cur, pid, epoch, true, now).err(), Some(ErrorCode::ConcurrentTransactions));
+                prop_assert_eq!(end_txn(cur, pid, epoch, true, false, None, now).err(), Some(ErrorCode::ConcurrentTransactions));
                 if write_fails {
                     cur.abort_write();
                     prop_assert_eq!(&cur.current, &before);
