@@ -7,7 +7,7 @@
 use crate::broker::{now_ms, Broker};
 use crate::group_coordinator::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::handlers::groups::{offsets_partitions, txn_partitions};
-use crate::txn_coordinator::Coordinated;
+use crate::txn_coordinator::{Coordinated, TxnCoordinator, TXN_TOPIC};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -30,14 +30,26 @@ async fn coordinated(
     id: &str,
     create: bool,
 ) -> Result<Option<Coordinated>, ErrorCode> {
-    let partitions = match broker.image().topics.get(crate::txn_coordinator::TXN_TOPIC) {
+    let partitions = match broker.image().topics.get(TXN_TOPIC) {
         Some(t) => t.partitions.len() as i32,
         None if create => txn_partitions(broker)
             .await
             .ok_or(ErrorCode::CoordinatorNotAvailable)?,
         None => return Err(ErrorCode::NotCoordinator),
     };
-    broker.txns.coordinated(id, partitions, create)
+    match broker.txns.coordinated(id, partitions, create) {
+        // Led here per the image but not picked up yet (the reconcile after
+        // the image change is about to start the load).
+        Err(ErrorCode::NotCoordinator)
+            if broker
+                .image()
+                .partition(TXN_TOPIC, TxnCoordinator::partition_for(id, partitions))
+                .is_some_and(|p| p.leader == broker.node_id()) =>
+        {
+            Err(ErrorCode::CoordinatorLoadInProgress)
+        }
+        other => other,
+    }
 }
 
 /// What to do after deciding under the entry's lock.
