@@ -227,6 +227,51 @@ async fn group_entry(
     }
 }
 
+/// What an offset commit asks for, split by Kafka's per-partition checks:
+/// refused partitions (unknown, metadata too large) with their error, and the
+/// records to append with the offsets they carry.
+type PreparedCommits = (
+    Vec<((String, i32), ErrorCode)>,
+    Vec<(bytes::Bytes, Option<bytes::Bytes>)>,
+    Vec<((String, i32), CommittedOffset)>,
+);
+
+/// Per-partition checks of OffsetCommit / TxnOffsetCommit over (topic,
+/// partition, offset, leader epoch, metadata).
+fn prepare_commits<'a>(
+    group: &str,
+    image: &strand_controller::image::MetadataImage,
+    max_meta: usize,
+    now: i64,
+    partitions: impl Iterator<Item = (&'a str, i32, i64, i32, Option<&'a StrBytes>)>,
+) -> PreparedCommits {
+    let (mut refused, mut kvs, mut accepted) = (Vec::new(), Vec::new(), Vec::new());
+    for (topic, partition, offset, leader_epoch, metadata) in partitions {
+        let meta = metadata.map(|m| m.to_string()).unwrap_or_default();
+        let key = (topic.to_string(), partition);
+        if image.partition(topic, partition).is_none() {
+            refused.push((key, ErrorCode::UnknownTopicOrPartition));
+            continue;
+        }
+        if meta.len() > max_meta {
+            refused.push((key, ErrorCode::OffsetMetadataTooLarge));
+            continue;
+        }
+        let v = CommittedOffset {
+            offset,
+            leader_epoch,
+            metadata: meta,
+            commit_timestamp_ms: now,
+        };
+        kvs.push((
+            records::offset_key(group, topic, partition),
+            Some(records::offset_value(&v)),
+        ));
+        accepted.push((key, v));
+    }
+    (refused, kvs, accepted)
+}
+
 /// TxnOffsetCommit: offsets committed inside a transaction are written to
 /// the group's partition as the producer's transactional records and kept
 /// pending until the transaction's marker lands there (visible on commit,
@@ -295,9 +340,6 @@ pub async fn txn_offset_commit(
     let now = now_ms();
     let max_meta = broker.config.offset_metadata_max_bytes;
     let image = broker.image();
-    let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
-    let mut kvs = Vec::new();
-    let mut accepted: Vec<((String, i32), CommittedOffset)> = Vec::new();
     let mut slot = entry.slot.lock().await;
     if slot.unloaded {
         drop(slot);
@@ -317,38 +359,23 @@ pub async fn txn_offset_commit(
             return respond(&|_, _| code.code());
         }
     }
-    for t in &req.topics {
-        for p in &t.partitions {
-            let meta = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let key = (t.name.0.to_string(), p.partition_index);
-            if image
-                .partition(t.name.0.as_str(), p.partition_index)
-                .is_none()
-            {
-                refused.push((key, ErrorCode::UnknownTopicOrPartition));
-                continue;
-            }
-            if meta.len() > max_meta {
-                refused.push((key, ErrorCode::OffsetMetadataTooLarge));
-                continue;
-            }
-            let v = CommittedOffset {
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: meta,
-                commit_timestamp_ms: now,
-            };
-            kvs.push((
-                records::offset_key(&group, t.name.0.as_str(), p.partition_index),
-                Some(records::offset_value(&v)),
-            ));
-            accepted.push((key, v));
-        }
-    }
+    let (refused, kvs, accepted) = prepare_commits(
+        &group,
+        &image,
+        max_meta,
+        now,
+        req.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_ref(),
+                )
+            })
+        }),
+    );
     let result = if kvs.is_empty() {
         Ok(())
     } else {
@@ -434,9 +461,6 @@ pub async fn offset_commit(
     let image = broker.image();
     // Per partition: unknown partitions and too-large metadata are refused,
     // the rest committed.
-    let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
-    let mut kvs = Vec::new();
-    let mut accepted: Vec<((String, i32), CommittedOffset)> = Vec::new();
     let mut slot = entry.slot.lock().await;
     if slot.unloaded {
         drop(slot);
@@ -452,38 +476,23 @@ pub async fn offset_commit(
         drop(slot);
         return respond(&|_, _| code.code());
     }
-    for t in &req.topics {
-        for p in &t.partitions {
-            let meta = p
-                .committed_metadata
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default();
-            let key = (t.name.0.to_string(), p.partition_index);
-            if image
-                .partition(t.name.0.as_str(), p.partition_index)
-                .is_none()
-            {
-                refused.push((key, ErrorCode::UnknownTopicOrPartition));
-                continue;
-            }
-            if meta.len() > max_meta {
-                refused.push((key, ErrorCode::OffsetMetadataTooLarge));
-                continue;
-            }
-            let v = CommittedOffset {
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: meta,
-                commit_timestamp_ms: now,
-            };
-            kvs.push((
-                records::offset_key(&group, t.name.0.as_str(), p.partition_index),
-                Some(records::offset_value(&v)),
-            ));
-            accepted.push(((t.name.0.to_string(), p.partition_index), v));
-        }
-    }
+    let (refused, kvs, accepted) = prepare_commits(
+        &group,
+        &image,
+        max_meta,
+        now,
+        req.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_ref(),
+                )
+            })
+        }),
+    );
     // The group stays locked until the commit is in the HW and the cache:
     // commits of one group reach the log and the cache in the same order.
     let result = if kvs.is_empty() {
