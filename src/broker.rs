@@ -380,24 +380,14 @@ impl Partition {
         };
         let mut leader = self.leader.lock();
         let state = leader.as_mut().ok_or_else(not_leader)?;
-        state.check_min_isr_before_append(acks).map_err(|code| {
-            PartitionError::new(
-                code,
-                format!(
-                    "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
-                    state.isr(),
-                    state.effective_min_isr()
-                ),
-            )
-        })?;
+        state
+            .check_min_isr_before_append(acks)
+            .map_err(|code| insufficient_isr(state, code))?;
         let leader_epoch = state.leader_epoch();
 
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
-            return Err(PartitionError::new(
-                ErrorCode::NotLeaderOrFollower,
-                "partition is closed (deleted or shutting down)",
-            ));
+            return Err(closed_partition());
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
@@ -488,23 +478,11 @@ impl Partition {
         })?;
         state
             .check_min_isr_before_append(Acks::All)
-            .map_err(|code| {
-                PartitionError::new(
-                    code,
-                    format!(
-                        "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
-                        state.isr(),
-                        state.effective_min_isr()
-                    ),
-                )
-            })?;
+            .map_err(|code| insufficient_isr(state, code))?;
         let leader_epoch = state.leader_epoch();
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
-            return Err(PartitionError::new(
-                ErrorCode::NotLeaderOrFollower,
-                "partition is closed (deleted or shutting down)",
-            ));
+            return Err(closed_partition());
         }
         let mut producers = self.producers.lock();
         producers
@@ -1064,6 +1042,24 @@ fn check_keys_for_compaction(
     let mut err = PartitionError::new(ErrorCode::InvalidRecord, message.clone());
     err.record_errors = keyless.into_iter().map(|i| (i, message.clone())).collect();
     Err(err)
+}
+
+fn insufficient_isr(state: &LeaderState, code: ErrorCode) -> PartitionError {
+    PartitionError::new(
+        code,
+        format!(
+            "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
+            state.isr(),
+            state.effective_min_isr()
+        ),
+    )
+}
+
+fn closed_partition() -> PartitionError {
+    PartitionError::new(
+        ErrorCode::NotLeaderOrFollower,
+        "partition is closed (deleted or shutting down)",
+    )
 }
 
 fn producer_error(e: ProducerStateError) -> PartitionError {
