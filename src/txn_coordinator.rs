@@ -124,6 +124,25 @@ impl TxnCoordinator {
         }
     }
 
+    fn forget_loading(&self, index: i32, epoch: i32) {
+        let mut parts = self.partitions.lock();
+        if matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
+            parts.remove(&index);
+        }
+    }
+
+    /// Drops an entry created for an InitProducerId that persisted nothing.
+    pub fn drop_placeholder(&self, entry: &Arc<TxnEntry>) {
+        let mut txns = self.txns.lock();
+        let placeholder = {
+            let meta = entry.meta.lock();
+            meta.current.producer_id < 0 && meta.pending.is_none()
+        };
+        if placeholder && txns.get(&entry.id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            txns.remove(&entry.id);
+        }
+    }
+
     /// A partition no longer hosted here.
     pub fn forget_partition(&self, index: i32) {
         if self.partitions.lock().remove(&index).is_some() {
@@ -142,11 +161,13 @@ impl TxnCoordinator {
         let state = match loaded {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                tracing::error!(partition = index, error = %e, "cannot load transaction state partition");
+                tracing::error!(partition = index, error = %e, "cannot load transaction state partition; retried at the next reconcile");
+                self.forget_loading(index, epoch);
                 return;
             }
             Err(e) => {
-                tracing::error!(partition = index, error = %e, "transaction state load failed");
+                tracing::error!(partition = index, error = %e, "transaction state load failed; retried at the next reconcile");
+                self.forget_loading(index, epoch);
                 return;
             }
         };
@@ -253,7 +274,19 @@ impl TxnCoordinator {
     /// Persists `record` for `entry` (already marked pending by the caller
     /// under the entry's lock) and waits until it is committed; then makes it
     /// current, or drops it on failure.
-    pub async fn persist(&self, entry: &TxnEntry, log: &Partition) -> Result<(), ErrorCode> {
+    /// Refused (NOT_COORDINATOR) unless this broker still coordinates the
+    /// entry at `coordinator_epoch`: an entry from before an unload and
+    /// reload must not write over what another coordinator wrote meanwhile.
+    pub async fn persist(
+        &self,
+        entry: &TxnEntry,
+        log: &Partition,
+        coordinator_epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        if !self.still_coordinating(entry, coordinator_epoch) {
+            entry.meta.lock().abort_write();
+            return Err(ErrorCode::NotCoordinator);
+        }
         let kvs = {
             let meta = entry.meta.lock();
             let Some(p) = meta.pending.as_ref() else {
@@ -361,7 +394,7 @@ impl TxnCoordinator {
                 Some(false) => return,
                 Some(true) => {}
             }
-            match self.persist(&entry, &log).await {
+            match self.persist(&entry, &log, coordinator_epoch).await {
                 Ok(()) => return,
                 Err(code) => {
                     tracing::warn!(transactional_id = %entry.id, ?code, "cannot persist transaction completion; retrying");
@@ -483,7 +516,7 @@ impl TxnCoordinator {
                 let record = rules::fence(&meta.current, now);
                 meta.begin_write(record, true);
             }
-            if self.persist(&entry, &log).await.is_ok() {
+            if self.persist(&entry, &log, epoch).await.is_ok() {
                 let me = self.clone();
                 tokio::spawn(async move { me.complete_transaction(entry, log, epoch).await });
             }
@@ -495,9 +528,12 @@ impl TxnCoordinator {
     pub async fn remove_expired(&self, expiration_ms: i64) {
         let now = now_ms();
         for entry in self.all() {
-            let Some((log, _)) = self.loaded(entry.partition) else {
+            let Some((log, epoch)) = self.loaded(entry.partition) else {
                 continue;
             };
+            if !self.still_coordinating(&entry, epoch) {
+                continue;
+            }
             {
                 let mut meta = entry.meta.lock();
                 if meta.current.producer_id < 0 || !meta.is_expired(now, expiration_ms) {

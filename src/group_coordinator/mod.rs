@@ -295,8 +295,19 @@ impl GroupCoordinator {
 
     /// A transaction marker landed on `__consumer_offsets` partition `index`:
     /// the producer's pending transactional offsets there become committed
-    /// offsets (commit) or are dropped (abort).
-    pub async fn on_txn_marker(&self, index: i32, producer_id: i64, commit: bool) {
+    /// offsets (commit) or are dropped (abort). False if the partition is not
+    /// loaded here (nothing applied).
+    pub async fn on_txn_marker(&self, index: i32, producer_id: i64, commit: bool) -> bool {
+        // A partition still loading may have read the log before this marker:
+        // the caller answers a retriable error and the coordinator sends the
+        // marker again once the groups are loaded (they are in the map
+        // before the partition is marked Loaded).
+        if !matches!(
+            self.partitions.lock().get(&index),
+            Some(Load::Loaded { .. })
+        ) {
+            return false;
+        }
         let entries: Vec<Arc<GroupEntry>> = self
             .all_groups()
             .into_iter()
@@ -310,6 +321,7 @@ impl GroupCoordinator {
                 }
             }
         }
+        true
     }
 
     /// Drops an entry (a deleted group), if it is still the one registered.

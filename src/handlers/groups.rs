@@ -314,9 +314,12 @@ pub async fn txn_offset_commit(
         Ok(None) => return respond(&|_, _| ErrorCode::NotCoordinator.code()),
         Err(code) => return respond(&|_, _| code.code()),
     };
-    // v5 (transaction.version 2): the client sent no AddOffsetsToTxn; the
-    // group coordinator adds the group's partition to the transaction.
-    if version >= 5 {
+    // KIP-890: before v5 the group's partition must already be in the
+    // producer's transaction (AddOffsetsToTxn), so a late or retried commit
+    // cannot open a transaction nobody will end; from v5 (transaction.version
+    // 2) the client sends no AddOffsetsToTxn and the group coordinator adds
+    // the partition itself.
+    if version >= 5 || broker.config.transaction_partition_verification_enable {
         if let Err(code) = crate::txn_coordinator::verify_in_transaction(
             broker,
             req.transactional_id.0.as_str(),
@@ -324,7 +327,7 @@ pub async fn txn_offset_commit(
             req.producer_epoch,
             OFFSETS_TOPIC,
             entry.partition,
-            true,
+            version >= 5,
         )
         .await
         {

@@ -66,9 +66,16 @@ enum Act<R> {
 async fn carry_out<R>(broker: &Broker, c: &Coordinated, act: Act<R>) -> Result<R, ErrorCode> {
     match act {
         Act::Respond(r) => Ok(r),
-        Act::Persist(r) => broker.txns.persist(&c.entry, &c.log).await.map(|_| r),
+        Act::Persist(r) => broker
+            .txns
+            .persist(&c.entry, &c.log, c.coordinator_epoch)
+            .await
+            .map(|_| r),
         Act::PersistAndComplete(r) => {
-            broker.txns.persist(&c.entry, &c.log).await?;
+            broker
+                .txns
+                .persist(&c.entry, &c.log, c.coordinator_epoch)
+                .await?;
             let (txns, entry, log, epoch) = (
                 broker.txns.clone(),
                 c.entry.clone(),
@@ -141,11 +148,18 @@ pub async fn init_producer_id(
                 }
                 Err(code) => return fail(code),
             },
-            Some(Err(code)) => return fail(code),
+            Some(Err(code)) => {
+                broker.txns.drop_placeholder(&c.entry);
+                return fail(code);
+            }
             Some(Ok(act)) => act,
         };
         let fencing = matches!(act, Act::PersistAndComplete(_));
-        return match carry_out(broker, &c, act).await {
+        let result = carry_out(broker, &c, act).await;
+        if result.is_err() {
+            broker.txns.drop_placeholder(&c.entry);
+        }
+        return match result {
             // The client retries once the abort has completed.
             Ok(_) if fencing => fail(ErrorCode::ConcurrentTransactions),
             Ok((pid, epoch)) => InitProducerIdResponse::default()

@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
 use std::time::Duration;
+use strand_protocol::ErrorCode;
 
 /// How long a marker waits for its HW: WriteTxnMarkers carries no timeout,
 /// Kafka uses `request.timeout.ms` (30 s by default).
@@ -103,8 +104,15 @@ pub async fn write_txn_markers(
         let result = w.partition.wait_for_ack(&w.outcome, deadline).await;
         match result {
             Ok(()) => {
-                if w.partition.topic == OFFSETS_TOPIC {
-                    on_offsets_txn_marker(broker, w.partition.index, w.producer_id, w.commit).await;
+                if w.partition.topic == OFFSETS_TOPIC
+                    && !on_offsets_txn_marker(broker, w.partition.index, w.producer_id, w.commit)
+                        .await
+                {
+                    // The groups are still loading: the coordinator retries the
+                    // marker (a second marker closes nothing and is harmless).
+                    let (mi, ti, pi) = w.at;
+                    results[mi].topics[ti].partitions[pi].error_code =
+                        ErrorCode::NotEnoughReplicas.code();
                 }
             }
             Err(code) => {
@@ -125,11 +133,11 @@ pub async fn on_offsets_txn_marker(
     partition: i32,
     producer_id: i64,
     commit: bool,
-) {
+) -> bool {
     broker
         .groups
         .on_txn_marker(partition, producer_id, commit)
-        .await;
+        .await
 }
 
 /// DescribeProducers (v0): the producer state of each requested partition

@@ -494,6 +494,14 @@ pub fn verify_partition(
     if producer_epoch != meta.current.producer_epoch {
         return Err(ErrorCode::ProducerFenced);
     }
+    // The transaction is ending (a Prepare or fence being written).
+    if meta
+        .pending
+        .as_ref()
+        .is_some_and(|p| p.target.state != TxnState::Ongoing)
+    {
+        return Err(ErrorCode::ConcurrentTransactions);
+    }
     if meta.current.state != TxnState::Ongoing || !meta.current.partitions.contains(partition) {
         return Err(ErrorCode::InvalidTxnState);
     }
