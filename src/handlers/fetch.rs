@@ -187,7 +187,11 @@ fn read_all(
                 // At least one batch in the first partition that has data, so
                 // a batch larger than the limits still makes progress.
                 let min_one = total == 0;
-                match p.log.read().read(t.fetch_offset, limit, upper, min_one) {
+                // The log's read guard must be gone before the aborted
+                // transactions are looked up (a second read lock behind a
+                // waiting writer deadlocks: parking_lot is writer-fair).
+                let read = p.log.read().read(t.fetch_offset, limit, upper, min_one);
+                match read {
                     Ok(r) => {
                         total += r.records.len();
                         if read_committed && follower.is_none() {

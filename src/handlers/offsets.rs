@@ -19,11 +19,7 @@ const MAX_TIMESTAMP: i64 = -3;
 /// KIP-405: the first offset in local storage; without tiering, the log start.
 const EARLIEST_LOCAL: i64 = -4;
 
-pub fn list_offsets(
-    broker: &Broker,
-    req: ListOffsetsRequest,
-    _version: i16,
-) -> ListOffsetsResponse {
+pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let read_committed = req.isolation_level == 1;
     let topics = req
         .topics
@@ -96,7 +92,14 @@ pub fn list_offsets(
                 .with_name(t.name.clone())
                 .with_partitions(partitions)
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let mut topics = topics;
+    if version < 4 {
+        // The leader epoch exists from v4: a v1-v3 response cannot carry one.
+        for p in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.leader_epoch = -1;
+        }
+    }
     ListOffsetsResponse::default().with_topics(topics)
 }
 
