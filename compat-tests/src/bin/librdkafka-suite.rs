@@ -250,6 +250,24 @@ fn exit_code(st: ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
+/// Removes the client-side offset files (`offset.store.method=file`, written
+/// into the tests directory as `<topic>-<partition>.offset`) that earlier runs
+/// left. Test topic names come from a random generator that can repeat across
+/// runs, and a leftover file then starts a consumer at an old run's offset
+/// (0014 once hung at EOF this way in the 3-node pass after the 1-node pass).
+fn remove_stale_offset_files(tests_dir: &Path) {
+    let Ok(entries) = fs::read_dir(tests_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("rdkafkatest_") && name.ends_with(".offset") {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Run the test-runner for one number; returns how it ended and its wall time.
 fn run_runner(
     args: &Args,
@@ -259,6 +277,7 @@ fn run_runner(
     log: &Path,
 ) -> io::Result<(RunEnd, f64)> {
     let tests_dir = args.suite.join("tests");
+    remove_stale_offset_files(&tests_dir);
     let ld = {
         let mut v = format!(
             "{}:{}",
