@@ -392,15 +392,9 @@ impl Partition {
         let mut producers = self.producers.lock();
         let first = &headers[0];
         if first.has_producer_id() && origin == AppendOrigin::Coordinator {
-            // Only the epoch fences a coordinator's write (Kafka's AppendOrigin.Coordinator).
-            if let Some(e) = producers.entry(first.producer_id) {
-                if first.producer_epoch < e.producer_epoch {
-                    return Err(producer_error(ProducerStateError::InvalidProducerEpoch {
-                        producer_epoch: first.producer_epoch,
-                        current_epoch: e.producer_epoch,
-                    }));
-                }
-            }
+            producers
+                .check_coordinator_batch(first.producer_id, first.producer_epoch)
+                .map_err(producer_error)?;
         } else if first.has_producer_id() {
             match producers.check(first) {
                 Ok(SequenceCheck::Append) => {}

@@ -327,6 +327,25 @@ impl ProducerStateManager {
         None
     }
 
+    /// Checks a coordinator's transactional batch (TxnOffsetCommit records):
+    /// no sequence check (they carry none), only an older epoch is fenced
+    /// (Kafka's `AppendOrigin.Coordinator`).
+    pub fn check_coordinator_batch(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<(), ProducerStateError> {
+        match self.entries.get(&producer_id) {
+            Some(e) if producer_epoch < e.producer_epoch => {
+                Err(ProducerStateError::InvalidProducerEpoch {
+                    producer_epoch,
+                    current_epoch: e.producer_epoch,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Checks a transaction marker (WriteTxnMarkers) before it is appended.
     pub fn check_end_txn_marker(
         &self,

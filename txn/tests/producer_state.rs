@@ -674,3 +674,19 @@ fn abort_marker() -> EndTxnMarker {
         coordinator_epoch: 3,
     }
 }
+
+#[test]
+fn coordinator_batches_are_fenced_by_epoch_only() {
+    let mut m = ProducerStateManager::new();
+    // Unknown producer: accepted.
+    assert_eq!(m.check_coordinator_batch(7, 0), Ok(()));
+    m.record(&header(7, 3, 0, 2, 0), 1, None);
+    // Same or newer epoch: accepted whatever the sequence (coordinator batches carry none).
+    assert_eq!(m.check_coordinator_batch(7, 3), Ok(()));
+    assert_eq!(m.check_coordinator_batch(7, 4), Ok(()));
+    // An older epoch is a zombie.
+    assert_eq!(
+        m.check_coordinator_batch(7, 2).map_err(|e| e.error_code()),
+        Err(ErrorCode::InvalidProducerEpoch)
+    );
+}
