@@ -13,6 +13,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strand_controller::ControllerHandle;
@@ -25,6 +26,11 @@ const FETCH_VERSION: i16 = 12;
 
 struct Fetcher {
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
+    /// Bumped when a partition is added: the fetch in flight (a long poll of
+    /// up to replica.fetch.wait.max.ms) is then abandoned, so that a new
+    /// partition's first fetch (and the acks=all produces waiting on it) does
+    /// not wait behind it.
+    added: Arc<AtomicU64>,
     wake: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -58,23 +64,34 @@ impl ReplicaFetcherManager {
         });
         for (leader, parts) in follow {
             if let Some(f) = fetchers.get(&leader) {
-                *f.partitions.lock() = parts;
+                let mut current = f.partitions.lock();
+                let grew = parts
+                    .iter()
+                    .any(|p| !current.iter().any(|c| Arc::ptr_eq(c, p)));
+                *current = parts;
+                drop(current);
+                if grew {
+                    f.added.fetch_add(1, Ordering::Release);
+                }
                 f.wake.notify_one();
                 continue;
             }
             let partitions = Arc::new(Mutex::new(parts));
+            let added = Arc::new(AtomicU64::new(0));
             let wake = Arc::new(Notify::new());
             let task = tokio::spawn(run_fetcher(
                 self.config.clone(),
                 self.controller.clone(),
                 leader,
                 partitions.clone(),
+                added.clone(),
                 wake.clone(),
             ));
             fetchers.insert(
                 leader,
                 Fetcher {
                     partitions,
+                    added,
                     wake,
                     task,
                 },
@@ -101,11 +118,14 @@ async fn run_fetcher(
     controller: ControllerHandle,
     leader: i32,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
+    added: Arc<AtomicU64>,
     wake: Arc<Notify>,
 ) {
     let backoff = Duration::from_millis(config.replica_fetch_backoff_ms.max(10));
     let mut conn: Option<Conn> = None;
     loop {
+        // Read before the partition list: an addition after this is seen.
+        let generation = added.load(Ordering::Acquire);
         let parts = partitions.lock().clone();
         let mut sent = Vec::with_capacity(parts.len());
         let mut by_topic: Vec<FetchTopic> = Vec::new();
@@ -173,7 +193,28 @@ async fn run_fetcher(
         let c = conn.as_mut().expect("connected above");
         let wait = Duration::from_millis(config.replica_fetch_wait_max_ms.max(0) as u64)
             + Duration::from_secs(30);
-        let resp = match tokio::time::timeout(wait, c.fetch(&req)).await {
+        let outcome = {
+            let fetch = tokio::time::timeout(wait, c.fetch(&req));
+            tokio::pin!(fetch);
+            loop {
+                tokio::select! {
+                    r = &mut fetch => break Some(r),
+                    _ = wake.notified() => {
+                        if added.load(Ordering::Acquire) != generation {
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        let Some(outcome) = outcome else {
+            // A partition was added while the fetch waited at the leader:
+            // fetch again at once with it. The abandoned exchange leaves the
+            // connection mid-response, so it is dropped.
+            conn = None;
+            continue;
+        };
+        let resp = match outcome {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 tracing::debug!(leader, error = %e, "fetch from leader failed");

@@ -336,7 +336,10 @@ impl TxnCoordinator {
         };
         let mut remaining: BTreeSet<TopicPartition> = partitions;
         let mut backoff = Duration::from_millis(20);
+        let started = std::time::Instant::now();
+        let mut rounds = 0u32;
         while !remaining.is_empty() {
+            rounds += 1;
             if !self.still_coordinating(&entry, coordinator_epoch) {
                 tracing::info!(transactional_id = %entry.id, "stopped writing markers: no longer coordinator");
                 return;
@@ -366,6 +369,7 @@ impl TxnCoordinator {
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
+        tracing::debug!(transactional_id = %entry.id, commit, rounds, elapsed_ms = started.elapsed().as_millis() as u64, "transaction markers written");
         // Every marker written: CompleteCommit / CompleteAbort.
         loop {
             if !self.still_coordinating(&entry, coordinator_epoch) {

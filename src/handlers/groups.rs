@@ -1109,12 +1109,15 @@ async fn delete_group(broker: &Broker, id: &str) -> Result<(), ErrorCode> {
     Ok(())
 }
 
+/// Per topic, each partition's OffsetDelete outcome (None: deleted).
+type OffsetDeleteOutcome = Vec<(String, Vec<(i32, Option<ErrorCode>)>)>;
+
 pub async fn offset_delete(broker: &Broker, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     use kafka_protocol::messages::offset_delete_response::{
         OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
     };
     let id = req.group_id.0.to_string();
-    let result: Result<Vec<(String, Vec<(i32, Option<ErrorCode>)>)>, ErrorCode> = async {
+    let result: Result<OffsetDeleteOutcome, ErrorCode> = async {
         let entry = group_entry(broker, &id, false)
             .await?
             .ok_or(ErrorCode::GroupIdNotFound)?;

@@ -530,12 +530,9 @@ fn main() -> ExitCode {
             Outcome::Skip => skipped += 1,
         }
         if v.outcome == Outcome::Fail {
-            let tail = strip_ansi(&tail_file(&log, 30));
-            print!(
-                "  --- last 30 lines of {}:\n{}",
-                log.display(),
-                indent(&tail)
-            );
+            // Broker logs first and the test's own last lines after them, so
+            // that a log viewer showing only the end of the output (CI) shows
+            // why the test failed.
             if args.strand.is_some() {
                 print!(
                     "  --- strand log tail ({}):\n{}",
@@ -543,15 +540,29 @@ fn main() -> ExitCode {
                     indent(&broker_tail)
                 );
             }
+            let tail = strip_ansi(&tail_file(&log, 30));
+            print!(
+                "  --- last 30 lines of {}:\n{}",
+                log.display(),
+                indent(&tail)
+            );
+            println!("  --- {num} FAIL {secs:.1}s {reason}");
         }
         if v.outcome != Outcome::Pass && args.must_pass.contains(num) {
-            must_fail.push(num.clone());
+            must_fail.push(if reason.is_empty() {
+                num.clone()
+            } else {
+                format!("{num} ({reason})")
+            });
         }
         let _ = io::stdout().flush();
     }
     let _ = fs::write(out.join("results.tsv"), tsv);
     if !must_fail.is_empty() {
-        println!("must-pass tests that did not pass: {}", must_fail.join(" "));
+        println!("must-pass tests that did not pass:");
+        for f in &must_fail {
+            println!("  {f}");
+        }
     }
     if skipped > 0 {
         println!("{passed} passed, {failed} failed, {skipped} skipped");
