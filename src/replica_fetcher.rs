@@ -12,7 +12,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,9 +65,8 @@ impl ReplicaFetcherManager {
         for (leader, parts) in follow {
             if let Some(f) = fetchers.get(&leader) {
                 let mut current = f.partitions.lock();
-                let grew = parts
-                    .iter()
-                    .any(|p| !current.iter().any(|c| Arc::ptr_eq(c, p)));
+                let known: HashSet<*const Partition> = current.iter().map(Arc::as_ptr).collect();
+                let grew = parts.iter().any(|p| !known.contains(&Arc::as_ptr(p)));
                 *current = parts;
                 drop(current);
                 if grew {

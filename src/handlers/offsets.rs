@@ -21,7 +21,7 @@ const EARLIEST_LOCAL: i64 = -4;
 
 pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let read_committed = req.isolation_level == 1;
-    let topics = req
+    let mut topics: Vec<ListOffsetsTopicResponse> = req
         .topics
         .iter()
         .map(|t| {
@@ -92,8 +92,7 @@ pub fn list_offsets(broker: &Broker, req: ListOffsetsRequest, version: i16) -> L
                 .with_name(t.name.clone())
                 .with_partitions(partitions)
         })
-        .collect::<Vec<_>>();
-    let mut topics = topics;
+        .collect();
     if version < 4 {
         // The leader epoch exists from v4: a v1-v3 response cannot carry one.
         for p in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
