@@ -21,7 +21,20 @@ strand_apt_install() {
 # controller's RocksDB store (system library, see .cargo/config.toml).
 STRAND_BUILD_PKGS=(build-essential pkg-config libclang-dev librocksdb-dev libsnappy-dev)
 # Tests: kcat, and what librdkafka's own test suite needs to build.
-STRAND_TEST_PKGS=(kcat python3 zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev)
+STRAND_TEST_PKGS=(kcat python3 python3-venv zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev)
+
+# The Python client the exactly-once tests drive (confluent-kafka bundles its
+# own librdkafka), in a virtualenv under the cache; STRAND_PYTHON names it.
+STRAND_CONFLUENT_KAFKA_VERSION=2.16.1
+strand_python_env() {
+    local venv="$STRAND_CACHE/python"
+    if ! "$venv/bin/python" -c "import confluent_kafka, sys; sys.exit(confluent_kafka.version()[0] != '$STRAND_CONFLUENT_KAFKA_VERSION')" 2>/dev/null; then
+        echo "[deps] installing confluent-kafka $STRAND_CONFLUENT_KAFKA_VERSION into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$STRAND_CONFLUENT_KAFKA_VERSION"
+    fi
+    export STRAND_PYTHON="$venv/bin/python"
+}
 
 # Build outputs live outside the clone so repeated runs on one machine are fast;
 # an empty cache only makes the first run slower.

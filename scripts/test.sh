@@ -9,6 +9,7 @@ root="$(cd "$here/.." && pwd)"
 cd "$root"
 source "$here/deps.sh"
 strand_apt_install "${STRAND_BUILD_PKGS[@]}" "${STRAND_TEST_PKGS[@]}"
+strand_python_env
 
 start=$SECONDS
 echo "== cargo build (tests and tools)"

@@ -10,10 +10,18 @@
 //! * timeout: a transaction left open past transaction.timeout.ms is aborted
 //!   by the coordinator (epoch bumped), the LSO moves on, and the stalled
 //!   producer's commit is fenced; the idle id later expires;
-//! * exactly-once pipeline: consume-transform-produce with
-//!   `sendOffsetsToTransaction`, restarted after an abort and after a zombie
-//!   instance is fenced, writes each input record exactly once and leaves the
-//!   group's committed offsets at the input's end offsets.
+//! * exactly-once under a zombie (issue 11), with the rdkafka crate and with
+//!   confluent-kafka (Python, `compat-tests/clients/eos_processor.py`), on
+//!   one node and on three: consume-transform-produce with
+//!   `sendOffsetsToTransaction`; an instance aborts and stops, the next one
+//!   leaves a transaction (records and offsets) open and is fenced by a
+//!   third. Once the third's InitProducerId returns, and again after the
+//!   zombie's commit fails fenced, the zombie's transaction is aborted on
+//!   every partition (no open transaction, none of its records visible to
+//!   read_committed, the group's offsets those from before it, none
+//!   pending); at the end each input is in the output exactly once and the
+//!   group's offsets are the input's end offsets. `STRAND_EOS_RUNS` repeats
+//!   the history (fresh names each run).
 
 mod common;
 
@@ -82,12 +90,14 @@ fn log_tails(cluster: &Cluster) -> String {
 fn create_topic(cluster: &Cluster, topic: &str, partitions: i32, rf: i16) {
     let ids = cluster.broker_ids();
     let mut c = Client::connect(&addr(cluster, ids[0])).unwrap();
+    // min.insync.replicas 2 where the replication factor allows it.
+    let min_isr = rf.min(2).to_string();
     let code = common::create_topic_with(
         &mut c,
         topic,
         partitions,
         rf,
-        &[("min.insync.replicas", "2")],
+        &[("min.insync.replicas", min_isr.as_str())],
     )
     .expect("CreateTopics answered");
     assert_eq!(code, 0, "CreateTopics {topic}");
@@ -246,6 +256,11 @@ fn read_committed_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
 /// once every transaction before it is complete, reading up to it reads
 /// everything committed before.
 fn produce_sentinels(bootstrap: &str, topic: &str, partitions: i32) {
+    produce_sentinel(bootstrap, topic, partitions, "sentinel");
+}
+
+/// Appends the plain record `value` to each partition of `topic`.
+fn produce_sentinel(bootstrap: &str, topic: &str, partitions: i32, value: &str) {
     let p: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
@@ -255,7 +270,7 @@ fn produce_sentinels(bootstrap: &str, topic: &str, partitions: i32) {
         p.send(
             BaseRecord::<(), _>::to(topic)
                 .partition(part)
-                .payload("sentinel"),
+                .payload(value),
         )
         .map_err(|(e, _)| e)
         .expect("sentinel queued");
@@ -271,7 +286,22 @@ fn read_committed_all(
     topic: &str,
     partitions: i32,
 ) -> BTreeMap<i32, Vec<(i64, String)>> {
-    let c = read_committed_consumer(bootstrap, &format!("reader-{}", std::process::id()));
+    read_committed_until(bootstrap, topic, partitions, "sentinel")
+}
+
+/// Every record of `topic` a read_committed consumer receives before the
+/// record `sentinel` on each partition; other sentinels ("sentinel*") are
+/// skipped: partition -> [(offset, value)].
+fn read_committed_until(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    sentinel: &str,
+) -> BTreeMap<i32, Vec<(i64, String)>> {
+    let c = read_committed_consumer(
+        bootstrap,
+        &format!("reader-{}-{sentinel}", std::process::id()),
+    );
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)
@@ -284,16 +314,16 @@ fn read_committed_all(
     while done.len() < partitions as usize {
         assert!(
             Instant::now() < deadline,
-            "read_committed consumer did not reach every sentinel: {done:?}"
+            "read_committed consumer did not reach {sentinel} on every partition of {topic}: {done:?}"
         );
         let Some(m) = c.poll(Duration::from_millis(200)) else {
             continue;
         };
         let m = m.expect("consume");
         let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
-        if v == "sentinel" {
+        if v == sentinel {
             done.insert(m.partition());
-        } else {
+        } else if !v.starts_with("sentinel") {
             out.entry(m.partition()).or_default().push((m.offset(), v));
         }
     }
@@ -625,106 +655,456 @@ fn timed_out_transaction_is_aborted_and_fenced() {
 }
 
 // ---------------------------------------------------------------------------
-// exactly_once_pipeline_survives_abort_and_zombie
+// Exactly-once under a zombie (the history of issue 11), with the rdkafka
+// crate's librdkafka and with confluent-kafka's (Python), on one node and on
+// a 3-node cluster.
+//
+// The property is the one Kafka promises: once a new instance's
+// InitProducerId has returned, the earlier instance's ongoing transaction is
+// aborted on every partition it touched, the group's offsets included, and
+// nothing the fenced instance wrote ever becomes visible to read_committed,
+// whatever either instance does next. Each input is then in the output
+// exactly once, and the group's offsets end at the input's end.
 // ---------------------------------------------------------------------------
 
-const IN: &str = "eos-in";
-const OUT: &str = "eos-out";
-const GROUP: &str = "eos-pipeline";
-const PIPE_TXN: &str = "eos-pipeline-tx";
-const INPUT_PER_PARTITION: usize = 150;
+/// Inputs per partition of the pipeline's input topic (2 partitions).
+const PIPE_INPUT_PER_PARTITION: i64 = 60;
+const PIPE_PARTITIONS: i32 = 2;
+const PIPE_BATCH: usize = 20;
 
-struct Pipeline {
-    consumer: BaseConsumer,
-    producer: TxnProducer,
+/// The names one run of the history uses (fresh per run).
+#[derive(Clone)]
+struct PipelineIds {
+    input: String,
+    output: String,
+    group: String,
+    txn_id: String,
 }
 
-impl Pipeline {
-    fn start(bootstrap: &str) -> Pipeline {
-        let producer = txn_producer(bootstrap, PIPE_TXN, &[]);
+impl PipelineIds {
+    fn new(client: &str, run: usize) -> Self {
+        let tag = format!("{client}-{}-{run}", std::process::id());
+        PipelineIds {
+            input: format!("eos-in-{tag}"),
+            output: format!("eos-out-{tag}"),
+            group: format!("eos-group-{tag}"),
+            txn_id: format!("eos-tx-{tag}"),
+        }
+    }
+}
+
+/// How a client reported a failed transaction call.
+#[derive(Debug)]
+struct TxnCallError {
+    /// librdkafka's error name (`_FENCED`, `PRODUCER_FENCED`, ...).
+    code: String,
+    fatal: bool,
+}
+
+impl TxnCallError {
+    fn is_fenced(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "_FENCED" | "PRODUCER_FENCED" | "INVALID_PRODUCER_EPOCH"
+        )
+    }
+}
+
+/// Instances of one consume-transform-produce application that share a
+/// transactional id and a consumer group. Each instance is a transactional
+/// producer and a read_committed consumer of the input.
+trait Processors {
+    /// A new instance: `init_transactions`, then its consumer subscribes.
+    fn start(&mut self, name: &str);
+    /// Consumes up to `max` inputs, begins a transaction that writes
+    /// `NAME|partition:offset` for each to the same output partition and
+    /// sends the consumer's offsets, and flushes. Returns how many (0: none
+    /// came within a few seconds; no transaction then).
+    fn batch(&mut self, name: &str, max: usize) -> usize;
+    fn commit(&mut self, name: &str) -> Result<(), TxnCallError>;
+    fn abort(&mut self, name: &str) -> Result<(), TxnCallError>;
+    /// Closes the instance's consumer; its producer stays open, idle.
+    fn close_consumer(&mut self, name: &str);
+}
+
+/// The processors on the rdkafka crate (librdkafka, in this process).
+struct RdkafkaProcessors {
+    bootstrap: String,
+    ids: PipelineIds,
+    instances: HashMap<String, (Option<BaseConsumer>, TxnProducer)>,
+}
+
+fn rdkafka_txn_error(e: KafkaError) -> TxnCallError {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    match e {
+        KafkaError::Transaction(t) => TxnCallError {
+            code: match t.code() {
+                C::Fenced => "_FENCED".to_string(),
+                C::ProducerFenced => "PRODUCER_FENCED".to_string(),
+                C::InvalidProducerEpoch => "INVALID_PRODUCER_EPOCH".to_string(),
+                other => format!("{other:?}"),
+            },
+            fatal: t.is_fatal(),
+        },
+        other => TxnCallError {
+            code: other.to_string(),
+            fatal: false,
+        },
+    }
+}
+
+impl Processors for RdkafkaProcessors {
+    fn start(&mut self, name: &str) {
+        let producer = txn_producer(&self.bootstrap, &self.ids.txn_id, &[]);
         producer
             .init_transactions(Duration::from_secs(30))
             .expect("init_transactions");
-        let consumer = read_committed_consumer(bootstrap, GROUP);
-        consumer.subscribe(&[IN]).unwrap();
-        Pipeline { consumer, producer }
+        let consumer = read_committed_consumer(&self.bootstrap, &self.ids.group);
+        consumer.subscribe(&[&self.ids.input]).unwrap();
+        self.instances
+            .insert(name.to_string(), (Some(consumer), producer));
     }
 
-    /// Consumes up to `max` records and writes them transformed inside one
-    /// transaction with the consumer's offsets; commits or aborts. Returns
-    /// how many records the transaction carried (0 = nothing to do).
-    fn step(&self, max: usize, commit: bool) -> Result<usize, KafkaError> {
+    fn batch(&mut self, name: &str, max: usize) -> usize {
+        let (Some(consumer), producer) = &self.instances[name] else {
+            panic!("{name} has no consumer");
+        };
         let mut batch = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while batch.len() < max && Instant::now() < deadline {
-            match self.consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(m)) => batch.push((m.partition(), m.offset())),
-                Some(Err(e)) => return Err(e),
+            match consumer.poll(Duration::from_millis(200)) {
+                Some(m) => {
+                    let m = m.expect("consume");
+                    batch.push((m.partition(), m.offset()));
+                }
                 None if !batch.is_empty() => break,
                 None => {}
             }
         }
         if batch.is_empty() {
-            return Ok(0);
+            return 0;
         }
-        self.producer.begin_transaction()?;
+        producer.begin_transaction().expect("begin_transaction");
         let mut next: BTreeMap<i32, i64> = BTreeMap::new();
         for (part, offset) in &batch {
-            let v = format!("{part}:{offset}");
-            self.producer
+            producer
                 .send(
-                    BaseRecord::<(), String>::to(OUT)
+                    BaseRecord::<(), String>::to(&self.ids.output)
                         .partition(*part)
-                        .payload(&v),
+                        .payload(&format!("{name}|{part}:{offset}")),
                 )
-                .map_err(|(e, _)| e)?;
+                .map_err(|(e, _)| e)
+                .expect("send");
             next.insert(*part, offset + 1);
         }
         let mut offsets = TopicPartitionList::new();
         for (part, off) in &next {
             offsets
-                .add_partition_offset(IN, *part, Offset::Offset(*off))
+                .add_partition_offset(&self.ids.input, *part, Offset::Offset(*off))
                 .unwrap();
         }
-        let meta = self.consumer.group_metadata().expect("group metadata");
-        self.producer
-            .send_offsets_to_transaction(&offsets, &meta, Duration::from_secs(30))?;
-        if commit {
-            self.producer.commit_transaction(Duration::from_secs(30))?;
-        } else {
-            self.producer.abort_transaction(Duration::from_secs(30))?;
-            // Rewind to the last committed offsets, as an application does after an abort.
-            let committed = self.consumer.committed(Duration::from_secs(10))?;
-            for e in committed.elements() {
-                let off = match e.offset() {
-                    Offset::Offset(o) => Offset::Offset(o),
-                    _ => Offset::Beginning,
-                };
-                self.consumer
-                    .seek(e.topic(), e.partition(), off, Duration::from_secs(10))?;
-            }
+        let meta = consumer.group_metadata().expect("group metadata");
+        producer
+            .send_offsets_to_transaction(&offsets, &meta, Duration::from_secs(30))
+            .expect("send_offsets_to_transaction");
+        producer
+            .flush(Duration::from_secs(30))
+            .expect("outputs delivered");
+        batch.len()
+    }
+
+    fn commit(&mut self, name: &str) -> Result<(), TxnCallError> {
+        self.instances[name]
+            .1
+            .commit_transaction(Duration::from_secs(30))
+            .map_err(rdkafka_txn_error)
+    }
+
+    fn abort(&mut self, name: &str) -> Result<(), TxnCallError> {
+        self.instances[name]
+            .1
+            .abort_transaction(Duration::from_secs(30))
+            .map_err(rdkafka_txn_error)
+    }
+
+    fn close_consumer(&mut self, name: &str) {
+        if let Some((consumer, _)) = self.instances.get_mut(name) {
+            drop(consumer.take());
         }
-        Ok(batch.len())
     }
 }
 
-#[test]
-fn exactly_once_pipeline_survives_abort_and_zombie() {
-    let _serial = one_at_a_time();
-    let cluster = Cluster::start(&common::strand_bin(), spec(1, "pipeline")).expect("node starts");
-    create_topic(&cluster, IN, 2, 1);
-    create_topic(&cluster, OUT, 2, 1);
+/// The processors on confluent-kafka (Python), in `compat-tests/clients/eos_processor.py`,
+/// driven one command per line.
+struct PythonProcessors {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// The Python interpreter with confluent-kafka: `STRAND_PYTHON` (set by
+/// scripts/test.sh to its virtualenv) or `python3`.
+fn python() -> String {
+    let python = std::env::var("STRAND_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let probe = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import confluent_kafka; print(confluent_kafka.version()[0])",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    assert!(
+        probe.status.success(),
+        "{python} cannot import confluent_kafka (scripts/test.sh installs it; or set STRAND_PYTHON): {}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    python
+}
+
+impl PythonProcessors {
+    fn spawn(bootstrap: &str, ids: &PipelineIds) -> Self {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("compat-tests/clients/eos_processor.py");
+        let mut child = Command::new(python())
+            .arg(script)
+            .args([bootstrap, &ids.input, &ids.output, &ids.group, &ids.txn_id])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python processor starts");
+        let stdin = child.stdin.take().expect("stdin piped");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        PythonProcessors {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Sends one command; its answer after "ok " (or the error after "err ").
+    fn call(&mut self, command: &str) -> Result<String, TxnCallError> {
+        use std::io::Write;
+        writeln!(self.stdin, "{command}").expect("command sent to the python processor");
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("python processor did not answer {command:?}: {e}"));
+        if let Some(rest) = line.strip_prefix("ok") {
+            return Ok(rest.trim().to_string());
+        }
+        let mut words = line.strip_prefix("err ").unwrap_or(&line).split(' ');
+        Err(TxnCallError {
+            code: words.next().unwrap_or_default().to_string(),
+            fatal: words.next() == Some("fatal"),
+        })
+    }
+}
+
+impl Drop for PythonProcessors {
+    fn drop(&mut self) {
+        let _ = self.call("quit");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Processors for PythonProcessors {
+    fn start(&mut self, name: &str) {
+        self.call(&format!("start {name}"))
+            .unwrap_or_else(|e| panic!("start {name}: {e:?}"));
+    }
+
+    fn batch(&mut self, name: &str, max: usize) -> usize {
+        let n = self
+            .call(&format!("batch {name} {max}"))
+            .unwrap_or_else(|e| panic!("batch {name}: {e:?}"));
+        n.parse().expect("a count")
+    }
+
+    fn commit(&mut self, name: &str) -> Result<(), TxnCallError> {
+        self.call(&format!("commit {name}")).map(|_| ())
+    }
+
+    fn abort(&mut self, name: &str) -> Result<(), TxnCallError> {
+        self.call(&format!("abort {name}")).map(|_| ())
+    }
+
+    fn close_consumer(&mut self, name: &str) {
+        self.call(&format!("close_consumer {name}"))
+            .unwrap_or_else(|e| panic!("close_consumer {name}: {e:?}"));
+    }
+}
+
+/// OffsetFetch v7 with require_stable at the group's coordinator: partition
+/// -> (committed offset, partition error code), or the group's error code.
+fn offsets_stable(
+    cluster: &Cluster,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<BTreeMap<i32, (i64, i16)>, i16> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+    let coordinator = eventually("the group's coordinator", Duration::from_secs(30), || {
+        cluster.broker_ids().iter().find_map(|id| {
+            match common::find_coordinator(&addr(cluster, *id), group, 0, PROBE)? {
+                (0, node) => Some(node),
+                _ => None,
+            }
+        })
+    });
+    let mut c = Client::connect_timeout(&addr(cluster, coordinator), PROBE).map_err(|_| -1i16)?;
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_require_stable(true)
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_indexes((0..partitions).collect())]));
+    let resp: OffsetFetchResponse = c.call(ApiKey::OffsetFetch, 7, &req).map_err(|_| -1i16)?;
+    if resp.error_code != 0 {
+        return Err(resp.error_code);
+    }
+    Ok(resp
+        .topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| (p.partition_index, (p.committed_offset, p.error_code)))
+        .collect())
+}
+
+/// The group's committed offsets once none is pending (require_stable):
+/// partition -> offset (-1: none).
+fn stable_committed(cluster: &Cluster, ids: &PipelineIds) -> BTreeMap<i32, i64> {
+    eventually(
+        "stable committed offsets",
+        Duration::from_secs(30),
+        || match offsets_stable(cluster, &ids.group, &ids.input, PIPE_PARTITIONS) {
+            Ok(m) if m.values().all(|(_, code)| *code == 0) => {
+                Some(m.into_iter().map(|(p, (o, _))| (p, o)).collect())
+            }
+            _ => None,
+        },
+    )
+}
+
+/// Every value of `topic` a read_committed consumer receives before the
+/// plain record `sentinel`, appended now to each partition (so the read
+/// covers everything written before this call): partition -> values.
+fn read_committed_before_sentinel(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    sentinel: &str,
+) -> BTreeMap<i32, Vec<String>> {
+    produce_sentinel(bootstrap, topic, partitions, sentinel);
+    read_committed_until(bootstrap, topic, partitions, sentinel)
+        .into_iter()
+        .map(|(p, records)| (p, records.into_iter().map(|(_, v)| v).collect()))
+        .collect()
+}
+
+/// What Kafka promises once the new instance's InitProducerId has returned
+/// (and whatever the fenced instance does afterwards): its transaction is
+/// aborted on every partition it touched. No partition of the output holds an
+/// open transaction, none of the zombie's records is visible to
+/// read_committed, the group's offsets are exactly those committed before
+/// the zombie's transaction with none pending, and the transactional id has
+/// no transaction running.
+fn assert_zombie_aborted(
+    cluster: &Cluster,
+    ids: &PipelineIds,
+    zombie: &str,
+    committed_before: &BTreeMap<i32, i64>,
+    when: &str,
+) {
     let bootstrap = cluster.bootstrap();
+    for part in 0..PIPE_PARTITIONS {
+        let hw = latest_offset(cluster, &ids.output, part, false);
+        let lso = latest_offset(cluster, &ids.output, part, true);
+        assert!(
+            hw.is_some() && hw == lso,
+            "{when}: {}-{part} still has an open transaction (HW {hw:?}, LSO {lso:?})",
+            ids.output
+        );
+    }
+    let seen = read_committed_before_sentinel(
+        &bootstrap,
+        &ids.output,
+        PIPE_PARTITIONS,
+        &format!("sentinel-{}", when.replace(' ', "-")),
+    );
+    let leaked: Vec<&String> = seen
+        .values()
+        .flatten()
+        .filter(|v| v.starts_with(&format!("{zombie}|")))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "{when}: the fenced instance's records are visible to read_committed: {leaked:?}"
+    );
+    let offsets = offsets_stable(cluster, &ids.group, &ids.input, PIPE_PARTITIONS)
+        .unwrap_or_else(|code| panic!("{when}: OffsetFetch failed with {code}"));
+    let offsets: BTreeMap<i32, i64> = offsets
+        .into_iter()
+        .map(|(p, (o, code))| {
+            assert_eq!(
+                code, 0,
+                "{when}: offsets of {}-{p} not stable: the fenced transaction's offsets are pending",
+                ids.input
+            );
+            (p, o)
+        })
+        .collect();
+    assert_eq!(
+        &offsets, committed_before,
+        "{when}: the group's offsets must be those committed before the fenced transaction"
+    );
+    let state = describe_txn(cluster, &ids.txn_id).map(|(_, s, _, _)| s);
+    assert!(
+        matches!(
+            state.as_deref(),
+            Some("Empty" | "CompleteAbort" | "CompleteCommit")
+        ),
+        "{when}: the transactional id should have no transaction running: {state:?}"
+    );
+}
+
+/// One run of the history (issue 11) with fresh topics, group and
+/// transactional id:
+/// 1. instance A commits batches until half of the input is done, aborts one
+///    more batch and closes its consumer (its producer stays open, idle);
+/// 2. instance B takes over, consumes the next batch, writes its outputs and
+///    offsets into a transaction and flushes, and never ends it (it "crashed");
+/// 3. instance C initialises with the same transactional id: B is a zombie;
+///    B's commit (and then abort) must fail, fenced;
+/// 4. C finishes the input.
+fn zombie_history(cluster: &Cluster, rf: i16, procs: &mut dyn Processors, ids: &PipelineIds) {
+    let bootstrap = cluster.bootstrap();
+    create_topic(cluster, &ids.input, PIPE_PARTITIONS, rf);
+    create_topic(cluster, &ids.output, PIPE_PARTITIONS, rf);
     {
         let p: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", &bootstrap)
             .set("acks", "all")
             .create()
             .unwrap();
-        for part in 0..2 {
-            for i in 0..INPUT_PER_PARTITION {
+        for part in 0..PIPE_PARTITIONS {
+            for i in 0..PIPE_INPUT_PER_PARTITION {
                 p.send(
-                    BaseRecord::<(), String>::to(IN)
+                    BaseRecord::<(), String>::to(&ids.input)
                         .partition(part)
                         .payload(&format!("in-{i}")),
                 )
@@ -735,90 +1115,182 @@ fn exactly_once_pipeline_survives_abort_and_zombie() {
         }
         p.flush(Duration::from_secs(30)).unwrap();
     }
+    let total = (PIPE_INPUT_PER_PARTITION * i64::from(PIPE_PARTITIONS)) as usize;
 
-    // Instance A: two committed transactions, then one aborted; then it stops.
-    let a = Pipeline::start(&bootstrap);
+    // 1. A: commits until half the input is done, then aborts one batch.
+    procs.start("A");
     let mut done = 0;
-    while done < 2 {
-        if a.step(40, true).expect("A commits") > 0 {
-            done += 1;
+    while done < total / 2 {
+        let n = procs.batch("A", PIPE_BATCH);
+        if n > 0 {
+            procs.commit("A").expect("A commits");
+            done += n;
         }
     }
-    while a.step(40, false).expect("A aborts") == 0 {}
-    drop(a);
-
-    // Instance B takes over after the abort and commits once.
-    let b = Pipeline::start(&bootstrap);
-    while b.step(40, true).expect("B commits") == 0 {}
-    // Instance C starts with the same transactional id: B becomes a zombie.
-    let c = Pipeline::start(&bootstrap);
-    let zombie = b.step(40, true);
-    assert!(
-        zombie.is_err(),
-        "the fenced instance's transaction must fail, got {zombie:?}"
+    while procs.batch("A", PIPE_BATCH) == 0 {}
+    procs.abort("A").expect("A aborts");
+    procs.close_consumer("A");
+    let committed_before = stable_committed(cluster, ids);
+    assert_eq!(
+        committed_before.values().map(|o| o.max(&0)).sum::<i64>(),
+        done as i64,
+        "A's committed offsets cover what A committed"
     );
-    drop(b);
 
-    // C finishes the input.
+    // 2. B: one transaction, never ended.
+    procs.start("B");
+    let mut zombie_inputs = 0;
+    while zombie_inputs == 0 {
+        zombie_inputs = procs.batch("B", PIPE_BATCH);
+    }
+    procs.close_consumer("B");
+    // The history reached its point: B's transaction is open on the output.
+    let open = (0..PIPE_PARTITIONS).any(|part| {
+        latest_offset(cluster, &ids.output, part, true)
+            < latest_offset(cluster, &ids.output, part, false)
+    });
+    assert!(open, "B's transaction should be open on the output");
+
+    // 3. C initialises: B's transaction must be aborted everywhere by now.
+    procs.start("C");
+    assert_zombie_aborted(cluster, ids, "B", &committed_before, "after C's init");
+    let zombie_commit = procs.commit("B");
+    match &zombie_commit {
+        Err(e) if e.is_fenced() && e.fatal => {}
+        other => panic!("the zombie's commit must fail fatally, fenced: {other:?}"),
+    }
+    let zombie_abort = procs.abort("B");
+    assert!(
+        zombie_abort.is_err(),
+        "the fenced instance cannot end a transaction: {zombie_abort:?}"
+    );
+    assert_zombie_aborted(
+        cluster,
+        ids,
+        "B",
+        &committed_before,
+        "after the zombie's commit",
+    );
+
+    // 4. C finishes the input.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        assert!(Instant::now() < deadline, "pipeline did not finish");
-        let n = c.step(60, true).expect("C commits");
-        if n > 0 {
+        assert!(Instant::now() < deadline, "C did not finish the input");
+        if procs.batch("C", 3 * PIPE_BATCH) > 0 {
+            procs.commit("C").expect("C commits");
             continue;
         }
-        let committed = c.consumer.committed(Duration::from_secs(10)).unwrap();
-        let at_end = (0..2).all(|part| {
-            committed
-                .find_partition(IN, part)
-                .is_some_and(|e| e.offset() == Offset::Offset(INPUT_PER_PARTITION as i64))
-        });
-        if at_end {
+        let committed = stable_committed(cluster, ids);
+        if (0..PIPE_PARTITIONS).all(|p| committed.get(&p) == Some(&PIPE_INPUT_PER_PARTITION)) {
             break;
         }
     }
-    drop(c);
 
-    produce_sentinels(&bootstrap, OUT, 2);
-    let seen = read_committed_all(&bootstrap, OUT, 2);
-    let mut per_input: HashMap<String, usize> = HashMap::new();
-    for records in seen.values() {
-        for (_, v) in records {
-            *per_input.entry(v.clone()).or_default() += 1;
+    // The output: each input exactly once, from A or C, nothing from B.
+    let seen =
+        read_committed_before_sentinel(&bootstrap, &ids.output, PIPE_PARTITIONS, "sentinel-end");
+    let mut per_input: HashMap<String, Vec<String>> = HashMap::new();
+    for (part, values) in &seen {
+        for v in values {
+            let (who, input) = v.split_once('|').expect("NAME|partition:offset");
+            assert!(
+                input.starts_with(&format!("{part}:")),
+                "output {v} on partition {part}"
+            );
+            assert_ne!(who, "B", "the fenced instance's record {v} is visible");
+            per_input
+                .entry(input.to_string())
+                .or_default()
+                .push(who.to_string());
         }
     }
-    for part in 0..2 {
-        for off in 0..INPUT_PER_PARTITION {
+    for part in 0..PIPE_PARTITIONS {
+        for off in 0..PIPE_INPUT_PER_PARTITION {
             let key = format!("{part}:{off}");
             assert_eq!(
-                per_input.get(&key).copied().unwrap_or(0),
+                per_input.get(&key).map_or(0, Vec::len),
                 1,
-                "input {key} in the output"
+                "input {key} in the output: {:?}",
+                per_input.get(&key)
             );
         }
     }
-    assert_eq!(
-        per_input.len(),
-        2 * INPUT_PER_PARTITION,
-        "nothing else in the output"
-    );
-    // The group's committed offsets are the input's end offsets.
-    let offsets = common::offset_fetch(
-        &addr(&cluster, cluster.broker_ids()[0]),
-        GROUP,
-        IN,
-        &[0, 1],
-        PROBE,
-    )
-    .expect("OffsetFetch answered");
-    assert_eq!(offsets.error_code, 0);
-    for part in 0..2 {
+    assert_eq!(per_input.len(), total, "nothing else in the output");
+    let final_offsets = stable_committed(cluster, ids);
+    for part in 0..PIPE_PARTITIONS {
         assert_eq!(
-            offsets.partitions.get(&part),
-            Some(&(INPUT_PER_PARTITION as i64, 0)),
-            "committed offset of {IN}-{part}"
+            final_offsets.get(&part),
+            Some(&PIPE_INPUT_PER_PARTITION),
+            "committed offset of {}-{part}",
+            ids.input
         );
     }
+}
+
+/// How many times each zombie test runs the history (fresh names each time):
+/// `STRAND_EOS_RUNS`, default 1.
+fn eos_runs() -> usize {
+    std::env::var("STRAND_EOS_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+fn zombie_test(nodes: usize, client: &str) {
+    let _serial = one_at_a_time();
+    let cluster = Cluster::start(
+        &common::strand_bin(),
+        spec(nodes, &format!("zombie-{client}-{nodes}")),
+    )
+    .expect("cluster starts");
+    let rf = nodes as i16;
+    for run in 0..eos_runs() {
+        let ids = PipelineIds::new(client, run);
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match client {
+            "rdkafka" => {
+                let mut procs = RdkafkaProcessors {
+                    bootstrap: cluster.bootstrap(),
+                    ids: ids.clone(),
+                    instances: HashMap::new(),
+                };
+                zombie_history(&cluster, rf, &mut procs, &ids);
+            }
+            _ => {
+                let mut procs = PythonProcessors::spawn(&cluster.bootstrap(), &ids);
+                zombie_history(&cluster, rf, &mut procs, &ids);
+            }
+        }));
+        if let Err(e) = outcome {
+            eprintln!("{}", log_tails(&cluster));
+            std::panic::resume_unwind(e);
+        }
+        eprintln!(
+            "zombie history with {client} on {nodes} node(s), run {}: ok in {:.1}s",
+            run + 1,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn exactly_once_pipeline_survives_abort_and_zombie() {
+    zombie_test(1, "rdkafka");
+}
+
+#[test]
+fn exactly_once_zombie_rdkafka_three_nodes() {
+    zombie_test(3, "rdkafka");
+}
+
+#[test]
+fn exactly_once_zombie_confluent_kafka_python_one_node() {
+    zombie_test(1, "python");
+}
+
+#[test]
+fn exactly_once_zombie_confluent_kafka_python_three_nodes() {
+    zombie_test(3, "python");
 }
 
 // ---------------------------------------------------------------------------
