@@ -17,8 +17,8 @@ use strand_controller::manager::replication::AlterPartitionRequest;
 use strand_controller::ControllerHandle;
 use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::{
-    build_txn_marker_batch, end_txn_marker, validate_record_set, BatchError, BatchHeader,
-    BatchIter, ControlType, EndTxnMarker,
+    build_txn_marker_batch, end_txn_marker, validate_batch_framing, validate_record_set,
+    BatchError, BatchHeader, BatchIter, ControlType, EndTxnMarker,
 };
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{
@@ -339,12 +339,20 @@ impl Partition {
         produce_version: i16,
         origin: AppendOrigin,
     ) -> Result<AppendOutcome, PartitionError> {
-        let headers = validate_record_set(records).map_err(|e| match e {
-            BatchError::UnsupportedMagic(_) => {
-                PartitionError::new(ErrorCode::UnsupportedForMessageFormat, e.to_string())
-            }
-            _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
-        })?;
+        let headers = validate_records(records)?;
+        self.append_validated(records, headers, acks, produce_version, origin)
+    }
+
+    /// Appends a record set that [`validate_records`] accepted (`headers`
+    /// are its batches), as leader.
+    pub fn append_validated(
+        &self,
+        records: &Bytes,
+        headers: Vec<BatchHeader>,
+        acks: Acks,
+        produce_version: i16,
+        origin: AppendOrigin,
+    ) -> Result<AppendOutcome, PartitionError> {
         let settings = self.settings.read().clone();
         check_client_batches(&headers, &settings, now_ms(), origin)?;
         if let Some(h) = headers
@@ -662,7 +670,9 @@ impl Partition {
                 let valid = strand_protocol::batch::valid_prefix_len(records);
                 let records = &records[..valid];
                 if !records.is_empty() {
-                    let headers = validate_record_set(records)
+                    // The leader validated the records; a follower checks
+                    // framing and CRCs only (as Kafka's), never decompresses.
+                    let headers = validate_batch_framing(records)
                         .map_err(|e| LogError::InvalidRecords(e.to_string()))?;
                     log.append_as_follower(records, &headers)?;
                     record_appended(log, producers, records, &headers)?;
@@ -985,6 +995,19 @@ fn read_end_txn_marker(log: &PartitionLog, h: &BatchHeader) -> Option<EndTxnMark
 /// transactional produce are refused for the whole request by the produce
 /// handler, as Kafka does), a producer id needs a sequence, and CreateTime
 /// timestamps within message.timestamp.before/after.max.ms of the broker clock.
+/// Checks a client's record set (`protocol::batch::validate_record_set`:
+/// framing, CRC, and the record count, decompressing by streaming) and maps
+/// what is wrong to Kafka's produce errors. A compressed set costs the time
+/// of decompressing it: callers on the async runtime run it as blocking work.
+pub fn validate_records(records: &[u8]) -> Result<Vec<BatchHeader>, PartitionError> {
+    validate_record_set(records).map_err(|e| match e {
+        BatchError::UnsupportedMagic(_) => {
+            PartitionError::new(ErrorCode::UnsupportedForMessageFormat, e.to_string())
+        }
+        _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
+    })
+}
+
 fn check_client_batches(
     headers: &[strand_protocol::batch::BatchHeader],
     settings: &PartitionSettings,

@@ -14,6 +14,7 @@
 //! 57 records_count i32      61 records...
 //! ```
 
+use crate::record_count::{self, CountError};
 use thiserror::Error;
 
 /// Size of the v2 batch header, including base offset and length.
@@ -47,6 +48,8 @@ pub enum BatchError {
     CountMismatch { count: i32, last_offset_delta: i32 },
     #[error("empty record set")]
     Empty,
+    #[error("compressed records cannot be read: {0}")]
+    Compression(String),
     #[error("cannot encode a record batch: {0}")]
     Encode(String),
 }
@@ -177,6 +180,33 @@ pub fn verify_crc(buf: &[u8], header: &BatchHeader) -> Result<(), BatchError> {
 /// each with a valid CRC and a record count that matches its offset delta.
 /// Returns the headers in order. Nothing is decompressed.
 pub fn validate_record_set(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    validate_batches(buf, true)
+}
+
+/// [`validate_record_set`] without counting the records: whole v2 batches,
+/// CRCs, record count vs offset delta. For batches a leader has already
+/// validated (a follower's appends); nothing is decompressed.
+pub fn validate_batch_framing(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
+    validate_batches(buf, false)
+}
+
+/// Whether any complete batch at the start of `buf` is compressed (a cheap
+/// look at the headers; validation is what checks them).
+pub fn has_compressed_batch(buf: &[u8]) -> bool {
+    let mut pos = 0;
+    while let Ok(h) = BatchHeader::parse(&buf[pos..]) {
+        if h.compression() != 0 {
+            return true;
+        }
+        pos = match pos.checked_add(h.total_size()) {
+            Some(p) if p < buf.len() => p,
+            _ => return false,
+        };
+    }
+    false
+}
+
+fn validate_batches(buf: &[u8], count_records: bool) -> Result<Vec<BatchHeader>, BatchError> {
     if buf.is_empty() {
         return Err(BatchError::Empty);
     }
@@ -199,60 +229,33 @@ pub fn validate_record_set(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
                 last_offset_delta: h.last_offset_delta,
             });
         }
+        if !count_records {
+            headers.push(h);
+            pos += size;
+            continue;
+        }
         // Records are counted by their length prefixes, after decompressing a
-        // compressed batch (as Kafka validates it); nothing is decoded.
-        if count_batch_records(&h, &rest[BATCH_HEADER_LEN..size]) != Some(h.records_count as usize)
-        {
-            return Err(BatchError::CountMismatch {
-                count: h.records_count,
-                last_offset_delta: h.last_offset_delta,
-            });
+        // compressed batch (as Kafka validates it); nothing is decoded or
+        // kept (`record_count`).
+        let claimed = h.records_count as usize;
+        let mismatch = BatchError::CountMismatch {
+            count: h.records_count,
+            last_offset_delta: h.last_offset_delta,
+        };
+        match record_count::count_records(h.compression(), &rest[BATCH_HEADER_LEN..size], claimed) {
+            Ok(n) if n == claimed => {}
+            Ok(_) | Err(CountError::TooMany) | Err(CountError::Malformed) => return Err(mismatch),
+            Err(CountError::Codec(reason)) => return Err(BatchError::Compression(reason)),
+            Err(CountError::UnknownCodec(c)) => {
+                return Err(BatchError::Compression(format!(
+                    "unknown compression codec {c}"
+                )))
+            }
         }
         headers.push(h);
         pos += size;
     }
     Ok(headers)
-}
-
-/// Reads a zig-zag varint (Kafka's record framing); None if truncated or over 5 bytes.
-fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
-    let mut value: u64 = 0;
-    for (i, b) in buf.iter().take(5).enumerate() {
-        value |= ((b & 0x7f) as u64) << (7 * i);
-        if b & 0x80 == 0 {
-            let v = ((value >> 1) as i64) ^ -((value & 1) as i64);
-            return Some((v, i + 1));
-        }
-    }
-    None
-}
-
-/// Counts the records of a batch body, decompressing it first if needed.
-fn count_batch_records(h: &BatchHeader, body: &[u8]) -> Option<usize> {
-    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
-    let count = |b: &mut bytes::Bytes| Ok(count_records(b));
-    let mut buf = bytes::Bytes::copy_from_slice(body);
-    match h.compression() {
-        0 => count_records(body),
-        1 => Gzip::decompress(&mut buf, count).ok().flatten(),
-        2 => Snappy::decompress(&mut buf, count).ok().flatten(),
-        3 => Lz4::decompress(&mut buf, count).ok().flatten(),
-        4 => Zstd::decompress(&mut buf, count).ok().flatten(),
-        _ => None,
-    }
-}
-
-/// Counts the length-prefixed records of an uncompressed batch body; None
-/// unless they fill it exactly.
-fn count_records(mut body: &[u8]) -> Option<usize> {
-    let mut n = 0;
-    while !body.is_empty() {
-        let (len, used) = read_varint(body)?;
-        let len = usize::try_from(len).ok().filter(|l| *l > 0)?;
-        body = body.get(used + len..)?;
-        n += 1;
-    }
-    Some(n)
 }
 
 /// Walks the complete batches at the start of `buf` (as read from a segment)
@@ -580,18 +583,6 @@ mod tests {
             validate_record_set(&b),
             Err(BatchError::CountMismatch { .. })
         ));
-        assert_eq!(count_records(&[]), Some(0));
-        assert_eq!(count_records(&[0x02, 0xaa]), Some(1));
-        assert_eq!(
-            count_records(&[0x04, 0xaa]),
-            None,
-            "record runs past the body"
-        );
-        assert_eq!(
-            count_records(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01]),
-            None,
-            "varint too long"
-        );
     }
 
     #[test]

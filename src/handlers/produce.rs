@@ -2,7 +2,9 @@
 //! in the DelayedProduce purgatory until every partition's HW passes its
 //! required offset (or the request times out).
 
-use crate::broker::{AppendOutcome, Broker, Partition, PartitionError};
+use crate::broker::{
+    validate_records, AppendOrigin, AppendOutcome, Broker, Partition, PartitionError,
+};
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
@@ -58,9 +60,12 @@ pub async fn handle(
                 }
                 _ => Ok(()),
             };
-            let result = verified.and_then(|()| {
-                append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version)
-            });
+            let result = match verified {
+                Ok(()) => {
+                    append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version).await
+                }
+                Err(e) => Err(e),
+            };
             let mut resp = PartitionProduceResponse::default()
                 .with_index(pd.index)
                 .with_base_offset(-1)
@@ -117,7 +122,7 @@ pub async fn handle(
     Ok(Some(ProduceResponse::default().with_responses(responses)))
 }
 
-fn append_one(
+async fn append_one(
     broker: &Broker,
     topic: &str,
     index: i32,
@@ -135,7 +140,23 @@ fn append_one(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(err(ErrorCode::CorruptMessage, "empty record set"));
     };
-    let outcome = partition.append(records, acks, version)?;
+    // Counting compressed records means decompressing them (streamed, in
+    // bounded memory), which can take a while: not on the async workers.
+    let headers = if strand_protocol::batch::has_compressed_batch(records) {
+        let r = records.clone();
+        tokio::task::spawn_blocking(move || validate_records(&r))
+            .await
+            .map_err(|e| {
+                err(
+                    ErrorCode::UnknownServerError,
+                    &format!("validation failed: {e}"),
+                )
+            })??
+    } else {
+        validate_records(records)?
+    };
+    let outcome =
+        partition.append_validated(records, headers, acks, version, AppendOrigin::Client)?;
     Ok((partition, outcome))
 }
 

@@ -1,0 +1,379 @@
+//! Counting the records of a batch body without materialising it.
+//!
+//! A produce request's batches are checked as Kafka checks them: the records
+//! of a compressed batch are counted after decompression. A few kilobytes of
+//! zstd or gzip can expand to gigabytes, so nothing here keeps what it
+//! decompresses: the bytes stream through one fixed buffer into a counter
+//! that walks the records' length prefixes and skips their bodies, and stops
+//! as soon as the batch holds more records than its header claims. What a
+//! codec would allocate from a claimed length is capped first:
+//!
+//! * snappy (raw, or xerial-framed blocks) states each block's decompressed
+//!   length up front and needs that much output space; a length beyond
+//!   snappy's worst-case expansion of the compressed bytes is refused before
+//!   any allocation, so a block costs at most [`SNAPPY_MAX_EXPANSION`] times
+//!   its wire size;
+//! * zstd frames may ask for a window of up to 2^[`ZSTD_WINDOW_LOG_MAX`]
+//!   bytes (16 MiB; producers' default levels use 1-8 MiB); larger ones are
+//!   refused;
+//! * lz4 frames hold blocks of at most 4 MiB, gzip a 32 KiB window.
+//!
+//! Memory per batch is thus bounded by the codec, not by what the batch
+//! claims or decompresses to; the time is that of decompressing, which the
+//! broker spends off its async workers.
+
+use std::io::Read;
+
+/// Bytes read from a decompressor at a time.
+const CHUNK: usize = 64 * 1024;
+/// The largest zstd window accepted (as a power of two).
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+/// Snappy's largest expansion: a 3-byte copy element yields at most 64 bytes.
+pub const SNAPPY_MAX_EXPANSION: usize = 22;
+/// The xerial (snappy-java) stream header: magic, then version and compat (4 bytes each).
+const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_LEN: usize = 16;
+
+/// Why the records of a batch body could not be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CountError {
+    /// More records than the header claims (counting stopped there).
+    TooMany,
+    /// A record length prefix is invalid, or the body ends inside a record.
+    Malformed,
+    /// The compressed bytes do not decompress (or ask for too much memory).
+    Codec(String),
+    /// An attribute value that names no codec.
+    UnknownCodec(i16),
+}
+
+/// Walks records' length prefixes (zig-zag varints) and skips their bodies,
+/// across chunk boundaries.
+struct Counter {
+    count: usize,
+    limit: usize,
+    varint: u64,
+    varint_len: u32,
+    skip: u64,
+}
+
+impl Counter {
+    fn new(limit: usize) -> Self {
+        Counter {
+            count: 0,
+            limit,
+            varint: 0,
+            varint_len: 0,
+            skip: 0,
+        }
+    }
+
+    fn feed(&mut self, mut buf: &[u8]) -> Result<(), CountError> {
+        while !buf.is_empty() {
+            if self.skip > 0 {
+                let n = usize::try_from(self.skip).map_or(buf.len(), |s| s.min(buf.len()));
+                self.skip -= n as u64;
+                buf = &buf[n..];
+                continue;
+            }
+            let b = buf[0];
+            buf = &buf[1..];
+            self.varint |= u64::from(b & 0x7f) << (7 * self.varint_len);
+            self.varint_len += 1;
+            if b & 0x80 != 0 {
+                if self.varint_len == 5 {
+                    return Err(CountError::Malformed);
+                }
+                continue;
+            }
+            let len = ((self.varint >> 1) as i64) ^ -((self.varint & 1) as i64);
+            if len <= 0 || len > i64::from(i32::MAX) {
+                return Err(CountError::Malformed);
+            }
+            self.varint = 0;
+            self.varint_len = 0;
+            self.skip = len as u64;
+            self.count += 1;
+            if self.count > self.limit {
+                return Err(CountError::TooMany);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<usize, CountError> {
+        if self.varint_len != 0 || self.skip != 0 {
+            return Err(CountError::Malformed);
+        }
+        Ok(self.count)
+    }
+
+    fn drain(&mut self, mut r: impl Read) -> Result<(), CountError> {
+        let mut chunk = vec![0u8; CHUNK];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => return Ok(()),
+                Ok(n) => self.feed(&chunk[..n])?,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CountError::Codec(e.to_string())),
+            }
+        }
+    }
+}
+
+/// Counts the records of a batch body compressed with `codec` (the
+/// attributes' low three bits), failing with [`CountError::TooMany`] as soon
+/// as there are more than `limit`.
+pub fn count_records(codec: i16, body: &[u8], limit: usize) -> Result<usize, CountError> {
+    let mut counter = Counter::new(limit);
+    let codec_error = |e: std::io::Error| CountError::Codec(e.to_string());
+    match codec {
+        0 => counter.feed(body)?,
+        1 => counter.drain(flate2::read::MultiGzDecoder::new(body))?,
+        2 => snappy(body, &mut counter)?,
+        3 => counter.drain(lz4::Decoder::new(body).map_err(codec_error)?)?,
+        4 => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(body).map_err(codec_error)?;
+            d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(codec_error)?;
+            counter.drain(d)?
+        }
+        other => return Err(CountError::UnknownCodec(other)),
+    }
+    counter.finish()
+}
+
+/// One snappy block into `out` (reused), its claimed length checked first.
+fn snappy_block<'a>(block: &[u8], out: &'a mut Vec<u8>) -> Result<&'a [u8], CountError> {
+    let claimed = snap::raw::decompress_len(block).map_err(|e| CountError::Codec(e.to_string()))?;
+    if claimed > block.len().saturating_mul(SNAPPY_MAX_EXPANSION) + 64 {
+        return Err(CountError::Codec(format!(
+            "a snappy block of {} bytes claims {claimed} decompressed bytes",
+            block.len()
+        )));
+    }
+    out.clear();
+    out.resize(claimed, 0);
+    let n = snap::raw::Decoder::new()
+        .decompress(block, out)
+        .map_err(|e| CountError::Codec(e.to_string()))?;
+    Ok(&out[..n])
+}
+
+/// Raw snappy, or the xerial framing Java clients write (as Kafka's
+/// SnappyInputStream tells them apart: by the magic).
+fn snappy(body: &[u8], counter: &mut Counter) -> Result<(), CountError> {
+    let mut out = Vec::new();
+    if !body.starts_with(XERIAL_MAGIC) {
+        return counter.feed(snappy_block(body, &mut out)?);
+    }
+    let mut rest = body
+        .get(XERIAL_HEADER_LEN..)
+        .ok_or_else(|| CountError::Codec("truncated snappy stream header".into()))?;
+    while !rest.is_empty() {
+        let len = rest
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(|| CountError::Codec("truncated snappy block length".into()))?;
+        let block = rest
+            .get(4..4 + len)
+            .ok_or_else(|| CountError::Codec("truncated snappy block".into()))?;
+        counter.feed(snappy_block(block, &mut out)?)?;
+        rest = &rest[4 + len..];
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::put_varint;
+    use std::io::Write;
+
+    /// `n` length-prefixed records of `size` bytes each.
+    fn records(n: usize, size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            put_varint(size as i64, &mut out);
+            out.extend(std::iter::repeat_n(i as u8, size));
+        }
+        out
+    }
+
+    #[test]
+    fn counter_walks_prefixes_across_any_chunking() {
+        let body = records(7, 300);
+        for chunk in [1, 2, 3, 7, 64, 301, body.len()] {
+            let mut c = Counter::new(100);
+            for part in body.chunks(chunk) {
+                c.feed(part).unwrap();
+            }
+            assert_eq!(c.finish(), Ok(7), "chunk {chunk}");
+        }
+        assert_eq!(count_records(0, &[], 5), Ok(0));
+        assert_eq!(count_records(0, &[0x02, 0xaa], 5), Ok(1));
+        assert_eq!(
+            count_records(0, &[0x04, 0xaa], 5),
+            Err(CountError::Malformed)
+        );
+        assert_eq!(
+            count_records(0, &[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], 5),
+            Err(CountError::Malformed),
+            "varint too long"
+        );
+        assert_eq!(
+            count_records(0, &[0x00], 5),
+            Err(CountError::Malformed),
+            "zero length"
+        );
+        assert_eq!(
+            count_records(0, &[0x01], 5),
+            Err(CountError::Malformed),
+            "negative length"
+        );
+        assert_eq!(
+            count_records(0, &records(3, 1), 2),
+            Err(CountError::TooMany)
+        );
+        assert_eq!(
+            count_records(9, &records(3, 1), 5),
+            Err(CountError::UnknownCodec(9))
+        );
+    }
+
+    #[test]
+    fn a_record_longer_than_i32_is_malformed() {
+        let mut body = Vec::new();
+        put_varint(i64::from(i32::MAX) + 1, &mut body);
+        assert_eq!(count_records(0, &body, 5), Err(CountError::Malformed));
+    }
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn lz4(data: &[u8]) -> Vec<u8> {
+        let mut e = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+        e.write_all(data).unwrap();
+        let (out, r) = e.finish();
+        r.unwrap();
+        out
+    }
+
+    const XERIAL_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+
+    fn xerial(data: &[u8]) -> Vec<u8> {
+        let mut out = XERIAL_HEADER.to_vec();
+        for block in data.chunks(32 * 1024) {
+            let c = snap::raw::Encoder::new().compress_vec(block).unwrap();
+            out.extend((c.len() as u32).to_be_bytes());
+            out.extend(c);
+        }
+        out
+    }
+
+    #[test]
+    fn every_codec_counts() {
+        let body = records(50, 1000);
+        let zstd = zstd::encode_all(&body[..], 3).unwrap();
+        let raw_snappy = snap::raw::Encoder::new().compress_vec(&body).unwrap();
+        for (codec, compressed) in [
+            (1, gzip(&body)),
+            (2, raw_snappy),
+            (2, xerial(&body)),
+            (3, lz4(&body)),
+            (4, zstd),
+        ] {
+            assert_eq!(
+                count_records(codec, &compressed, 50),
+                Ok(50),
+                "codec {codec}"
+            );
+            assert_eq!(
+                count_records(codec, &compressed, 49),
+                Err(CountError::TooMany),
+                "codec {codec}"
+            );
+            // Cut short: an error, or fewer records (lz4 ends quietly).
+            let cut = &compressed[..compressed.len() / 2];
+            assert_ne!(
+                count_records(codec, cut, 50),
+                Ok(50),
+                "codec {codec}, truncated"
+            );
+        }
+    }
+
+    /// A one-record batch whose record has a large body: counted by
+    /// streaming (the bytes are never held), refused when the body ends short.
+    #[test]
+    fn a_large_record_streams_through() {
+        let size = 64 << 20;
+        let mut body = Vec::new();
+        put_varint(size as i64, &mut body);
+        body.resize(body.len() + size, 0);
+        let zstd = zstd::encode_all(&body[..], 1).unwrap();
+        assert!(zstd.len() < 64 * 1024);
+        assert_eq!(count_records(4, &zstd, 1), Ok(1));
+        assert_eq!(count_records(1, &gzip(&body), 1), Ok(1));
+        let short = zstd::encode_all(&body[..body.len() - 1], 1).unwrap();
+        assert_eq!(count_records(4, &short, 1), Err(CountError::Malformed));
+    }
+
+    #[test]
+    fn snappy_claims_are_capped_before_allocating() {
+        // A raw snappy preamble claiming 4 GiB, then one literal byte.
+        let mut lie = Vec::new();
+        let mut v: u64 = u64::from(u32::MAX);
+        while v >= 0x80 {
+            lie.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        lie.push(v as u8);
+        lie.extend([0x00, 0x02]);
+        assert!(matches!(
+            count_records(2, &lie, 1),
+            Err(CountError::Codec(_))
+        ));
+        // The same lie inside the xerial framing.
+        let mut framed = XERIAL_HEADER.to_vec();
+        framed.extend((lie.len() as u32).to_be_bytes());
+        framed.extend(&lie);
+        assert!(matches!(
+            count_records(2, &framed, 1),
+            Err(CountError::Codec(_))
+        ));
+        // A block length past the end.
+        let mut past = XERIAL_HEADER.to_vec();
+        past.extend(1000u32.to_be_bytes());
+        past.extend([0u8; 10]);
+        assert!(matches!(
+            count_records(2, &past, 1),
+            Err(CountError::Codec(_))
+        ));
+    }
+
+    #[test]
+    fn zstd_windows_past_the_cap_are_refused() {
+        let body = records(1, 100);
+        // Without a pledged size the frame declares the whole window.
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        e.set_parameter(zstd::zstd_safe::CParameter::WindowLog(
+            ZSTD_WINDOW_LOG_MAX + 2,
+        ))
+        .unwrap();
+        e.include_contentsize(false).unwrap();
+        e.write_all(&body).unwrap();
+        let big_window = e.finish().unwrap();
+        assert!(matches!(
+            count_records(4, &big_window, 1),
+            Err(CountError::Codec(_))
+        ));
+        // The same data with the default window is fine.
+        assert_eq!(
+            count_records(4, &zstd::encode_all(&body[..], 3).unwrap(), 1),
+            Ok(1)
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! Hostile input (issue 12): requests built to make the broker allocate or
+//! work far beyond their size. Each gets an error or Kafka's answer, the
+//! broker's peak memory stays bounded, its partitions keep their leader (the
+//! node is never fenced for missing heartbeats), and it keeps serving.
+//!
+//! * decompression bombs: one small Produce holding a zstd (2 GiB of zeros),
+//!   gzip (512 MiB) or lz4 (200 MiB) batch of a single record; a record
+//!   length prefix past 2^31-1; a raw snappy block, and a xerial-framed one,
+//!   whose header claims 4 GiB.
+
+mod common;
+
+use bytes::{BufMut, Bytes};
+use common::Client;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use strand_compat_tests::Broker;
+use strand_protocol::testing::put_varint;
+
+const TOPIC: &str = "hostile";
+/// The most the broker's peak RSS may grow by over the whole attack.
+const RSS_GROWTH_LIMIT: u64 = 64 << 20;
+
+/// Peak resident set (VmHWM) of a process, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+/// The bytes before and after the value of one record with a `value_len`-byte
+/// value (no key, no headers), its length prefix included.
+fn record_frame(value_len: i64) -> (Vec<u8>, Vec<u8>) {
+    let mut inner = vec![0u8]; // attributes
+    put_varint(0, &mut inner); // timestamp delta
+    put_varint(0, &mut inner); // offset delta
+    put_varint(-1, &mut inner); // no key
+    put_varint(value_len, &mut inner);
+    let mut head = Vec::new();
+    // The record length: what precedes the value, the value, one byte of headers count.
+    put_varint(inner.len() as i64 + value_len + 1, &mut head);
+    head.extend(inner);
+    let mut tail = Vec::new();
+    put_varint(0, &mut tail); // no headers
+    (head, tail)
+}
+
+/// Streams one record with `value_len` zero bytes through `w`.
+fn write_zero_record(w: &mut impl Write, value_len: i64) {
+    let (head, tail) = record_frame(value_len);
+    w.write_all(&head).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = value_len as usize;
+    while left > 0 {
+        let n = left.min(zeros.len());
+        w.write_all(&zeros[..n]).unwrap();
+        left -= n;
+    }
+    w.write_all(&tail).unwrap();
+}
+
+/// A v2 batch of `records` records around an already encoded (compressed)
+/// `body`, with a correct CRC: the broker must decompress to count them.
+fn batch_around(body: &[u8], codec: i16, records: i32) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut b = Vec::with_capacity(61 + body.len());
+    b.put_i64(0);
+    b.put_i32((49 + body.len()) as i32);
+    b.put_i32(-1);
+    b.put_i8(2);
+    b.put_u32(0);
+    b.put_i16(codec);
+    b.put_i32(records - 1);
+    b.put_i64(now);
+    b.put_i64(now);
+    b.put_i64(-1);
+    b.put_i16(-1);
+    b.put_i32(-1);
+    b.put_i32(records);
+    b.extend_from_slice(body);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn produce(c: &mut Client, records: Vec<u8>) -> i16 {
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(TOPIC.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(records)))])]);
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 7, &req).expect("Produce answered");
+    resp.responses[0].partition_responses[0].error_code
+}
+
+fn leader_epoch(addr: &str) -> (i32, i32) {
+    let v = common::partition_view(addr, TOPIC, 0, Duration::from_secs(5)).expect("metadata");
+    (v.leader, v.leader_epoch)
+}
+
+#[test]
+fn decompression_bombs_cost_no_memory_and_no_heartbeat() {
+    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    assert_eq!(
+        common::create_topic_with(&mut c, TOPIC, 1, 1, &[]).unwrap(),
+        0
+    );
+    // Warm up the produce path so the baseline includes it.
+    assert_eq!(
+        common::produce_values(&mut c, TOPIC, 0, -1, 5000, &["warm".to_string()]).unwrap(),
+        (0, 0)
+    );
+    let before = leader_epoch(&addr);
+    let baseline = peak_rss(broker.pid());
+
+    let zstd_2g = {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        write_zero_record(&mut e, (2i64 << 30) - 64);
+        e.finish().unwrap()
+    };
+    let gzip_512m = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        write_zero_record(&mut e, 512 << 20);
+        e.finish().unwrap()
+    };
+    let lz4_200m = {
+        let mut e = lz4::EncoderBuilder::new().build(Vec::new()).unwrap();
+        write_zero_record(&mut e, 200 << 20);
+        let (out, r) = e.finish();
+        r.unwrap();
+        out
+    };
+    // A record length prefix claiming more than 2^31-1 bytes (the issue's 4 GiB
+    // value); the few bytes after it never matter.
+    let past_i32 = {
+        let mut body = Vec::new();
+        put_varint(4i64 << 30, &mut body);
+        body.extend([0u8; 64]);
+        zstd::encode_all(&body[..], 1).unwrap()
+    };
+    // Snappy blocks whose preamble claims 4 GiB.
+    let snappy_lie = {
+        let mut b = Vec::new();
+        let mut v = u64::from(u32::MAX);
+        while v >= 0x80 {
+            b.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        b.push(v as u8);
+        b.extend([0x00, 0x02]);
+        b
+    };
+    let xerial_lie = {
+        let mut b = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec();
+        b.extend((snappy_lie.len() as u32).to_be_bytes());
+        b.extend(&snappy_lie);
+        b
+    };
+
+    // Kafka takes a well-formed record of any size (it streams the
+    // validation too); what the broker answers is that or an error, quickly.
+    for (name, body, codec, accepted) in [
+        ("zstd, 2 GiB of zeros", zstd_2g, 4, true),
+        ("gzip, 512 MiB of zeros", gzip_512m, 1, true),
+        ("lz4, 200 MiB of zeros", lz4_200m, 3, true),
+        ("a record length past 2^31-1", past_i32, 4, false),
+        ("raw snappy claiming 4 GiB", snappy_lie, 2, false),
+        ("xerial snappy claiming 4 GiB", xerial_lie, 2, false),
+    ] {
+        assert!(
+            body.len() < 1_000_000,
+            "{name}: {} bytes on the wire",
+            body.len()
+        );
+        let started = Instant::now();
+        let code = produce(&mut c, batch_around(&body, codec, 1));
+        let expected = if accepted { 0 } else { 2 }; // NONE / CORRUPT_MESSAGE
+        assert_eq!(code, expected, "{name}: answered {code}");
+        eprintln!(
+            "{name}: {} bytes, answered {code} in {:.2}s",
+            body.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let growth = peak_rss(broker.pid()).saturating_sub(baseline);
+    assert!(
+        growth < RSS_GROWTH_LIMIT,
+        "peak RSS grew by {} MiB",
+        growth >> 20
+    );
+    // Never fenced: the partition kept its leader and leader epoch, and the
+    // broker serves a normal produce.
+    assert_eq!(leader_epoch(&addr), before, "the leadership moved");
+    let (code, _) =
+        common::produce_values(&mut c, TOPIC, 0, -1, 5000, &["after".to_string()]).unwrap();
+    assert_eq!(code, 0);
+    eprintln!("peak RSS growth {} KiB", growth >> 10);
+}
