@@ -836,7 +836,11 @@ impl Partition {
             }
         }
         if retention {
-            match log.apply_retention(now) {
+            // Never past the HW: a segment goes only once the next one starts
+            // at or below it (unreplicated data stays, as Kafka's
+            // deletableSegments).
+            let hw = self.offsets().high_watermark;
+            match log.apply_retention_below(now, hw) {
                 Ok(n) if n > 0 => {
                     let start = log.log_start_offset();
                     self.offsets
@@ -1140,11 +1144,25 @@ pub fn partition_settings(
             .to_string()
     };
     let long = |name: &str, dflt: i64| get(name).parse::<i64>().unwrap_or(dflt);
+    let policy = get("cleanup.policy");
+    let policies = || policy.split(',').map(str::trim);
+    // Time and size retention delete only where the policy includes delete:
+    // a compact-only topic (`__consumer_offsets`, `__transaction_state`) keeps
+    // every record until the log cleaner supersedes it, as in Kafka.
+    let deletes = policies().any(|p| p == "delete");
     let log = LogConfig {
         segment_bytes: long("segment.bytes", 1 << 30).max(14) as u64,
         segment_ms: long("segment.ms", 604_800_000),
-        retention_ms: long("retention.ms", 604_800_000),
-        retention_bytes: long("retention.bytes", -1),
+        retention_ms: if deletes {
+            long("retention.ms", 604_800_000)
+        } else {
+            -1
+        },
+        retention_bytes: if deletes {
+            long("retention.bytes", -1)
+        } else {
+            -1
+        },
         index_interval_bytes: long("index.interval.bytes", 4096).max(0) as u64,
         segment_index_bytes: long("segment.index.bytes", 10 << 20).max(4) as u64,
         flush_interval_messages: long("flush.messages", i64::MAX).max(1) as u64,
@@ -1155,9 +1173,7 @@ pub fn partition_settings(
         max_message_bytes: long("max.message.bytes", 1048588).max(0) as usize,
         log_append_time: get("message.timestamp.type") == "LogAppendTime",
         min_insync_replicas: long("min.insync.replicas", 1) as i32,
-        compacted: get("cleanup.policy")
-            .split(',')
-            .any(|p| p.trim() == "compact"),
+        compacted: policies().any(|p| p == "compact"),
         timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
         timestamp_after_max_ms: long("message.timestamp.after.max.ms", i64::MAX),
     }
@@ -1527,6 +1543,33 @@ impl Broker {
 mod tests {
     use super::*;
     use strand_protocol::batch::assign_offset_and_epoch;
+
+    /// Retention by time and size applies only where cleanup.policy includes
+    /// delete (issue 12: it deleted committed consumer offsets).
+    #[test]
+    fn retention_only_where_the_policy_deletes() {
+        let config = BrokerConfig::from_pairs(vec![
+            ("log.retention.ms".into(), "3000".into()),
+            ("log.retention.bytes".into(), "100".into()),
+        ])
+        .unwrap();
+        for (policy, deletes) in [
+            ("delete", true),
+            ("compact", false),
+            ("compact,delete", true),
+            ("delete, compact", true),
+        ] {
+            let topic = BTreeMap::from([("cleanup.policy".to_string(), policy.to_string())]);
+            let s = partition_settings(&config, &topic);
+            let expected = if deletes { (3000, 100) } else { (-1, -1) };
+            assert_eq!(
+                (s.log.retention_ms, s.log.retention_bytes),
+                expected,
+                "{policy}"
+            );
+            assert_eq!(s.compacted, policy.contains("compact"), "{policy}");
+        }
+    }
     use strand_protocol::kafka_protocol::records::Compression;
     use strand_protocol::testing::encode_records_txn;
 

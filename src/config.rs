@@ -307,6 +307,45 @@ pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
     Ok(out)
 }
 
+/// The security protocols Kafka names; Strand serves PLAINTEXT only.
+const SECURITY_PROTOCOLS: [&str; 4] = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// A listener's security protocol (from `listener.security.protocol.map`, or
+/// its name when that is a protocol, as Kafka resolves it) must be one Strand
+/// implements: a listener that looks encrypted or authenticated but is not
+/// must never start.
+fn check_security_protocol(listener: &str, protocol_map: &str) -> Result<(), ConfigError> {
+    let mapped = protocol_map
+        .split(',')
+        .filter_map(|pair| pair.trim().split_once(':'))
+        .find(|(name, _)| name.trim() == listener)
+        .map(|(_, protocol)| protocol.trim().to_string());
+    let protocol = match mapped {
+        Some(p) => p,
+        None if SECURITY_PROTOCOLS.contains(&listener) => listener.to_string(),
+        None => {
+            return Err(invalid(
+                "listener.security.protocol.map",
+                protocol_map,
+                format!("no security protocol for listener {listener}"),
+            ))
+        }
+    };
+    match protocol.as_str() {
+        "PLAINTEXT" => Ok(()),
+        p if SECURITY_PROTOCOLS.contains(&p) => Err(invalid(
+            "listeners",
+            listener,
+            format!("security protocol {p} is not implemented by Strand (only PLAINTEXT)"),
+        )),
+        p => Err(invalid(
+            "listener.security.protocol.map",
+            protocol_map,
+            format!("unknown security protocol {p} for listener {listener}"),
+        )),
+    }
+}
+
 fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -414,6 +453,10 @@ impl BrokerConfig {
         let listeners = parse_listeners("listeners", &get("listeners"))?;
         if listeners.is_empty() {
             return Err(invalid("listeners", &get("listeners"), "no listener given"));
+        }
+        let protocol_map = get("listener.security.protocol.map");
+        for l in &listeners {
+            check_security_protocol(&l.name, &protocol_map)?;
         }
         let mut advertised = parse_listeners("advertised.listeners", &get("advertised.listeners"))?;
         if advertised.is_empty() {
@@ -639,6 +682,37 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn unimplemented_security_protocols_refuse_to_start() {
+        for (listeners, map) in [
+            ("SSL://127.0.0.1:9093", None),
+            ("SASL_PLAINTEXT://127.0.0.1:9093", None),
+            ("SASL_SSL://127.0.0.1:9093", None),
+            (
+                "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
+                Some("PLAINTEXT:PLAINTEXT,SECURE:SSL,CONTROLLER:PLAINTEXT"),
+            ),
+            ("INTERNAL://127.0.0.1:9093", None),
+        ] {
+            let mut pairs = vec![("listeners", listeners)];
+            if let Some(m) = map {
+                pairs.push(("listener.security.protocol.map", m));
+            }
+            let err = cfg(&pairs).expect_err(listeners).to_string();
+            assert!(
+                err.contains("not implemented") || err.contains("no security protocol"),
+                "{listeners}: {err}"
+            );
+        }
+        let ok = cfg(&[
+            ("listeners", "INTERNAL://127.0.0.1:9092"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
+            ("advertised.listeners", "INTERNAL://127.0.0.1:9092"),
+            ("inter.broker.listener.name", "INTERNAL"),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

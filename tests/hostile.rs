@@ -6,7 +6,12 @@
 //! * decompression bombs: one small Produce holding a zstd (2 GiB of zeros),
 //!   gzip (512 MiB) or lz4 (200 MiB) batch of a single record; a record
 //!   length prefix past 2^31-1; a raw snappy block, and a xerial-framed one,
-//!   whose header claims 4 GiB.
+//!   whose header claims 4 GiB;
+//! * retention: a group's committed offset survives `log.retention.ms`
+//!   passing over its `__consumer_offsets` segment, and a restart
+//!   (compact-only topics are never retention-deleted);
+//! * listeners: SSL and SASL listeners refuse start-up (Strand serves
+//!   PLAINTEXT only) rather than serve plaintext where they were asked for.
 
 mod common;
 
@@ -210,4 +215,131 @@ fn decompression_bombs_cost_no_memory_and_no_heartbeat() {
         common::produce_values(&mut c, TOPIC, 0, -1, 5000, &["after".to_string()]).unwrap();
     assert_eq!(code, 0);
     eprintln!("peak RSS growth {} KiB", growth >> 10);
+}
+
+/// ListOffsets (v5) earliest of `topic`-0 at the broker at `addr` (its log
+/// start offset).
+fn earliest(addr: &str, topic: &str) -> Option<i64> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let mut c = Client::connect(addr).ok()?;
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-2)])]);
+    let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 5, &req).ok()?;
+    let p = resp.topics.first()?.partitions.first()?;
+    (p.error_code == 0).then_some(p.offset)
+}
+
+/// Time and size retention never delete from a compact-only topic: a
+/// group's committed offset survives `log.retention.ms` passing over the
+/// `__consumer_offsets` segment that holds it, and a restart (issue 12:
+/// it was gone, -1001).
+#[test]
+fn committed_offsets_survive_retention_and_restart() {
+    let mut broker = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("log.retention.ms", "3000"),
+            ("log.retention.check.interval.ms", "100"),
+            ("offsets.topic.num.partitions", "1"),
+            ("offsets.topic.segment.bytes", "4096"),
+        ],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    assert_eq!(
+        common::create_topic_with(&mut c, "input", 1, 1, &[]).unwrap(),
+        0
+    );
+    let t = Duration::from_secs(10);
+    // `__consumer_offsets` is created by the first FindCoordinator; commits
+    // succeed once its (only) partition is loaded.
+    let commit = |group: &str, offset: i64| {
+        common::eventually(&format!("{group} commits"), Duration::from_secs(30), || {
+            common::find_coordinator(&addr, group, 0, t)?;
+            (common::offset_commit_simple(&addr, group, "input", 0, offset, t)? == 0).then_some(())
+        })
+    };
+    commit("keeper", 7);
+    // Other groups' commits roll the offsets partition past the keeper's.
+    for g in 0..100 {
+        commit(&format!("busy-{g}"), g);
+    }
+    // A topic that does delete, written after the commits with the same
+    // retention: once its log start moves, retention has run over segments
+    // older than the offsets' ones.
+    assert_eq!(
+        common::create_topic_with(&mut c, "probe", 1, 1, &[("segment.bytes", "200")]).unwrap(),
+        0
+    );
+    for i in 0..10 {
+        let (code, _) =
+            common::produce_values(&mut c, "probe", 0, -1, 5000, &[format!("probe-{i}")]).unwrap();
+        assert_eq!(code, 0);
+    }
+    common::eventually(
+        "retention deletes probe segments",
+        Duration::from_secs(30),
+        || earliest(&addr, "probe").filter(|o| *o > 0),
+    );
+    assert_eq!(
+        earliest(&addr, "__consumer_offsets"),
+        Some(0),
+        "retention deleted from the compact-only __consumer_offsets"
+    );
+    broker.restart().unwrap();
+    let offsets = common::eventually("offsets after the restart", Duration::from_secs(30), || {
+        common::offset_fetch(
+            &broker.addr(),
+            "keeper",
+            "input",
+            &[0],
+            Duration::from_secs(5),
+        )
+        .filter(|o| o.error_code == 0)
+    });
+    assert_eq!(
+        offsets.partitions.get(&0),
+        Some(&(7, 0)),
+        "the keeper's offset"
+    );
+}
+
+/// A listener whose security protocol Strand does not implement (SSL,
+/// SASL_*) refuses start-up with a message naming it, instead of serving
+/// plaintext where the operator asked for encryption or authentication.
+#[test]
+fn unimplemented_security_protocols_refuse_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for (listeners, map) in [
+        ("SSL://127.0.0.1:0", None),
+        ("SASL_SSL://127.0.0.1:0", None),
+        (
+            "SECURE://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            Some("SECURE:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"),
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(common::strand_bin());
+        cmd.arg("--override")
+            .arg(format!("log.dirs={}", dir.path().join("data").display()))
+            .arg("--override")
+            .arg(format!("listeners={listeners}"));
+        if let Some(m) = map {
+            cmd.arg("--override")
+                .arg(format!("listener.security.protocol.map={m}"));
+        }
+        let out = cmd.output().expect("strand runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{listeners}: started");
+        assert!(
+            stderr.contains("is not implemented by Strand"),
+            "{listeners}: {stderr}"
+        );
+    }
 }
