@@ -10,6 +10,9 @@
 //! * retention: a group's committed offset survives `log.retention.ms`
 //!   passing over its `__consumer_offsets` segment, and a restart
 //!   (compact-only topics are never retention-deleted);
+//! * controller limits: CreateTopics / CreatePartitions with 2^31-1 or
+//!   100,000 partitions, or topics adding up past 10,000 records, get
+//!   POLICY_VIOLATION, and the quorum keeps committing;
 //! * listeners: SSL and SASL listeners refuse start-up (Strand serves
 //!   PLAINTEXT only) rather than serve plaintext where they were asked for.
 
@@ -342,4 +345,58 @@ fn unimplemented_security_protocols_refuse_to_start() {
             "{listeners}: {stderr}"
         );
     }
+}
+
+/// CreateTopics and CreatePartitions with partition counts a controller
+/// must never try to place (2^31-1, 100,000, or many topics whose records
+/// add up past Kafka's 10,000 per operation) get POLICY_VIOLATION before
+/// anything is allocated, and the quorum goes on committing.
+#[test]
+fn huge_partition_counts_get_clean_errors() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
+    let mut c = Client::connect(&broker.addr()).unwrap();
+    const POLICY_VIOLATION: i16 = 44;
+    for parts in [i32::MAX, 100_000] {
+        let code = common::create_topic_with(&mut c, "huge", parts, 1, &[]).unwrap();
+        assert_eq!(code, POLICY_VIOLATION, "{parts} partitions");
+    }
+    // Three topics of 4,000 partitions: each fits, together they do not.
+    let topics = (0..3)
+        .map(|i| {
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(format!("wide-{i}"))))
+                .with_num_partitions(4_000)
+                .with_replication_factor(1)
+        })
+        .collect();
+    let req = CreateTopicsRequest::default()
+        .with_topics(topics)
+        .with_timeout_ms(30_000);
+    let resp: CreateTopicsResponse = c.call(ApiKey::CreateTopics, 5, &req).unwrap();
+    let codes: Vec<i16> = resp.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![POLICY_VIOLATION; 3]);
+    // The quorum still commits: a topic is created and grown.
+    assert_eq!(
+        common::create_topic_with(&mut c, "small", 2, 1, &[]).unwrap(),
+        0
+    );
+    let grow = |c: &mut Client, count: i32| -> i16 {
+        let req = CreatePartitionsRequest::default()
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(TopicName(StrBytes::from_string("small".into())))
+                .with_count(count)
+                .with_assignments(None)])
+            .with_timeout_ms(30_000);
+        let resp: CreatePartitionsResponse = c.call(ApiKey::CreatePartitions, 3, &req).unwrap();
+        resp.results[0].error_code
+    };
+    assert_eq!(grow(&mut c, i32::MAX), POLICY_VIOLATION);
+    assert_eq!(grow(&mut c, 4), 0);
+    let v = common::partition_view(&broker.addr(), "small", 3, Duration::from_secs(5));
+    assert!(
+        v.is_some_and(|v| v.error_code == 0 && v.leader >= 0),
+        "small-3 exists"
+    );
 }

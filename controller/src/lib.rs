@@ -791,8 +791,16 @@ impl Controller {
         let mut scratch = (*self.sm.image()).clone();
         let mut all = Vec::new();
         let mut results = Vec::new();
+        let count = items.len();
         for item in items {
             match decide(&scratch, item) {
+                // The whole operation fails past the budget, as Kafka's
+                // does (its records are one Raft entry).
+                Ok((records, _))
+                    if manager::check_record_budget(all.len(), records.len()).is_err() =>
+                {
+                    return vec![Err(manager::excessive_batch()); count];
+                }
                 Ok((records, out)) => {
                     for r in &records {
                         scratch.apply(r);

@@ -84,6 +84,28 @@ impl ApiError {
     }
 }
 
+/// The most records one client operation may produce (Kafka's
+/// `MAX_RECORDS_PER_USER_OP`): one Raft entry stays far below the RPC frame
+/// limit, and a request's claimed partition count never drives an allocation.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// What Kafka answers an operation past [`MAX_RECORDS_PER_USER_OP`].
+pub fn excessive_batch() -> ApiError {
+    ApiError::new(
+        ErrorCode::PolicyViolation,
+        "Unable to perform excessively large batch operation.",
+    )
+}
+
+/// Checked before anything is built for `count` more records on top of
+/// `so_far`.
+pub fn check_record_budget(so_far: usize, count: usize) -> Result<(), ApiError> {
+    match so_far.checked_add(count) {
+        Some(total) if total <= MAX_RECORDS_PER_USER_OP => Ok(()),
+        _ => Err(excessive_batch()),
+    }
+}
+
 /// Helpers shared by the managers' unit tests.
 #[cfg(test)]
 pub(crate) mod testutil {

@@ -4,7 +4,7 @@
 
 use super::configs::validate_new_topic_configs;
 use super::placement::{place, validate_assignments};
-use super::{ApiError, ControllerConfig};
+use super::{check_record_budget, ApiError, ControllerConfig};
 use crate::image::MetadataImage;
 use crate::records::{ConfigResource, MetadataRecord, PartitionRecord};
 use strand_protocol::ErrorCode;
@@ -123,6 +123,13 @@ pub fn create_topic(
         ));
     }
     validate_new_topic_configs(&t.configs)?;
+    // A topic record, its configs and one record per partition.
+    let partition_count = if t.assignments.is_empty() && t.num_partitions != -1 {
+        usize::try_from(t.num_partitions).unwrap_or(0)
+    } else {
+        t.assignments.len()
+    };
+    check_record_budget(1 + t.configs.len(), partition_count)?;
     let (replica_sets, manual) = if !t.assignments.is_empty() {
         if t.num_partitions != -1 || t.replication_factor != -1 {
             return Err(ApiError::new(ErrorCode::InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."));
@@ -235,6 +242,7 @@ pub fn create_partitions(
         ));
     }
     let additional = count - current;
+    check_record_budget(0, additional as usize)?;
     let rf = t.partitions.first().map(|p| p.replicas.len()).unwrap_or(1);
     let (replica_sets, manual) = match assignments {
         Some(a) => {
@@ -267,6 +275,35 @@ pub fn create_partitions(
 mod tests {
     use super::*;
     use crate::manager::testutil::{apply_all, broker, cfg, image_with_brokers};
+
+    #[test]
+    fn partition_counts_past_the_record_budget_are_refused_before_placement() {
+        let mut img = image_with_brokers(&[1]);
+        for parts in [i32::MAX, 100_000, 10_000] {
+            let t = NewTopic {
+                name: "huge".into(),
+                num_partitions: parts,
+                replication_factor: 1,
+                ..Default::default()
+            };
+            let err = create_topic(&img, &cfg(), &t, Uuid::from_u128(1), 0).unwrap_err();
+            assert_eq!(err.code, ErrorCode::PolicyViolation, "{parts}");
+        }
+        // The largest that fits: a topic record and 9,999 partitions.
+        let t = NewTopic {
+            name: "big".into(),
+            num_partitions: 9_999,
+            replication_factor: 1,
+            ..Default::default()
+        };
+        let (recs, _) = create_topic(&img, &cfg(), &t, Uuid::from_u128(2), 0).unwrap();
+        assert_eq!(recs.len(), 10_000);
+        apply_all(&mut img, &recs);
+        let err = create_partitions(&img, "big", i32::MAX, None, 0).unwrap_err();
+        assert_eq!(err.code, ErrorCode::PolicyViolation);
+        assert!(create_partitions(&img, "big", 10_000, None, 0).is_ok());
+        assert!(check_record_budget(usize::MAX, 1).is_err());
+    }
 
     #[test]
     fn topic_name_rules() {
