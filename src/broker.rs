@@ -1208,8 +1208,11 @@ impl Broker {
         controller: ControllerHandle,
         broker_epoch: i64,
     ) -> Broker {
-        let fetchers =
-            crate::replica_fetcher::ReplicaFetcherManager::new(config.clone(), controller.clone());
+        let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
+            config.clone(),
+            controller.clone(),
+            broker_epoch,
+        );
         let groups = Arc::new(crate::group_coordinator::GroupCoordinator::new(
             config.clone(),
         ));

@@ -1,5 +1,5 @@
 //! Followers replicate by fetching from their leader with the Kafka Fetch API
-//! (replica id set), one fetcher task per source broker serving every
+//! (v15: replica id and broker epoch in ReplicaState, KIP-903), one fetcher task per source broker serving every
 //! partition this broker follows on it. The leader answers with whole
 //! batches up to its LEO, its HW and log start offset, or a diverging epoch
 //! when our log has a suffix the leader does not (KIP-320 / KIP-595 style
@@ -8,9 +8,8 @@
 use crate::broker::Partition;
 use crate::broker_client::BrokerConn;
 use crate::config::BrokerConfig;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,9 +19,9 @@ use strand_controller::ControllerHandle;
 use strand_protocol::ErrorCode;
 use tokio::sync::Notify;
 
-/// Fetch v12: the last version that names topics (v13+ use topic ids) and
-/// carries the replica id in the request body.
-const FETCH_VERSION: i16 = 12;
+/// v15+ (KIP-903): the replica's id and broker epoch travel in ReplicaState,
+/// which the leader checks against the registration; topics go by id (v13+).
+const FETCH_VERSION: i16 = 15;
 
 struct Fetcher {
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -39,14 +38,17 @@ struct Fetcher {
 pub struct ReplicaFetcherManager {
     config: Arc<BrokerConfig>,
     controller: ControllerHandle,
+    /// This broker's epoch (its registration), sent with every fetch.
+    broker_epoch: i64,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
 }
 
 impl ReplicaFetcherManager {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Self {
+    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle, broker_epoch: i64) -> Self {
         ReplicaFetcherManager {
             config,
             controller,
+            broker_epoch,
             fetchers: Mutex::new(HashMap::new()),
         }
     }
@@ -81,6 +83,7 @@ impl ReplicaFetcherManager {
             let task = tokio::spawn(run_fetcher(
                 self.config.clone(),
                 self.controller.clone(),
+                self.broker_epoch,
                 leader,
                 partitions.clone(),
                 added.clone(),
@@ -115,6 +118,7 @@ struct Sent {
 async fn run_fetcher(
     config: Arc<BrokerConfig>,
     controller: ControllerHandle,
+    broker_epoch: i64,
     leader: i32,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
     added: Arc<AtomicU64>,
@@ -141,11 +145,11 @@ async fn run_fetcher(
                 .with_last_fetched_epoch(last_epoch)
                 .with_log_start_offset(log_start)
                 .with_partition_max_bytes(config.replica_fetch_max_bytes);
-            match by_topic.iter_mut().find(|t| t.topic.0.as_str() == p.topic) {
+            match by_topic.iter_mut().find(|t| t.topic_id == p.topic_id) {
                 Some(t) => t.partitions.push(fp),
                 None => by_topic.push(
                     FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(p.topic.clone())))
+                        .with_topic_id(p.topic_id)
                         .with_partitions(vec![fp]),
                 ),
             }
@@ -180,7 +184,12 @@ async fn run_fetcher(
             }
         }
         let req = FetchRequest::default()
-            .with_replica_id(BrokerId(config.node_id))
+            .with_replica_id(BrokerId(-1))
+            .with_replica_state(
+                ReplicaState::default()
+                    .with_replica_id(BrokerId(config.node_id))
+                    .with_replica_epoch(broker_epoch),
+            )
             .with_max_wait_ms(config.replica_fetch_wait_max_ms)
             .with_min_bytes(config.replica_fetch_min_bytes)
             .with_max_bytes(config.replica_fetch_response_max_bytes)
@@ -236,8 +245,7 @@ async fn run_fetcher(
         for t in resp.responses {
             for pd in t.partitions {
                 let Some(s) = sent.iter().find(|s| {
-                    s.partition.topic == t.topic.0.as_str()
-                        && s.partition.index == pd.partition_index
+                    s.partition.topic_id == t.topic_id && s.partition.index == pd.partition_index
                 }) else {
                     continue;
                 };

@@ -269,3 +269,37 @@ pub fn ack_decision(obs: &AckObservation) -> AckDecision {
         PartitionAckState::Done(error) => AckDecision::Ack { hw: obs.hw, error },
     }
 }
+
+/// Who a Fetch comes from, as the leader treats it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchOrigin {
+    /// Read up to the HW (or LSO); moves no replica state.
+    Consumer,
+    /// A follower replica: reads up to the LEO and reports its LEO.
+    Follower(i32),
+}
+
+/// KIP-903, strictly: only a Fetch v15+ whose ReplicaState names a
+/// registered broker at its current broker epoch is a follower's.
+/// `registered_epoch` is the image's broker epoch for the claimed id (`None`:
+/// not registered). Older versions carry no broker epoch, so whatever replica
+/// id they claim they are read as consumers; a claimed id at another epoch
+/// (a stale or spoofed follower) is refused with STALE_BROKER_EPOCH. A
+/// spoofed follower could otherwise move a follower's LEO, and so the HW
+/// that acks=all answers on.
+pub fn fetch_origin(
+    version: i16,
+    replica_id: i32,
+    replica_epoch: i64,
+    registered_epoch: Option<i64>,
+) -> Result<FetchOrigin, ErrorCode> {
+    if version < 15 || replica_id < 0 {
+        return Ok(FetchOrigin::Consumer);
+    }
+    match registered_epoch {
+        Some(e) if e == replica_epoch && replica_epoch >= 0 => {
+            Ok(FetchOrigin::Follower(replica_id))
+        }
+        _ => Err(ErrorCode::StaleBrokerEpoch),
+    }
+}

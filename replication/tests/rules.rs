@@ -467,3 +467,27 @@ fn follower_truncation_offset_table() {
         );
     }
 }
+
+#[test]
+fn fetch_origin_table() {
+    use strand_replication::rules::{fetch_origin, FetchOrigin::*};
+    // (version, replica id, replica epoch, registered epoch) -> origin
+    let cases = [
+        (12, 2, -1, Some(7), Ok(Consumer)), // old versions carry no epoch: a consumer
+        (14, 2, 7, Some(7), Ok(Consumer)),
+        (15, -1, -1, None, Ok(Consumer)),
+        (15, 2, 7, Some(7), Ok(Follower(2))),
+        (16, 2, 7, Some(7), Ok(Follower(2))),
+        (15, 2, 6, Some(7), Err(ErrorCode::StaleBrokerEpoch)), // stale (or guessed) epoch
+        (15, 2, 8, Some(7), Err(ErrorCode::StaleBrokerEpoch)),
+        (15, 2, -1, Some(-1), Err(ErrorCode::StaleBrokerEpoch)), // no bypass
+        (15, 9, 7, None, Err(ErrorCode::StaleBrokerEpoch)),      // not registered
+    ];
+    for (version, id, epoch, registered, expected) in cases {
+        assert_eq!(
+            fetch_origin(version, id, epoch, registered),
+            expected,
+            "v{version} id {id} epoch {epoch} registered {registered:?}"
+        );
+    }
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strand_protocol::batch::BatchIter;
 use strand_protocol::ErrorCode;
-use strand_replication::rules::fetch_can_complete;
+use strand_replication::rules::{self, fetch_can_complete, FetchOrigin};
 
 /// fetch.max.bytes (Kafka's default): the most one fetch response carries.
 const FETCH_MAX_BYTES: usize = 57_671_680;
@@ -33,13 +33,31 @@ struct Target {
 pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchResponse {
     let image = broker.image();
     let read_committed = req.isolation_level == 1;
-    // A follower sets its broker id (in the body before v15, in ReplicaState after).
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
+    // A follower names itself and its broker epoch in ReplicaState (v15+,
+    // KIP-903); the image must register it at that epoch.
+    let claimed = &req.replica_state;
+    let registered = image
+        .brokers
+        .get(&claimed.replica_id.0)
+        .map(|b| b.broker_epoch);
+    let follower = match rules::fetch_origin(
+        version,
+        claimed.replica_id.0,
+        claimed.replica_epoch,
+        registered,
+    ) {
+        Ok(FetchOrigin::Follower(id)) => Some(id),
+        Ok(FetchOrigin::Consumer) => None,
+        Err(code) => {
+            tracing::debug!(
+                replica_id = claimed.replica_id.0,
+                replica_epoch = claimed.replica_epoch,
+                ?registered,
+                "follower fetch refused"
+            );
+            return FetchResponse::default().with_error_code(code.code());
+        }
     };
-    let follower = (replica_id >= 0).then_some(replica_id);
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
     let mut targets: Vec<(i32, i32, Target)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
