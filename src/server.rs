@@ -80,14 +80,36 @@ async fn connection(
             tracing::warn!(error = %e, "closing connection");
             Closed::Protocol(e.to_string())
         })?;
-        let mut frame = BytesMut::zeroed(len);
-        stream.read_exact(&mut frame).await?;
-        let frame = frame.freeze();
+        let frame = read_frame(&mut stream, len).await?.freeze();
         out.clear();
         if handle_frame(&broker, frame, &mut out, &client_host).await? {
             stream.write_all(&out).await?;
         }
     }
+}
+
+/// The first allocation for a frame, and the least it grows by.
+const FRAME_STEP: usize = 64 * 1024;
+
+/// Reads a `len`-byte frame into a buffer that grows with the bytes that
+/// arrive (doubling, up to `len`): a length prefix alone never allocates what
+/// it claims.
+async fn read_frame(stream: &mut TcpStream, len: usize) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::with_capacity(len.min(FRAME_STEP));
+    while frame.len() < len {
+        let remaining = len - frame.len();
+        if frame.capacity() == frame.len() {
+            frame.reserve(remaining.min(frame.len().max(FRAME_STEP)));
+        }
+        let n = (&mut *stream)
+            .take(remaining as u64)
+            .read_buf(&mut frame)
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(frame)
 }
 
 /// Decodes one request frame, runs it and encodes the response into `out`.

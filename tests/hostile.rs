@@ -16,6 +16,8 @@
 //! * follower identity: spoofed follower fetches (v12 with a follower's
 //!   replica id, v15 at a wrong broker epoch) cannot make an acks=all write
 //!   look replicated while the followers are stopped;
+//! * length prefixes: 300 connections claiming 100 MiB requests each
+//!   allocate nothing like it (buffers grow with the bytes that arrive);
 //! * listeners: SSL and SASL listeners refuse start-up (Strand serves
 //!   PLAINTEXT only) rather than serve plaintext where they were asked for.
 
@@ -519,4 +521,94 @@ fn spoofed_follower_fetches_acknowledge_nothing() {
         let v = common::partition_view(&addr(&cluster, other), "acked", 0, Duration::from_secs(2))?;
         (v.leader >= 0 && v.leader != leader).then_some(())
     });
+}
+
+/// Established TCP connections whose local port is `port` (the broker's
+/// side) with an empty receive queue, from /proc/net/tcp.
+fn drained_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            let established = f.get(3) == Some(&"01");
+            let rx_empty = f
+                .get(4)
+                .and_then(|q| q.split(':').nth(1))
+                .is_some_and(|rx| u64::from_str_radix(rx, 16) == Ok(0));
+            local_port == Some(port) && established && rx_empty
+        })
+        .count()
+}
+
+/// Virtual size (VmSize) of a process, in bytes.
+fn virtual_size(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmSize");
+    kb * 1024
+}
+
+/// Length prefixes alone claim memory the broker never allocates: 300
+/// connections each announce a 100 MiB request (the default
+/// socket.request.max.bytes) and send nothing more. The broker's memory,
+/// virtual as well as resident, grows by far less than what they claim, and
+/// a new client is served meanwhile.
+#[test]
+fn length_prefixes_allocate_nothing_they_claim() {
+    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    assert_eq!(
+        common::create_topic_with(&mut c, TOPIC, 1, 1, &[]).unwrap(),
+        0
+    );
+    let vm_before = virtual_size(broker.pid());
+    let rss_before = peak_rss(broker.pid());
+    let claim: u32 = 100 << 20;
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(&claim.to_be_bytes()).unwrap();
+        held.push(s);
+    }
+    // Every prefix has been read once the broker's side of each connection
+    // has nothing left in its receive queue.
+    let port = broker.port();
+    common::eventually("every length prefix read", Duration::from_secs(30), || {
+        (drained_connections(port) >= held.len()).then_some(())
+    });
+    let (code, _) =
+        common::produce_values(&mut c, TOPIC, 0, -1, 5000, &["served".to_string()]).unwrap();
+    assert_eq!(code, 0);
+    let mut late = Client::connect(&addr).unwrap();
+    let (code, _) =
+        common::produce_values(&mut late, TOPIC, 0, -1, 5000, &["late".to_string()]).unwrap();
+    assert_eq!(code, 0);
+    let vm_growth = virtual_size(broker.pid()).saturating_sub(vm_before);
+    let rss_growth = peak_rss(broker.pid()).saturating_sub(rss_before);
+    eprintln!(
+        "300 x 100 MiB prefixes: virtual +{} MiB, peak RSS +{} MiB",
+        vm_growth >> 20,
+        rss_growth >> 20
+    );
+    assert!(
+        vm_growth < 1 << 30,
+        "virtual size grew by {} MiB",
+        vm_growth >> 20
+    );
+    assert!(
+        rss_growth < RSS_GROWTH_LIMIT,
+        "peak RSS grew by {} MiB",
+        rss_growth >> 20
+    );
+    drop(held);
 }
