@@ -37,15 +37,20 @@ const TOPIC: &str = "hostile";
 /// The most the broker's peak RSS may grow by over the whole attack.
 const RSS_GROWTH_LIMIT: u64 = 64 << 20;
 
-/// Peak resident set (VmHWM) of a process, in bytes.
-fn peak_rss(pid: u32) -> u64 {
+/// A size field (`VmHWM:`, `VmSize:`, ...) of /proc/PID/status, in bytes.
+fn proc_status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"));
     kb * 1024
+}
+
+/// Peak resident set (VmHWM) of a process, in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    proc_status_bytes(pid, "VmHWM:")
 }
 
 /// The bytes before and after the value of one record with a `value_len`-byte
@@ -548,13 +553,7 @@ fn drained_connections(port: u16) -> usize {
 
 /// Virtual size (VmSize) of a process, in bytes.
 fn virtual_size(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmSize");
-    kb * 1024
+    proc_status_bytes(pid, "VmSize:")
 }
 
 /// Length prefixes alone claim memory the broker never allocates: 300
