@@ -30,12 +30,11 @@ suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
 
-echo "== librdkafka test suite (must-pass lists, incl. the 3-broker-only one) on a 3-node cluster (replication factor 3, min.insync.replicas 2)"
+echo "== librdkafka test suite (must-pass lists, incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --nodes 3 \
     --override default.replication.factor=3 \
-    --override min.insync.replicas=2 \
     --suite "$suite" \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --must-pass compat-tests/librdkafka-must-pass-3node.txt \

@@ -1071,7 +1071,7 @@ fn insufficient_isr(state: &LeaderState, code: ErrorCode) -> PartitionError {
         format!(
             "The size of the current ISR {:?} is insufficient to satisfy the min.isr requirement of {}",
             state.isr(),
-            state.effective_min_isr()
+            state.configured_min_isr()
         ),
     )
 }

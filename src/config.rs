@@ -60,6 +60,12 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,
     pub socket_request_max_bytes: usize,
+    /// max.connections, max.connections.per.ip (client listener).
+    pub connection_limits: crate::connection_quotas::ConnectionLimits,
+    /// connections.max.idle.ms; negative: never closed for idleness.
+    pub connections_max_idle_ms: i64,
+    /// queued.max.request.bytes; <= 0: requests draw from no pool.
+    pub queued_max_request_bytes: i64,
     pub log_retention_check_interval_ms: i64,
     pub producer_id_expiration_ms: i64,
     pub broker_rack: Option<String>,
@@ -127,6 +133,10 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("default.replication.factor", "1"),
     ("auto.create.topics.enable", "true"),
     ("socket.request.max.bytes", "104857600"),
+    ("max.connections", "2147483647"),
+    ("max.connections.per.ip", "2147483647"),
+    ("connections.max.idle.ms", "600000"),
+    ("queued.max.request.bytes", "-1"),
     ("log.retention.check.interval.ms", "300000"),
     ("log.retention.hours", "168"),
     ("log.retention.minutes", ""),
@@ -262,6 +272,8 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         | "replica.fetch.response.max.bytes"
         | "replica.high.watermark.checkpoint.interval.ms" => int(1),
         "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
+        "max.connections" | "max.connections.per.ip" => int(0),
+        "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
         "log.retention.check.interval.ms" => int(1),
         "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
         "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
@@ -454,6 +466,25 @@ impl BrokerConfig {
         if listeners.is_empty() {
             return Err(invalid("listeners", &get("listeners"), "no listener given"));
         }
+        let socket_request_max_bytes: usize =
+            get("socket.request.max.bytes").parse().unwrap_or(104857600);
+        let queued_max_request_bytes: i64 = get("queued.max.request.bytes").parse().unwrap_or(-1);
+        // As Kafka requires: a pool smaller than the largest request would
+        // hold that request forever.
+        if queued_max_request_bytes > 0
+            && (queued_max_request_bytes as u64) < socket_request_max_bytes as u64
+        {
+            return Err(invalid(
+                "queued.max.request.bytes",
+                &queued_max_request_bytes.to_string(),
+                "must be at least socket.request.max.bytes (or -1 for no limit)",
+            ));
+        }
+        let limit = |k: &str| -> usize { get(k).parse().unwrap_or(i32::MAX as usize) };
+        let connection_limits = crate::connection_quotas::ConnectionLimits {
+            max_connections: limit("max.connections"),
+            max_connections_per_ip: limit("max.connections.per.ip"),
+        };
         let protocol_map = get("listener.security.protocol.map");
         for l in &listeners {
             check_security_protocol(&l.name, &protocol_map)?;
@@ -516,7 +547,10 @@ impl BrokerConfig {
             num_partitions: get("num.partitions").parse().unwrap_or(1),
             default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
             auto_create_topics_enable: get("auto.create.topics.enable") == "true",
-            socket_request_max_bytes: get("socket.request.max.bytes").parse().unwrap_or(104857600),
+            socket_request_max_bytes,
+            connection_limits,
+            connections_max_idle_ms: get("connections.max.idle.ms").parse().unwrap_or(600000),
+            queued_max_request_bytes,
             log_retention_check_interval_ms: get("log.retention.check.interval.ms")
                 .parse()
                 .unwrap_or(300000),
@@ -726,6 +760,35 @@ mod tests {
         assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
         assert_eq!(partition_default(&c, "max.message.bytes"), "1048588");
         assert!(c.auto_create_topics_enable);
+        // Kafka's connection and request-pool defaults: no caps, 10 minutes idle.
+        let unlimited = i32::MAX as usize;
+        assert_eq!(
+            (
+                c.connection_limits.max_connections,
+                c.connection_limits.max_connections_per_ip
+            ),
+            (unlimited, unlimited)
+        );
+        assert_eq!(c.connections_max_idle_ms, 600_000);
+        assert_eq!(c.queued_max_request_bytes, -1);
+    }
+
+    #[test]
+    fn request_pool_holds_the_largest_request() {
+        let pool = |q: &str| {
+            cfg(&[
+                ("socket.request.max.bytes", "1000"),
+                ("queued.max.request.bytes", q),
+            ])
+            .map(|c| c.queued_max_request_bytes)
+        };
+        assert_eq!(pool("-1"), Ok(-1));
+        assert_eq!(pool("0"), Ok(0));
+        assert_eq!(pool("1000"), Ok(1000));
+        assert!(matches!(
+            pool("999"),
+            Err(ConfigError::InvalidValue { key, .. }) if key == "queued.max.request.bytes"
+        ));
     }
 
     #[test]
@@ -742,6 +805,8 @@ mod tests {
             ("auto.create.topics.enable", "maybe"),
             ("min.insync.replicas", "0"),
             ("log.retention.ms", "-7"),
+            ("max.connections", "-1"),
+            ("max.connections.per.ip", "many"),
         ];
         for (k, v) in bad {
             match cfg(&[(k, v)]) {

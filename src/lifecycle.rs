@@ -21,6 +21,30 @@ const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Registers with the active controller (retrying while there is none) and
 /// heartbeats until the controller unfences this broker.
+/// Raises the soft limit on open files to the hard limit, as the JVM does
+/// for Kafka: every client connection and segment file holds a descriptor,
+/// and the usual soft limit (1024) is reached by clients alone.
+pub fn raise_open_file_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let before = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                tracing::info!(
+                    from = before,
+                    to = lim.rlim_max,
+                    "raised the open-file limit"
+                );
+            }
+        }
+    }
+}
+
 pub async fn register(
     config: &BrokerConfig,
     controller: &ControllerHandle,

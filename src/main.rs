@@ -6,6 +6,7 @@
 mod broker;
 mod broker_client;
 mod config;
+mod connection_quotas;
 mod group_coordinator;
 mod handlers;
 mod lifecycle;
@@ -61,6 +62,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    lifecycle::raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -3,8 +3,18 @@
 //! connection), and is closed where Kafka closes it: an oversized or malformed
 //! frame, an unknown API key, an unsupported version of an API other than
 //! ApiVersions. Connections are served concurrently, one task each.
+//!
+//! Limits, with Kafka's names: `max.connections` and
+//! `max.connections.per.ip` (see `connection_quotas`), `connections.max.idle.ms`
+//! (a connection with no request for that long is closed),
+//! `queued.max.request.bytes` (a pool of bytes that requests being read or
+//! served draw from: a request waits for its bytes before its body is read),
+//! and `socket.request.max.bytes` (a larger frame closes the connection). An
+//! idle connection holds no buffers: they are taken per request and a large
+//! response's buffer is given back once it is written.
 
 use crate::broker::Broker;
+use crate::connection_quotas::{ConnectionQuotas, ConnectionSlot};
 use crate::handlers;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{
@@ -15,35 +25,68 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::sync::Arc;
+use std::time::Duration;
 use strand_protocol::api::{is_served, SUPPORTED};
 use strand_protocol::frame::check_frame_len;
 use strand_protocol::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
+
+/// The longest the listener backs off after an accept error when no
+/// connection closes meanwhile.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A response buffer larger than this is given back after it is written.
+const KEPT_RESPONSE_BUFFER: usize = 1 << 20;
 
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let quotas = ConnectionQuotas::new(broker.config.connection_limits);
+    // The request memory pool; unbounded when queued.max.request.bytes <= 0.
+    let pool = usize::try_from(broker.config.queued_max_request_bytes)
+        .ok()
+        .filter(|b| *b > 0)
+        .map(|b| Arc::new(Semaphore::new(b.min(Semaphore::MAX_PERMITS))));
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
-                    let broker = broker.clone();
-                    let shutdown = shutdown.clone();
-                    tokio::spawn(async move {
-                        if let Err(reason) = connection(stream, broker, shutdown).await {
-                            tracing::debug!(%peer, %reason, "connection closed");
-                        }
-                    });
-                }
-                Err(e) => tracing::warn!(error = %e, "accept failed"),
-            },
+            _ = quotas.wait_for_capacity() => {}
             _ = shutdown.changed() => return,
         }
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // EMFILE, ENFILE, ENOBUFS...: retrying at once would spin.
+                // A closing connection frees what was missing, if anything.
+                tracing::warn!(error = %e, "accept failed; backing off");
+                quotas.wait_for_a_close(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let slot = match quotas.try_admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                tracing::info!(%peer, ?refused, "connection refused: max.connections.per.ip");
+                drop(stream);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            if let Err(reason) = connection(stream, broker, shutdown, pool, slot).await {
+                tracing::debug!(%peer, %reason, "connection closed");
+            }
+        });
     }
 }
 
@@ -56,34 +99,64 @@ enum Closed {
     Protocol(String),
     #[error("shutting down")]
     Shutdown,
+    #[error("idle for connections.max.idle.ms")]
+    Idle,
 }
 
 async fn connection(
     mut stream: TcpStream,
     broker: Arc<Broker>,
     mut shutdown: watch::Receiver<bool>,
+    pool: Option<Arc<Semaphore>>,
+    _slot: ConnectionSlot,
 ) -> Result<(), Closed> {
     let max = broker.config.socket_request_max_bytes;
+    // Negative: never closed for idleness (Kafka's convention).
+    let idle = u64::try_from(broker.config.connections_max_idle_ms)
+        .ok()
+        .map(Duration::from_millis);
     // Kafka reports a member's host as "/<address>".
     let client_host = stream
         .peer_addr()
         .map(|a| format!("/{}", a.ip()))
         .unwrap_or_default();
-    let mut out = BytesMut::with_capacity(64 * 1024);
+    let mut out = BytesMut::new();
     loop {
         let mut prefix = [0u8; 4];
+        let idle_deadline = async {
+            match idle {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = stream.read_exact(&mut prefix) => { r?; }
+            _ = idle_deadline => return Err(Closed::Idle),
             _ = shutdown.changed() => return Err(Closed::Shutdown),
         }
         let len = check_frame_len(prefix, max).map_err(|e| {
             tracing::warn!(error = %e, "closing connection");
             Closed::Protocol(e.to_string())
         })?;
+        // Held until the response is written. The pool is at least
+        // socket.request.max.bytes (checked at start-up), so any frame fits.
+        let _bytes = match &pool {
+            Some(pool) => Some(
+                pool.acquire_many(len as u32)
+                    .await
+                    .map_err(|_| Closed::Shutdown)?,
+            ),
+            None => None,
+        };
         let frame = read_frame(&mut stream, len).await?.freeze();
         out.clear();
-        if handle_frame(&broker, frame, &mut out, &client_host).await? {
+        // Boxed: the request's future lives only while it runs, so an idle
+        // connection's task stays small.
+        if Box::pin(handle_frame(&broker, frame, &mut out, &client_host)).await? {
             stream.write_all(&out).await?;
+        }
+        if out.capacity() > KEPT_RESPONSE_BUFFER {
+            out = BytesMut::new();
         }
     }
 }

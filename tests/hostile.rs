@@ -16,8 +16,13 @@
 //! * follower identity: spoofed follower fetches (v12 with a follower's
 //!   replica id, v15 at a wrong broker epoch) cannot make an acks=all write
 //!   look replicated while the followers are stopped;
-//! * length prefixes: 300 connections claiming 100 MiB requests each
-//!   allocate nothing like it (buffers grow with the bytes that arrive);
+//! * connections: 10,000 idle connections and 300 claiming 100 MiB requests
+//!   each, held against a partition leader, cost little memory, keep its
+//!   followers in the ISR and leave it serving; `max.connections`,
+//!   `max.connections.per.ip`, `connections.max.idle.ms` and
+//!   `queued.max.request.bytes` hold as Kafka's do;
+//! * min.insync.replicas above the replication factor: acks=all refused
+//!   with NOT_ENOUGH_REPLICAS, nothing appended;
 //! * listeners: SSL and SASL listeners refuse start-up (Strand serves
 //!   PLAINTEXT only) rather than serve plaintext where they were asked for.
 
@@ -357,6 +362,37 @@ fn unimplemented_security_protocols_refuse_to_start() {
     }
 }
 
+/// A topic whose min.insync.replicas exceeds its replication factor can
+/// never have enough replicas in sync: Kafka refuses its acks=all writes
+/// with NOT_ENOUGH_REPLICAS (and appends nothing), and so does Strand; acks=1
+/// writes are taken and read back. (Strand used to lower the minimum to
+/// the replica count and acknowledge.)
+#[test]
+fn min_insync_replicas_above_replication_factor_refuses_acks_all() {
+    const NOT_ENOUGH_REPLICAS: i16 = 19;
+    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
+    let mut c = Client::connect(&broker.addr()).unwrap();
+    let code =
+        common::create_topic_with(&mut c, "unwritable", 1, 1, &[("min.insync.replicas", "2")]);
+    assert_eq!(code.unwrap(), 0);
+    let all = |c: &mut Client, v: &str| {
+        common::produce_values(c, "unwritable", 0, -1, 5000, &[v.to_string()]).unwrap()
+    };
+    assert_eq!(all(&mut c, "refused").0, NOT_ENOUGH_REPLICAS);
+    let (code, offset) =
+        common::produce_values(&mut c, "unwritable", 0, 1, 5000, &["taken".to_string()]).unwrap();
+    assert_eq!(
+        (code, offset),
+        (0, 0),
+        "acks=1 is taken, and nothing came before it"
+    );
+    let fetched = common::fetch_values(&mut c, "unwritable", 0, 0, 0).unwrap();
+    let values: Vec<&[u8]> = fetched.records.iter().map(|(_, v)| v.as_ref()).collect();
+    assert_eq!(values, [b"taken".as_slice()]);
+    assert_eq!(fetched.high_watermark, 1);
+    assert_eq!(all(&mut c, "refused again").0, NOT_ENOUGH_REPLICAS);
+}
+
 /// CreateTopics and CreatePartitions with partition counts a controller
 /// must never try to place (2^31-1, 100,000, or many topics whose records
 /// add up past Kafka's 10,000 per operation) get POLICY_VIOLATION before
@@ -556,46 +592,111 @@ fn virtual_size(pid: u32) -> u64 {
     proc_status_bytes(pid, "VmSize:")
 }
 
-/// Length prefixes alone claim memory the broker never allocates: 300
-/// connections each announce a 100 MiB request (the default
-/// socket.request.max.bytes) and send nothing more. The broker's memory,
-/// virtual as well as resident, grows by far less than what they claim, and
-/// a new client is served meanwhile.
-#[test]
-fn length_prefixes_allocate_nothing_they_claim() {
-    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
-    let addr = broker.addr();
-    let mut c = Client::connect(&addr).unwrap();
-    assert_eq!(
-        common::create_topic_with(&mut c, TOPIC, 1, 1, &[]).unwrap(),
-        0
-    );
-    let vm_before = virtual_size(broker.pid());
-    let rss_before = peak_rss(broker.pid());
-    let claim: u32 = 100 << 20;
-    let mut held = Vec::new();
-    for _ in 0..300 {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.write_all(&claim.to_be_bytes()).unwrap();
-        held.push(s);
+/// Open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Raises this process's soft open-file limit to its hard limit.
+fn raise_open_file_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
     }
-    // Every prefix has been read once the broker's side of each connection
-    // has nothing left in its receive queue.
-    let port = broker.port();
-    common::eventually("every length prefix read", Duration::from_secs(30), || {
+    lim.rlim_cur
+}
+
+const IDLE_CONNECTIONS: usize = 10_000;
+const PREFIX_CONNECTIONS: usize = 300;
+
+/// Idle connections and length prefixes against a partition leader: 10,000
+/// connections that send nothing and 300 that announce a 100 MiB request
+/// (the default socket.request.max.bytes) and send nothing more. Held while
+/// acks=all writes run on a topic whose min.insync.replicas is its
+/// replication factor (3): every write succeeds, so no follower ever left
+/// the ISR; the leader's memory, virtual as well as resident, grows by far
+/// less than what is claimed; a new client is served.
+#[test]
+fn idle_connections_and_length_prefixes_cost_little() {
+    use strand_compat_tests::cluster::{Cluster, ClusterSpec};
+    let wanted = (IDLE_CONNECTIONS + PREFIX_CONNECTIONS + 200) as u64;
+    let limit = raise_open_file_limit();
+    assert!(
+        limit >= wanted,
+        "open-file hard limit {limit} is below the {wanted} this test needs"
+    );
+    let spec = ClusterSpec::combined(3)
+        // A follower that cannot fetch for 5 s leaves the ISR.
+        .with_override("replica.lag.time.max.ms", "5000");
+    let mut cluster = Cluster::start(&common::strand_bin(), spec).expect("cluster starts");
+    let ids = cluster.broker_ids();
+    let addr = |c: &Cluster, id: i32| c.broker_addr(id).expect("address");
+    let mut c = Client::connect(&addr(&cluster, ids[0])).unwrap();
+    let code = common::create_topic_with(&mut c, TOPIC, 1, 3, &[("min.insync.replicas", "3")]);
+    assert_eq!(code.unwrap(), 0);
+    let view = common::eventually("fully replicated", Duration::from_secs(30), || {
+        let v = common::partition_view(&addr(&cluster, ids[0]), TOPIC, 0, Duration::from_secs(2))?;
+        (v.leader >= 0 && v.isr.len() == 3).then_some(v)
+    });
+    let leader_addr = addr(&cluster, view.leader);
+    let pid = cluster.pid(view.leader).expect("leader pid");
+    let fds_before = open_fds(pid);
+    let vm_before = virtual_size(pid);
+    let rss_before = peak_rss(pid);
+    let mut p = Client::connect(&leader_addr).unwrap();
+    let write = |p: &mut Client, what: &str| {
+        let (code, _) =
+            common::produce_values(p, TOPIC, 0, -1, 10_000, &[what.to_string()]).unwrap();
+        assert_eq!(
+            code, 0,
+            "acks=all write '{what}' with min.insync.replicas=3"
+        );
+    };
+    write(&mut p, "before");
+    let mut held = Vec::with_capacity(IDLE_CONNECTIONS + PREFIX_CONNECTIONS);
+    let claim: u32 = 100 << 20;
+    for i in 0..IDLE_CONNECTIONS + PREFIX_CONNECTIONS {
+        let mut s = std::net::TcpStream::connect(&leader_addr).unwrap();
+        if i >= IDLE_CONNECTIONS {
+            s.write_all(&claim.to_be_bytes()).unwrap();
+        }
+        held.push(s);
+        if i % 1000 == 999 {
+            write(&mut p, &format!("while connecting {i}"));
+        }
+    }
+    // The leader holds them all once it has a descriptor for each, and has
+    // read every prefix once those connections' receive queues are empty.
+    common::eventually("every connection accepted", Duration::from_secs(60), || {
+        (open_fds(pid) >= fds_before + held.len()).then_some(())
+    });
+    let port: u16 = leader_addr.rsplit(':').next().unwrap().parse().unwrap();
+    common::eventually("every length prefix read", Duration::from_secs(60), || {
         (drained_connections(port) >= held.len()).then_some(())
     });
-    let (code, _) =
-        common::produce_values(&mut c, TOPIC, 0, -1, 5000, &["served".to_string()]).unwrap();
-    assert_eq!(code, 0);
-    let mut late = Client::connect(&addr).unwrap();
-    let (code, _) =
-        common::produce_values(&mut late, TOPIC, 0, -1, 5000, &["late".to_string()]).unwrap();
-    assert_eq!(code, 0);
-    let vm_growth = virtual_size(broker.pid()).saturating_sub(vm_before);
-    let rss_growth = peak_rss(broker.pid()).saturating_sub(rss_before);
+    // Held for more than replica.lag.time.max.ms while writes keep going.
+    let held_since = Instant::now();
+    let mut writes = 0;
+    while held_since.elapsed() < Duration::from_secs(7) {
+        write(&mut p, &format!("held {writes}"));
+        writes += 1;
+    }
+    let mut late = Client::connect(&leader_addr).unwrap();
+    write(&mut late, "late");
+    let v = common::partition_view(&leader_addr, TOPIC, 0, Duration::from_secs(5)).expect("view");
+    assert_eq!((v.leader, v.isr.len()), (view.leader, 3));
+    let vm_growth = virtual_size(pid).saturating_sub(vm_before);
+    let rss_growth = peak_rss(pid).saturating_sub(rss_before);
     eprintln!(
-        "300 x 100 MiB prefixes: virtual +{} MiB, peak RSS +{} MiB",
+        "{IDLE_CONNECTIONS} idle + {PREFIX_CONNECTIONS} x 100 MiB prefixes: virtual +{} MiB, peak RSS +{} MiB, {writes} acks=all writes while held",
         vm_growth >> 20,
         rss_growth >> 20
     );
@@ -604,10 +705,153 @@ fn length_prefixes_allocate_nothing_they_claim() {
         "virtual size grew by {} MiB",
         vm_growth >> 20
     );
+    // An idle connection costs its task and socket: well under 4 KiB.
+    let rss_limit = (held.len() as u64) * 4096;
     assert!(
-        rss_growth < RSS_GROWTH_LIMIT,
-        "peak RSS grew by {} MiB",
-        rss_growth >> 20
+        rss_growth < rss_limit,
+        "peak RSS grew by {} MiB for {} connections",
+        rss_growth >> 20,
+        held.len()
     );
     drop(held);
+}
+
+/// A connection from `source` (a loopback address) to `addr`.
+fn connect_from(source: [u8; 4], addr: &str) -> Client {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from((source, 0)).into())
+        .unwrap();
+    let target: std::net::SocketAddr = addr.parse().unwrap();
+    socket.connect(&target.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    Client::from_stream(stream)
+}
+
+fn api_versions(c: &mut Client) -> std::io::Result<ApiVersionsResponse> {
+    c.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+}
+
+/// Whether `c` gets an answer to ApiVersions within `within`; the request
+/// stays outstanding when it does not.
+fn answered_within(c: &mut Client, within: Duration) -> bool {
+    c.stream.set_read_timeout(Some(within)).unwrap();
+    let answered = api_versions(c).is_ok();
+    c.stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    answered
+}
+
+/// max.connections (3): a fourth connection waits, unserved, until one
+/// closes. max.connections.per.ip (2): a third connection from one address
+/// is closed at once.
+#[test]
+fn connection_limits_hold() {
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[("max.connections", "3"), ("max.connections.per.ip", "2")],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut a1 = connect_from([127, 0, 0, 1], &addr);
+    let mut a2 = connect_from([127, 0, 0, 1], &addr);
+    assert_eq!(api_versions(&mut a1).unwrap().error_code, 0);
+    assert_eq!(api_versions(&mut a2).unwrap().error_code, 0);
+    let mut a3 = connect_from([127, 0, 0, 1], &addr);
+    assert!(
+        a3.is_closed(),
+        "a third connection from one address is closed"
+    );
+    let mut b1 = connect_from([127, 0, 0, 2], &addr);
+    assert_eq!(api_versions(&mut b1).unwrap().error_code, 0);
+    // The broker is full: the kernel completes the handshake, the broker
+    // does not accept.
+    let mut c1 = connect_from([127, 0, 0, 3], &addr);
+    assert!(
+        !answered_within(&mut c1, Duration::from_secs(2)),
+        "a fourth connection was served past max.connections=3"
+    );
+    drop(a1);
+    let r: ApiVersionsResponse = c1.receive(ApiKey::ApiVersions, 3).unwrap();
+    assert_eq!(r.error_code, 0, "served once a connection closed");
+    assert_eq!(api_versions(&mut b1).unwrap().error_code, 0);
+    assert_eq!(api_versions(&mut a2).unwrap().error_code, 0);
+}
+
+/// connections.max.idle.ms closes a connection that sends nothing; one that
+/// keeps sending stays open.
+#[test]
+fn idle_connections_are_closed() {
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[("connections.max.idle.ms", "1000")],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut idle = Client::connect(&addr).unwrap();
+    let since = Instant::now();
+    assert!(idle.is_closed(), "an idle connection is closed");
+    let closed_after = since.elapsed();
+    assert!(
+        closed_after >= Duration::from_millis(900),
+        "closed after {closed_after:?}, before connections.max.idle.ms"
+    );
+    let mut busy = Client::connect(&addr).unwrap();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(api_versions(&mut busy).unwrap().error_code, 0);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// queued.max.request.bytes: requests draw their bytes from one pool, so a
+/// request that has taken all of it holds the others back until it is gone;
+/// a pool smaller than socket.request.max.bytes refuses start-up, as in
+/// Kafka.
+#[test]
+fn request_memory_pool_admits_requests_only_when_their_bytes_are_free() {
+    let refused = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("socket.request.max.bytes", "1048576"),
+            ("queued.max.request.bytes", "1000"),
+        ],
+    );
+    assert!(
+        refused.is_err(),
+        "a pool smaller than one request was accepted"
+    );
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("socket.request.max.bytes", "1048576"),
+            ("queued.max.request.bytes", "1048576"),
+        ],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut hog = Client::connect(&addr).unwrap();
+    let claim: u32 = 1 << 20;
+    hog.stream.write_all(&claim.to_be_bytes()).unwrap();
+    hog.stream.write_all(&[0u8; 100]).unwrap();
+    // The broker reads the body's first bytes only once it holds the
+    // request's bytes: then the hog's receive queue is empty.
+    common::eventually(
+        "the hog's request admitted",
+        Duration::from_secs(10),
+        || (drained_connections(broker.port()) >= 1).then_some(()),
+    );
+    let mut other = Client::connect(&addr).unwrap();
+    assert!(
+        !answered_within(&mut other, Duration::from_secs(2)),
+        "served while the pool was taken"
+    );
+    drop(hog);
+    let r: ApiVersionsResponse = other.receive(ApiKey::ApiVersions, 3).unwrap();
+    assert_eq!(r.error_code, 0);
 }

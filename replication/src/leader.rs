@@ -303,7 +303,8 @@ impl LeaderState {
         }
     }
 
-    /// `min(min.insync.replicas, replica count)`.
+    /// `min(min.insync.replicas, replica count)`: what the HW and the
+    /// completion of acknowledged appends are judged against.
     pub fn effective_min_isr(&self) -> usize {
         rules::effective_min_isr(self.config.min_insync_replicas, self.replicas.len())
     }
@@ -324,10 +325,17 @@ impl LeaderState {
         isr
     }
 
-    /// Before appending: `acks=all` with |committed ISR| < effective min ISR is
-    /// refused with `NOT_ENOUGH_REPLICAS`.
+    /// Before appending: `acks=all` with |committed ISR| < min.insync.replicas
+    /// is refused with `NOT_ENOUGH_REPLICAS`. The configured value, not the
+    /// effective one: a topic whose min.insync.replicas exceeds its
+    /// replication factor never takes an acks=all write, as in Kafka.
     pub fn check_min_isr_before_append(&self, acks: Acks) -> Result<(), ErrorCode> {
-        rules::check_min_isr_before_append(acks, self.isr.len(), self.effective_min_isr())
+        rules::check_min_isr_before_append(acks, self.isr.len(), self.configured_min_isr())
+    }
+
+    /// min.insync.replicas as configured (at least 1).
+    pub fn configured_min_isr(&self) -> usize {
+        self.config.min_insync_replicas.max(1) as usize
     }
 
     /// A DelayedProduce partition's state for `required_offset` (last offset of

@@ -47,9 +47,11 @@ impl Acks {
     }
 }
 
-/// `min(min.insync.replicas, replica count)`: a partition with fewer replicas
-/// than the configured minimum is not permanently unwritable (the leader counts
-/// as a replica). Never below 1.
+/// `min(min.insync.replicas, replica count)`: the HW of a partition with
+/// fewer replicas than the configured minimum still advances for acks=0/1
+/// writes (the leader counts as a replica). Never below 1. (Its acks=all
+/// writes are refused before the append: see [`check_min_isr_before_append`],
+/// which the leader calls with the configured value.)
 pub fn effective_min_isr(min_insync_replicas: i32, replica_count: usize) -> usize {
     (min_insync_replicas.max(1) as usize).min(replica_count.max(1))
 }

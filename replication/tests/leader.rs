@@ -696,6 +696,27 @@ fn ack_helpers_feed_the_rules() {
     );
 }
 
+/// min.insync.replicas above the replication factor: every acks=all write
+/// is refused with NOT_ENOUGH_REPLICAS (Kafka's answer), even with the whole
+/// replica set in the ISR; acks=1 writes are taken and become visible.
+#[test]
+fn min_isr_above_replication_factor_refuses_acks_all() {
+    let mut state = leader(&[0, 1], &[0, 1], 3, 100, 100);
+    assert_eq!(
+        state.check_min_isr_before_append(Acks::All),
+        Err(ErrorCode::NotEnoughReplicas)
+    );
+    assert_eq!(state.check_min_isr_before_append(Acks::Leader), Ok(()));
+    state.on_leader_append(101, 1);
+    state.on_follower_fetch(1, 101, 2).unwrap();
+    assert_eq!(state.hw(), 101, "acks=1 data becomes visible");
+    let single = leader(&[0], &[0], 2, 0, 0);
+    assert_eq!(
+        single.check_min_isr_before_append(Acks::All),
+        Err(ErrorCode::NotEnoughReplicas)
+    );
+}
+
 // ---- property: random observation sequences keep the HW/ISR invariants ----
 
 #[derive(Debug, Clone)]

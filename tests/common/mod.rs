@@ -20,6 +20,13 @@ pub struct Client {
 }
 
 impl Client {
+    pub fn from_stream(stream: TcpStream) -> Client {
+        Client {
+            stream,
+            correlation: 0,
+        }
+    }
+
     pub fn connect(addr: &str) -> std::io::Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(Duration::from_secs(30)))?;
