@@ -566,11 +566,12 @@ impl Partition {
     pub fn on_follower_fetch(
         &self,
         replica: i32,
+        broker_epoch: i64,
         fetch_offset: i64,
     ) -> Result<Option<IsrProposal>, ErrorCode> {
         let mut leader = self.leader.lock();
         let state = leader.as_mut().ok_or(ErrorCode::NotLeaderOrFollower)?;
-        let outcome = state.on_follower_fetch(replica, fetch_offset, now_ms())?;
+        let outcome = state.on_follower_fetch(replica, broker_epoch, fetch_offset, now_ms())?;
         if outcome.hw_advanced.is_some() {
             let log = self.log.read();
             self.publish_leader(state, &log);
@@ -1260,6 +1261,7 @@ impl Broker {
                     leader_epoch: proposal.leader_epoch,
                     partition_epoch: proposal.partition_epoch,
                     new_isr: proposal.new_isr.clone(),
+                    broker_epochs: proposal.broker_epochs.clone(),
                 };
                 let result = match controller.alter_partition(req).await {
                     Ok(s) => AlterPartitionResult::Ok {

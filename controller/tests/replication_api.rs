@@ -107,6 +107,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
         leader_epoch: s.leader_epoch,
         partition_epoch: s.partition_epoch,
         new_isr: isr.to_vec(),
+        broker_epochs: isr.iter().map(|r| (*r, epochs[r])).collect(),
     };
 
     // Shrink to the leader alone, then a retry of the same request is stale.
@@ -247,6 +248,7 @@ fn new_requests_and_replies_round_trip_through_json() {
         leader_epoch: 3,
         partition_epoch: 4,
         new_isr: vec![1, 2],
+        broker_epochs: [(1, 7), (2, 9)].into_iter().collect(),
     };
     let requests = [
         ControllerRequest::AlterPartition(alter),

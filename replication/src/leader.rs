@@ -84,6 +84,9 @@ pub struct FollowerProgress {
     /// May join the ISR (Kafka `isReplicaIsrEligible`: broker not fenced, not
     /// shutting down, broker epoch current). The caller owns this fact.
     pub isr_eligible: bool,
+    /// The broker epoch of its last fetch (KIP-903): named for it when the
+    /// leader proposes adding it to the ISR.
+    pub broker_epoch: Option<i64>,
 }
 
 impl FollowerProgress {
@@ -97,6 +100,7 @@ impl FollowerProgress {
             last_fetch_ms: None,
             last_fetch_leader_leo: UNKNOWN_OFFSET,
             isr_eligible: true,
+            broker_epoch: None,
         }
     }
 
@@ -129,6 +133,9 @@ pub struct IsrProposal {
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
     pub change: IsrChange,
+    /// The broker epoch each follower in `new_isr` last fetched at, as
+    /// AlterPartition names them (Kafka's NewIsrWithEpochs).
+    pub broker_epochs: BTreeMap<i32, i64>,
 }
 
 /// The controller's answer to an AlterPartition for one partition.
@@ -376,8 +383,8 @@ impl LeaderState {
         self.maybe_advance_hw(now_ms)
     }
 
-    /// A follower fetched from `fetch_offset` (its LEO) at `now_ms`. Records its
-    /// progress, proposes adding it to the ISR when it may rejoin and nothing is
+    /// A follower, registered at `broker_epoch`, fetched from `fetch_offset`
+    /// (its LEO) at `now_ms`. Records its progress and epoch, proposes adding it to the ISR when it may rejoin and nothing is
     /// pending, then re-evaluates the HW over the maximal ISR.
     ///
     /// Errors (nothing recorded): `NOT_LEADER_OR_FOLLOWER` if `replica` is not
@@ -386,6 +393,7 @@ impl LeaderState {
     pub fn on_follower_fetch(
         &mut self,
         replica: i32,
+        broker_epoch: i64,
         fetch_offset: i64,
         now_ms: i64,
     ) -> Result<FetchOutcome, ErrorCode> {
@@ -411,6 +419,7 @@ impl LeaderState {
         f.leo = fetch_offset;
         f.last_fetch_leader_leo = f.last_fetch_leader_leo.max(leader_leo);
         f.last_fetch_ms = Some(now_ms);
+        f.broker_epoch = Some(broker_epoch);
 
         let proposal = self.maybe_expand_isr(replica);
         let hw_advanced = self.maybe_advance_hw(now_ms);
@@ -556,12 +565,17 @@ impl LeaderState {
 
     fn propose(&mut self, new_isr: Vec<i32>, change: IsrChange) -> IsrProposal {
         debug_assert!(self.pending.is_none());
+        let broker_epochs = new_isr
+            .iter()
+            .filter_map(|r| Some((*r, self.followers.get(r)?.broker_epoch?)))
+            .collect();
         let proposal = IsrProposal {
             leader_id: self.leader_id,
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
             new_isr,
             change,
+            broker_epochs,
         };
         self.pending = Some(proposal.clone());
         proposal

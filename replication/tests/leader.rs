@@ -32,6 +32,9 @@ fn config(min_insync_replicas: i32) -> LeaderConfig {
     }
 }
 
+/// The broker epoch the followers of these tests fetch at.
+const FETCH_EPOCH: i64 = 41;
+
 fn leader(replicas: &[i32], isr: &[i32], min_isr: i32, leo: i64, hw: i64) -> LeaderState {
     LeaderState::new(registration(replicas, isr), config(min_isr), leo, hw, 0)
 }
@@ -111,7 +114,7 @@ fn run(case: &Case) {
             }
             Fetch(replica, offset, t) => {
                 now = t;
-                let outcome = state.on_follower_fetch(replica, offset, now);
+                let outcome = state.on_follower_fetch(replica, FETCH_EPOCH, offset, now);
                 proposed = outcome.expect(&at).proposal;
             }
             Shrink(t) => {
@@ -468,19 +471,19 @@ fn fetch_errors_record_nothing() {
     let mut state = leader(&[0, 1, 2], &[0, 1, 2], 1, 100, 90);
     let before = state.clone();
     assert_eq!(
-        state.on_follower_fetch(7, 100, 1),
+        state.on_follower_fetch(7, FETCH_EPOCH, 100, 1),
         Err(ErrorCode::NotLeaderOrFollower)
     );
     assert_eq!(
-        state.on_follower_fetch(0, 100, 1),
+        state.on_follower_fetch(0, FETCH_EPOCH, 100, 1),
         Err(ErrorCode::NotLeaderOrFollower)
     );
     assert_eq!(
-        state.on_follower_fetch(1, 101, 1),
+        state.on_follower_fetch(1, FETCH_EPOCH, 101, 1),
         Err(ErrorCode::OffsetOutOfRange)
     );
     assert_eq!(
-        state.on_follower_fetch(1, -1, 1),
+        state.on_follower_fetch(1, FETCH_EPOCH, -1, 1),
         Err(ErrorCode::OffsetOutOfRange)
     );
     assert_eq!(state, before);
@@ -492,14 +495,14 @@ fn caught_up_at_previous_fetch_time() {
     // previous fetch proves the follower was caught up at that time.
     let mut state = leader(&[0, 1, 2], &[0, 1, 2], 1, 100, 100);
     assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(0));
-    state.on_follower_fetch(1, 80, 5).unwrap(); // behind; no previous fetch
+    state.on_follower_fetch(1, FETCH_EPOCH, 80, 5).unwrap(); // behind; no previous fetch
     assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(0));
     state.on_leader_append(200, 6);
-    state.on_follower_fetch(1, 150, 10).unwrap(); // >= 100, the leader LEO at t=5
+    state.on_follower_fetch(1, FETCH_EPOCH, 150, 10).unwrap(); // >= 100, the leader LEO at t=5
     assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(5));
-    state.on_follower_fetch(1, 180, 20).unwrap(); // < 200, the leader LEO at t=10
+    state.on_follower_fetch(1, FETCH_EPOCH, 180, 20).unwrap(); // < 200, the leader LEO at t=10
     assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(5));
-    state.on_follower_fetch(1, 200, 30).unwrap(); // at the leader's LEO now
+    state.on_follower_fetch(1, FETCH_EPOCH, 200, 30).unwrap(); // at the leader's LEO now
     let f = *state.follower(1).unwrap();
     assert_eq!(
         (f.leo, f.last_caught_up_ms, f.last_fetch_ms),
@@ -512,17 +515,41 @@ fn caught_up_at_previous_fetch_time() {
 fn ineligible_follower_neither_joins_nor_holds_the_hw() {
     let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
     state.set_isr_eligible(2, false);
-    state.on_follower_fetch(1, 100, 0).unwrap();
-    assert_eq!(state.on_follower_fetch(2, 100, 0).unwrap().proposal, None);
+    state.on_follower_fetch(1, FETCH_EPOCH, 100, 0).unwrap();
+    assert_eq!(
+        state
+            .on_follower_fetch(2, FETCH_EPOCH, 100, 0)
+            .unwrap()
+            .proposal,
+        None
+    );
     state.on_leader_append(200, 1);
-    let outcome = state.on_follower_fetch(1, 200, 1).unwrap();
+    let outcome = state.on_follower_fetch(1, FETCH_EPOCH, 200, 1).unwrap();
     assert_eq!(outcome.hw_advanced, Some(200));
     state.set_isr_eligible(2, true);
-    let outcome = state.on_follower_fetch(2, 200, 2).unwrap();
+    let outcome = state.on_follower_fetch(2, FETCH_EPOCH, 200, 2).unwrap();
     assert_eq!(
         outcome.proposal.unwrap().change,
         IsrChange::Expand { replica: 2 }
     );
+}
+
+/// An expansion names the broker epoch of each follower's last fetch (the
+/// joining one's latest), so the controller can refuse a member that
+/// restarted since (KIP-903).
+#[test]
+fn expansion_names_the_broker_epochs_fetched_at() {
+    let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
+    state.on_follower_fetch(1, 5, 100, 0).unwrap();
+    assert_eq!(state.on_follower_fetch(2, 8, 50, 1).unwrap().proposal, None);
+    let proposal = state
+        .on_follower_fetch(2, 9, 100, 2)
+        .unwrap()
+        .proposal
+        .unwrap();
+    assert_eq!(proposal.new_isr, vec![0, 1, 2]);
+    let named: Vec<(i32, i64)> = proposal.broker_epochs.into_iter().collect();
+    assert_eq!(named, vec![(1, 5), (2, 9)]);
 }
 
 #[test]
@@ -568,7 +595,7 @@ fn metadata_transitions() {
     );
 
     // Reassignment: 3 added (unknown, outside the ISR), 2 removed.
-    state.on_follower_fetch(1, 100, 1).unwrap();
+    state.on_follower_fetch(1, FETCH_EPOCH, 100, 1).unwrap();
     let moved = PartitionRegistration {
         partition_epoch: 11,
         replicas: vec![0, 1, 3],
@@ -585,7 +612,7 @@ fn metadata_transitions() {
     assert_eq!((f3.leo, f3.last_caught_up_ms), (UNKNOWN_OFFSET, None));
     assert_eq!((state.isr(), state.partition_epoch()), (&[0, 1][..], 11));
     assert_eq!(
-        state.on_follower_fetch(2, 100, 3),
+        state.on_follower_fetch(2, FETCH_EPOCH, 100, 3),
         Err(ErrorCode::NotLeaderOrFollower)
     );
 }
@@ -594,7 +621,7 @@ fn metadata_transitions() {
 fn alter_partition_answers() {
     let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
     let sent = state
-        .on_follower_fetch(2, 100, 1)
+        .on_follower_fetch(2, FETCH_EPOCH, 100, 1)
         .unwrap()
         .proposal
         .unwrap();
@@ -647,7 +674,7 @@ fn alter_partition_answers() {
 
     // Metadata overtaking a pending proposal supersedes it.
     let next = state
-        .on_follower_fetch(1, 100, 3)
+        .on_follower_fetch(1, FETCH_EPOCH, 100, 3)
         .unwrap()
         .proposal
         .unwrap();
@@ -668,8 +695,8 @@ fn ack_helpers_feed_the_rules() {
     state.on_leader_append(105, 1);
     let decide = |s: &LeaderState, epoch| rules::ack_decision(&s.ack_observation(epoch, 105));
     assert_eq!(decide(&state, 5), rules::AckDecision::Wait);
-    state.on_follower_fetch(1, 105, 2).unwrap();
-    state.on_follower_fetch(2, 105, 2).unwrap();
+    state.on_follower_fetch(1, FETCH_EPOCH, 105, 2).unwrap();
+    state.on_follower_fetch(2, FETCH_EPOCH, 105, 2).unwrap();
     assert_eq!(
         decide(&state, 5),
         rules::AckDecision::Ack {
@@ -708,7 +735,7 @@ fn min_isr_above_replication_factor_refuses_acks_all() {
     );
     assert_eq!(state.check_min_isr_before_append(Acks::Leader), Ok(()));
     state.on_leader_append(101, 1);
-    state.on_follower_fetch(1, 101, 2).unwrap();
+    state.on_follower_fetch(1, FETCH_EPOCH, 101, 2).unwrap();
     assert_eq!(state.hw(), 101, "acks=1 data becomes visible");
     let single = leader(&[0], &[0], 2, 0, 0);
     assert_eq!(
@@ -805,7 +832,9 @@ impl World {
                     (floor + step).min(s.leader_leo())
                 };
                 let hw_before = s.hw();
-                let outcome = s.on_follower_fetch(replica, offset, self.now).unwrap();
+                let outcome = s
+                    .on_follower_fetch(replica, FETCH_EPOCH, offset, self.now)
+                    .unwrap();
                 self.floor.insert(replica, offset);
                 if let Some(p) = &outcome.proposal {
                     assert!(pending_before.is_none(), "second proposal {p:?}");
@@ -822,7 +851,9 @@ impl World {
                     s.leader_leo()
                 };
                 if past_leo || replica == 0 || replica == 9 {
-                    assert!(s.on_follower_fetch(replica, offset, self.now).is_err());
+                    assert!(s
+                        .on_follower_fetch(replica, FETCH_EPOCH, offset, self.now)
+                        .is_err());
                     assert_eq!(*s, before);
                 }
             }

@@ -46,7 +46,7 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         claimed.replica_epoch,
         registered,
     ) {
-        Ok(FetchOrigin::Follower(id)) => Some(id),
+        Ok(FetchOrigin::Follower(id)) => Some((id, claimed.replica_epoch)),
         Ok(FetchOrigin::Consumer) => None,
         Err(code) => {
             tracing::debug!(
@@ -73,11 +73,11 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
                 None => Err(ErrorCode::UnknownTopicId),
                 Some(n) => broker.leader_partition_at_epoch(n, p.partition, p.current_leader_epoch),
             };
-            if let (Some(replica), Ok(part)) = (follower, &partition) {
+            if let (Some((replica, broker_epoch)), Ok(part)) = (follower, &partition) {
                 // A fetch whose log diverges from ours records nothing: the
                 // follower truncates first (the response says where).
                 if diverging_epoch(part, p.last_fetched_epoch, p.fetch_offset).is_none() {
-                    match part.on_follower_fetch(replica, p.fetch_offset) {
+                    match part.on_follower_fetch(replica, broker_epoch, p.fetch_offset) {
                         Ok(Some(proposal)) => broker.send_alter_partition(part.clone(), proposal),
                         Ok(None) => {}
                         // The read reports it, with our HW and log start.
@@ -117,7 +117,12 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         for w in &mut watches {
             w.borrow_and_update();
         }
-        let (parts, bytes, errors) = read_all(&targets, max_bytes, read_committed, follower);
+        let (parts, bytes, errors) = read_all(
+            &targets,
+            max_bytes,
+            read_committed,
+            follower.map(|(id, _)| id),
+        );
         if errors
             || fetch_can_complete(bytes, min_bytes)
             || watches.is_empty()
@@ -127,7 +132,12 @@ pub async fn handle(broker: &Broker, req: FetchRequest, version: i16) -> FetchRe
         }
         let changed = futures_any_changed(&mut watches);
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let (parts, _, _) = read_all(&targets, max_bytes, read_committed, follower);
+            let (parts, _, _) = read_all(
+                &targets,
+                max_bytes,
+                read_committed,
+                follower.map(|(id, _)| id),
+            );
             break parts;
         }
     };

@@ -21,7 +21,7 @@ use super::ApiError;
 use crate::image::MetadataImage;
 use crate::records::{MetadataRecord, PartitionRecord, NO_LEADER};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use strand_protocol::ErrorCode;
 use uuid::Uuid;
 
@@ -323,6 +323,13 @@ pub struct AlterPartitionRequest {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<i32>,
+    /// The broker epoch each member of `new_isr` fetched at, as the leader
+    /// saw it (Kafka's NewIsrWithEpochs, KIP-903). A member being added must
+    /// be at its registered epoch: one that restarted since that fetch (and
+    /// may have lost what it had) does not join on its old incarnation's
+    /// word.
+    #[serde(default)]
+    pub broker_epochs: BTreeMap<i32, i64>,
 }
 
 /// The partition's state after an AlterPartition (AlterPartitionResponse's
@@ -352,7 +359,9 @@ impl From<&PartitionRecord> for AlterPartitionState {
 /// newer than the controller's (NOT_CONTROLLER: this controller is likely
 /// behind); an older leader epoch; the requester leading; an older partition
 /// epoch; the ISR's shape (non-empty, distinct replicas, holds the leader);
-/// then members added to the ISR must be active. An ISR equal to the current
+/// then members added to the ISR must be active and named at their
+/// registered broker epoch (KIP-903: a member whose epoch is missing or
+/// stale is INELIGIBLE_REPLICA, as Kafka answers). An ISR equal to the current
 /// one as a set changes nothing; otherwise one `PartitionChange` with the
 /// ISR in the request's order, the next partition epoch, the same leader.
 pub fn alter_partition(
@@ -462,7 +471,14 @@ pub fn alter_partition(
             None => Some(format!("{r} (not registered)")),
             Some(b) if b.in_controlled_shutdown => Some(format!("{r} (shutting down)")),
             Some(b) if b.fenced => Some(format!("{r} (fenced)")),
-            Some(_) => None,
+            Some(b) => match req.broker_epochs.get(&r) {
+                Some(&e) if e == b.broker_epoch => None,
+                Some(&e) => Some(format!(
+                    "{r} (broker epoch {e}, registered at {})",
+                    b.broker_epoch
+                )),
+                None => Some(format!("{r} (no broker epoch given)")),
+            },
         })
         .collect();
     if !ineligible.is_empty() {
@@ -936,6 +952,7 @@ mod tests {
                 leader_epoch: le,
                 partition_epoch: pe,
                 new_isr: isr.to_vec(),
+                broker_epochs: registered_epochs(&img, isr),
             };
             let got = alter_partition(&img, &req);
             match want {
@@ -972,11 +989,70 @@ mod tests {
         }
     }
 
+    /// Each member's registered broker epoch, as a current leader names them.
+    fn registered_epochs(img: &MetadataImage, isr: &[i32]) -> BTreeMap<i32, i64> {
+        isr.iter()
+            .filter_map(|r| img.brokers.get(r).map(|b| (*r, b.broker_epoch)))
+            .collect()
+    }
+
+    /// KIP-903: a member being added is named at its registered broker
+    /// epoch, or the change is refused; members already in the ISR are not
+    /// judged by it.
+    #[test]
+    fn added_members_need_their_registered_broker_epoch() {
+        let img = alter_image();
+        let req = |isr: &[i32], epochs: &[(i32, i64)]| AlterPartitionRequest {
+            broker_id: 1,
+            broker_epoch: 101,
+            topic_id: topic_id("t"),
+            partition: 0,
+            leader_epoch: 3,
+            partition_epoch: 7,
+            new_isr: isr.to_vec(),
+            broker_epochs: epochs.iter().copied().collect(),
+        };
+        let code =
+            |r: &AlterPartitionRequest| alter_partition(&img, r).map(|_| ()).map_err(|e| e.code);
+        let registered = img.brokers[&3].broker_epoch;
+        // (new ISR, epochs named) -> answer; the ISR is [1, 2] and 3 is added.
+        let cases: Vec<(&[i32], Vec<(i32, i64)>, Result<(), ErrorCode>)> = vec![
+            (&[1, 2, 3], vec![(3, registered)], Ok(())),
+            (
+                &[1, 2, 3],
+                vec![(3, registered - 1)],
+                Err(ErrorCode::IneligibleReplica),
+            ),
+            (
+                &[1, 2, 3],
+                vec![(3, registered + 1)],
+                Err(ErrorCode::IneligibleReplica),
+            ),
+            (&[1, 2, 3], vec![], Err(ErrorCode::IneligibleReplica)),
+            (
+                &[1, 2, 3],
+                vec![(2, registered)],
+                Err(ErrorCode::IneligibleReplica),
+            ),
+            // Staying members are not judged by the epoch named for them.
+            (&[1, 2], vec![(2, -1)], Ok(())),
+            (&[1], vec![], Ok(())),
+        ];
+        for (i, (isr, epochs, want)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                code(&req(isr, &epochs)),
+                want,
+                "case {i}: {isr:?} {epochs:?}"
+            );
+        }
+    }
+
     /// Once a change is applied, the old partition epoch is stale and the
     /// new one is current.
     #[test]
     fn alter_partition_sequence() {
         let mut img = alter_image();
+        let epochs = registered_epochs(&img, &[1, 2, 3]);
         let req = |pe: i32, isr: &[i32]| AlterPartitionRequest {
             broker_id: 1,
             broker_epoch: 101,
@@ -985,6 +1061,7 @@ mod tests {
             leader_epoch: 3,
             partition_epoch: pe,
             new_isr: isr.to_vec(),
+            broker_epochs: epochs.clone(),
         };
         let (recs, state) = alter_partition(&img, &req(7, &[1])).unwrap();
         apply_all(&mut img, &recs);
