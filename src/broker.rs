@@ -160,6 +160,11 @@ fn storage_error(e: LogError) -> PartitionError {
 }
 
 impl Partition {
+    fn report_failures_to(self, listener: strand_log::FailureListener) -> Self {
+        self.log.write().set_failure_listener(listener);
+        self
+    }
+
     fn open(
         dir: &Path,
         topic: &str,
@@ -1201,6 +1206,8 @@ pub struct Broker {
     pub groups: Arc<crate::group_coordinator::GroupCoordinator>,
     /// Transaction coordination for the `__transaction_state` partitions led here.
     pub txns: Arc<crate::txn_coordinator::TxnCoordinator>,
+    /// Set by the first failed write, fsync or checkpoint of any log.
+    pub log_dir_failures: Arc<crate::log_dir_failure::LogDirFailures>,
 }
 
 impl Broker {
@@ -1233,6 +1240,7 @@ impl Broker {
             runtime: tokio::runtime::Handle::current(),
             groups,
             txns,
+            log_dir_failures: crate::log_dir_failure::LogDirFailures::new(),
         }
     }
 
@@ -1322,6 +1330,9 @@ impl Broker {
 
     /// Looks a partition up for a client request, with Kafka's error when absent.
     pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
+        if self.log_dir_failures.is_offline() {
+            return Err(ErrorCode::KafkaStorageError);
+        }
         if let Some(p) = self.partition(topic, index) {
             // Hosting a replica is not enough: only the leader serves clients.
             if !p.is_leader() {
@@ -1367,6 +1378,10 @@ impl Broker {
     /// an older image can never undo what a newer one did.
     pub fn reconcile(&self) {
         let _guard = self.reconcile_lock.lock();
+        if self.log_dir_failures.is_offline() {
+            // Nothing is opened, led or followed on an offline directory.
+            return;
+        }
         let image = self.image();
         let me = self.node_id();
         let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> =
@@ -1440,7 +1455,9 @@ impl Broker {
                     delete_dir(&dir);
                 }
             }
-            match Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone()) {
+            let opened =
+                Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone());
+            match opened.map(|p| p.report_failures_to(self.log_dir_failures.listener())) {
                 Ok(p) => {
                     self.partitions.write().insert(key, Arc::new(p));
                 }
@@ -1531,6 +1548,11 @@ impl Broker {
         let id = block.0;
         block.0 += 1;
         Ok(id)
+    }
+
+    /// Stops following: no fetched record is written any more.
+    pub fn stop_fetchers(&self) {
+        self.fetchers.shutdown();
     }
 
     /// Clean shutdown of every partition.

@@ -10,6 +10,7 @@ mod connection_quotas;
 mod group_coordinator;
 mod handlers;
 mod lifecycle;
+mod log_dir_failure;
 mod meta;
 mod replica_fetcher;
 mod server;
@@ -190,6 +191,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             }
             let b = b.clone();
             let _ = tokio::task::spawn_blocking(move || {
+                if b.log_dir_failures.is_offline() {
+                    return;
+                }
                 for p in b.all_partitions() {
                     p.housekeeping(
                         now,
@@ -288,7 +292,21 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(server::serve(listener, broker.clone(), shutdown_rx));
 
-    lifecycle::wait_for_signal().await?;
+    let failures = broker.log_dir_failures.clone();
+    tokio::select! {
+        signalled = lifecycle::wait_for_signal() => signalled?,
+        what = failures.wait() => {
+            // Kafka halts once every log directory has failed; the
+            // leaderships go first so clients are not left waiting for the
+            // session timeout. Never the clean path: it would flush and
+            // checkpoint the failed logs.
+            tracing::error!(error = %what, "the log directory failed: handing over leaderships and stopping");
+            let b = broker.clone();
+            let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
+            lifecycle::controlled_shutdown(&config, &controller, &registration).await;
+            return Err(format!("log directory failed ({what}); stopped without a clean shutdown; the logs are recovered at the next start"));
+        }
+    }
     lifecycle::controlled_shutdown(&config, &controller, &registration).await;
     let _ = shutdown_tx.send(true);
     let _ = server.await;

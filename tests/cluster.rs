@@ -7,7 +7,6 @@
 mod common;
 
 use common::Client;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::time::{Duration, Instant};
@@ -23,20 +22,7 @@ fn create_topic(addr: &str, name: &str, partitions: i32) -> i16 {
 
 fn create_topic_rf(addr: &str, name: &str, partitions: i32, replication_factor: i16) -> i16 {
     let mut c = Client::connect(addr).unwrap();
-    let t = CreatableTopic::default()
-        .with_name(topic_name(name))
-        .with_num_partitions(partitions)
-        .with_replication_factor(replication_factor);
-    let resp: CreateTopicsResponse = c
-        .call(
-            ApiKey::CreateTopics,
-            5,
-            &CreateTopicsRequest::default()
-                .with_topics(vec![t])
-                .with_timeout_ms(15_000),
-        )
-        .unwrap();
-    resp.topics[0].error_code
+    common::create_topic_with(&mut c, name, partitions, replication_factor, &[]).unwrap()
 }
 
 fn metadata(addr: &str) -> MetadataResponse {

@@ -65,6 +65,9 @@ pub struct ClusterSpec {
     /// Passed to every start of every node as `--override key=value` (they win over the
     /// generated properties file).
     pub overrides: Vec<(String, String)>,
+    /// Environment variables of every node process (e.g. `LD_PRELOAD` for a
+    /// fault-injecting library).
+    pub env: Vec<(String, String)>,
     /// Cluster directory (created if missing; must not already hold node directories).
     /// `None`: a temporary directory removed on drop (kept with `STRAND_KEEP_DATA=1`).
     pub dir: Option<PathBuf>,
@@ -95,6 +98,7 @@ impl ClusterSpec {
         ClusterSpec {
             layout,
             overrides: Vec::new(),
+            env: Vec::new(),
             dir: None,
             start_timeout: None,
             parent_death_signal: None,
@@ -103,6 +107,11 @@ impl ClusterSpec {
 
     pub fn with_override(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.overrides.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -208,6 +217,7 @@ pub struct Cluster {
     cluster_id: String,
     voters: String,
     overrides: Vec<(String, String)>,
+    env: Vec<(String, String)>,
     start_timeout: Duration,
     parent_death_signal: Option<i32>,
     nodes: Vec<Node>,
@@ -284,6 +294,7 @@ impl Cluster {
             cluster_id: generate_cluster_id()?,
             voters,
             overrides: spec.overrides,
+            env: spec.env,
             start_timeout,
             parent_death_signal: spec.parent_death_signal,
             nodes,
@@ -717,6 +728,7 @@ impl Cluster {
         for (k, v) in &self.overrides {
             cmd.arg("--override").arg(format!("{k}={v}"));
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         writeln!(log, "==== strand-cluster: starting node {id}: {cmd:?} ====")?;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))

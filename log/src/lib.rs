@@ -178,10 +178,19 @@ pub struct PartitionLog {
     persisted_recovery_point: i64,
     epochs: EpochCache,
     last_flush_ms: i64,
-    /// Set when a write failed part-way: further writes are refused until the
-    /// log is reopened (and recovered), as Kafka takes a failed log dir offline.
+    /// Set when any write, fsync or checkpoint failed: every later write and
+    /// flush is refused until the log is reopened (and recovered), as Kafka
+    /// takes a failed log dir offline. Never retried: after a failed fsync
+    /// the page cache may have dropped the data, and a second fsync that
+    /// succeeds would be believed.
     failed: bool,
+    /// Told of the first I/O error (the owner takes the directory offline).
+    on_failure: Option<FailureListener>,
 }
+
+/// Called with the log's directory and the error of the first failed write,
+/// fsync or checkpoint.
+pub type FailureListener = std::sync::Arc<dyn Fn(&Path, &io::Error) + Send + Sync>;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -336,6 +345,7 @@ impl PartitionLog {
             epochs,
             last_flush_ms: now,
             failed: false,
+            on_failure: None,
         };
         log.leo = log.active().next_offset;
         let first_base = *log.segments.keys().next().unwrap_or(&0);
@@ -367,6 +377,37 @@ impl PartitionLog {
         remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))?;
         checkpoint::fsync_dir(dir)?;
         Ok(log)
+    }
+
+    /// Registers who is told of the first I/O error.
+    pub fn set_failure_listener(&mut self, listener: FailureListener) {
+        self.on_failure = Some(listener);
+    }
+
+    /// Whether an I/O error has taken this log offline.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Runs a write: refused once the log has failed; an I/O error fails it
+    /// (and tells the listener once).
+    fn guarded<T>(
+        &mut self,
+        op: impl FnOnce(&mut Self) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        if self.failed {
+            return Err(LogError::Io(io::Error::other(
+                "an earlier write, fsync or checkpoint of this log failed; it is offline until the broker restarts and recovers it",
+            )));
+        }
+        let result = op(self);
+        if let Err(LogError::Io(e)) = &result {
+            self.failed = true;
+            if let Some(listener) = &self.on_failure {
+                listener(&self.dir, e);
+            }
+        }
+        result
     }
 
     pub fn config(&self) -> &LogConfig {
@@ -420,6 +461,25 @@ impl PartitionLog {
         log_append_time_ms: Option<i64>,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.guarded(|log| {
+            log.append_as_leader_at_unguarded(
+                records,
+                headers,
+                leader_epoch,
+                log_append_time_ms,
+                now_ms,
+            )
+        })
+    }
+
+    fn append_as_leader_at_unguarded(
+        &mut self,
+        records: &mut [u8],
+        headers: &[BatchHeader],
+        leader_epoch: i32,
+        log_append_time_ms: Option<i64>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         check_layout(records, headers)?;
         let first = self.leo;
         let mut offset = first;
@@ -466,6 +526,14 @@ impl PartitionLog {
         records: &[u8],
         headers: &[BatchHeader],
     ) -> Result<AppendInfo, LogError> {
+        self.guarded(|log| log.append_as_follower_unguarded(records, headers))
+    }
+
+    fn append_as_follower_unguarded(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+    ) -> Result<AppendInfo, LogError> {
         check_layout(records, headers)?;
         if headers[0].base_offset < self.leo {
             return Err(LogError::UnexpectedAppendOffset {
@@ -506,16 +574,7 @@ impl PartitionLog {
         headers: &[BatchHeader],
         now_ms: i64,
     ) -> Result<(), LogError> {
-        if self.failed {
-            return Err(LogError::Io(io::Error::other(
-                "an earlier write to this log failed; reopen it to recover",
-            )));
-        }
-        let result = self.append_batches_inner(records, headers, now_ms);
-        if matches!(result, Err(LogError::Io(_))) {
-            self.failed = true;
-        }
-        result
+        self.append_batches_inner(records, headers, now_ms)
     }
 
     fn append_batches_inner(
@@ -582,6 +641,10 @@ impl PartitionLog {
 
     /// Time-based roll for idle partitions (`segment_ms`).
     pub fn maybe_roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.guarded(|log| log.maybe_roll_unguarded(now_ms))
+    }
+
+    fn maybe_roll_unguarded(&mut self, now_ms: i64) -> Result<(), LogError> {
         let seg = self.active();
         if seg.size > 0 && now_ms.saturating_sub(seg.created_ms) > self.config.segment_ms {
             self.roll(now_ms)?;
@@ -694,6 +757,10 @@ impl PartitionLog {
 
     /// Durably records the high watermark (skipped when unchanged).
     pub fn checkpoint_high_watermark(&mut self, hw: i64) -> Result<(), LogError> {
+        self.guarded(|log| log.checkpoint_high_watermark_unguarded(hw))
+    }
+
+    fn checkpoint_high_watermark_unguarded(&mut self, hw: i64) -> Result<(), LogError> {
         if hw != self.hw || !self.dir.join(HW_CHECKPOINT_FILE).exists() {
             checkpoint::write_value(&self.dir.join(HW_CHECKPOINT_FILE), hw)?;
             self.hw = hw;
@@ -705,6 +772,10 @@ impl PartitionLog {
     /// checked it against the HW), persists it, and deletes segments wholly below
     /// it (never the active one). Returns the new log start offset.
     pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+        self.guarded(|log| log.delete_records_before_unguarded(offset))
+    }
+
+    fn delete_records_before_unguarded(&mut self, offset: i64) -> Result<i64, LogError> {
         if offset > self.leo || offset < 0 {
             return Err(self.out_of_range(offset));
         }
@@ -832,6 +903,10 @@ impl PartitionLog {
     /// there: replay re-derives entries that may have been written before a
     /// crash.
     pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<bool, LogError> {
+        self.guarded(|log| log.append_aborted_txn_unguarded(txn))
+    }
+
+    fn append_aborted_txn_unguarded(&mut self, txn: AbortedTxn) -> Result<bool, LogError> {
         if txn.last_offset < self.log_start
             || txn.last_offset >= self.leo
             || txn.first_offset < 0
@@ -903,6 +978,14 @@ impl PartitionLog {
         epoch: i32,
         start_offset: i64,
     ) -> Result<(), LogError> {
+        self.guarded(|log| log.assign_epoch_start_offset_unguarded(epoch, start_offset))
+    }
+
+    fn assign_epoch_start_offset_unguarded(
+        &mut self,
+        epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), LogError> {
         if self.epochs.assign(epoch, start_offset) {
             self.write_epochs()?;
         }
@@ -918,6 +1001,10 @@ impl PartitionLog {
     /// is dropped whole, so the LEO may end below `offset`), fixing indexes, the
     /// epoch cache, the recovery point, the HW checkpoint and producer snapshots.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        self.guarded(|log| log.truncate_to_unguarded(offset))
+    }
+
+    fn truncate_to_unguarded(&mut self, offset: i64) -> Result<(), LogError> {
         if offset < 0 {
             return Err(self.out_of_range(offset));
         }
@@ -953,6 +1040,10 @@ impl PartitionLog {
     /// Deletes every segment and restarts the log empty at `offset` (log start
     /// and LEO both `offset`); the epoch cache and producer snapshots are cleared.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.guarded(|log| log.truncate_fully_and_start_at_unguarded(offset))
+    }
+
+    fn truncate_fully_and_start_at_unguarded(&mut self, offset: i64) -> Result<(), LogError> {
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
@@ -983,6 +1074,10 @@ impl PartitionLog {
     /// Fsyncs every segment and index with unflushed data and moves the recovery
     /// point to the LEO.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.guarded(|log| log.flush_unguarded())
+    }
+
+    fn flush_unguarded(&mut self) -> Result<(), LogError> {
         self.flush_at(now_ms())
     }
 
@@ -1011,6 +1106,10 @@ impl PartitionLog {
 
     /// Time-based flush (`flush_interval_ms`).
     pub fn maybe_flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.guarded(|log| log.maybe_flush_unguarded(now_ms))
+    }
+
+    fn maybe_flush_unguarded(&mut self, now_ms: i64) -> Result<(), LogError> {
         if self.leo > self.recovery_point
             && now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_interval_ms
         {
@@ -1028,6 +1127,14 @@ impl PartitionLog {
     /// `apply_retention`, deleting only segments whose offsets all lie below
     /// `upper_bound` (pass the high watermark to keep unreplicated data).
     pub fn apply_retention_below(
+        &mut self,
+        now_ms: i64,
+        upper_bound: i64,
+    ) -> Result<usize, LogError> {
+        self.guarded(|log| log.apply_retention_below_unguarded(now_ms, upper_bound))
+    }
+
+    fn apply_retention_below_unguarded(
         &mut self,
         now_ms: i64,
         upper_bound: i64,
@@ -1144,6 +1251,14 @@ impl PartitionLog {
     /// Durably writes an opaque producer-state snapshot taken at `offset` and
     /// keeps only the latest two.
     pub fn write_producer_snapshot(&mut self, offset: i64, data: &[u8]) -> Result<(), LogError> {
+        self.guarded(|log| log.write_producer_snapshot_unguarded(offset, data))
+    }
+
+    fn write_producer_snapshot_unguarded(
+        &mut self,
+        offset: i64,
+        data: &[u8],
+    ) -> Result<(), LogError> {
         // Replay after a restart starts at the snapshot and re-derives only
         // the aborted-transaction entries after it: the ones before must be
         // durable first.
@@ -1208,6 +1323,10 @@ impl PartitionLog {
     /// `close` for owners that hold the log behind a lock: flushes and writes
     /// the clean-shutdown marker. No append may follow.
     pub fn close_clean(&mut self) -> Result<(), LogError> {
+        self.guarded(|log| log.close_clean_unguarded())
+    }
+
+    fn close_clean_unguarded(&mut self) -> Result<(), LogError> {
         self.active_mut().maybe_append_time_entry()?;
         self.flush()?;
         let leo = self.leo;

@@ -164,9 +164,20 @@ pub fn create_topic_with(
     replication_factor: i16,
     configs: &[(&str, &str)],
 ) -> std::io::Result<i16> {
+    let t = creatable_topic(name, partitions, replication_factor, configs);
+    Ok(create_topics(c, vec![t])?.topics[0].error_code)
+}
+
+/// A CreateTopics entry with these topic configs.
+pub fn creatable_topic(
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+) -> kafka_protocol::messages::create_topics_request::CreatableTopic {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
-    let t = CreatableTopic::default()
+    use kafka_protocol::messages::TopicName;
+    CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_string(name.to_string())))
         .with_num_partitions(partitions)
         .with_replication_factor(replication_factor)
@@ -179,15 +190,22 @@ pub fn create_topic_with(
                         .with_value(Some(StrBytes::from_string(v.to_string())))
                 })
                 .collect(),
-        );
-    let resp: CreateTopicsResponse = c.call(
+        )
+}
+
+/// CreateTopics (v5, 15 s timeout).
+pub fn create_topics(
+    c: &mut Client,
+    topics: Vec<kafka_protocol::messages::create_topics_request::CreatableTopic>,
+) -> std::io::Result<kafka_protocol::messages::CreateTopicsResponse> {
+    use kafka_protocol::messages::CreateTopicsRequest;
+    c.call(
         ApiKey::CreateTopics,
         5,
         &CreateTopicsRequest::default()
-            .with_topics(vec![t])
+            .with_topics(topics)
             .with_timeout_ms(15_000),
-    )?;
-    Ok(resp.topics[0].error_code)
+    )
 }
 
 /// One partition as a broker's Metadata describes it.

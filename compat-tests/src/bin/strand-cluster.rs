@@ -275,6 +275,7 @@ fn main() -> ExitCode {
     let spec = ClusterSpec {
         layout: args.layout,
         overrides: args.overrides.clone(),
+        env: Vec::new(),
         dir: args.dir.clone(),
         start_timeout: args.timeout,
         // node processes get SIGTERM if this process dies without `quit`
