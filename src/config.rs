@@ -773,6 +773,24 @@ mod tests {
         assert_eq!(c.queued_max_request_bytes, -1);
     }
 
+    /// The properties fuzz target's corpus (fuzz/corpus/properties, run by
+    /// scripts/fuzz.sh): parsing and validating each never panics.
+    #[test]
+    fn fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/properties");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            if let Ok(text) = std::str::from_utf8(&data) {
+                if let Ok(pairs) = parse_properties("fuzz", text) {
+                    let _ = BrokerConfig::from_pairs(pairs);
+                }
+            }
+            n += 1;
+        }
+        assert!(n > 0, "no corpus in {}", dir.display());
+    }
+
     #[test]
     fn request_pool_holds_the_largest_request() {
         let pool = |q: &str| {

@@ -20,14 +20,13 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiVersionsResponse, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_protocol::api::{is_served, SUPPORTED};
+use strand_protocol::api::SUPPORTED;
 use strand_protocol::frame::check_frame_len;
+use strand_protocol::request::{decode_request, Decoded};
 use strand_protocol::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -189,31 +188,26 @@ async fn read_frame(stream: &mut TcpStream, len: usize) -> std::io::Result<Bytes
 /// Returns false when no response is sent (acks=0 produce).
 async fn handle_frame(
     broker: &Broker,
-    mut frame: Bytes,
+    frame: Bytes,
     out: &mut BytesMut,
     client_host: &str,
 ) -> Result<bool, Closed> {
-    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let key = ApiKey::try_from(api_key)
-        .map_err(|_| Closed::Protocol(format!("unknown api key {api_key}")))?;
-    if key == ApiKey::ApiVersions && !is_served(key, version) {
-        // KIP-511: answer in v0 with our ranges so the client can pick a version.
-        let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
-        encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
-        return Ok(true);
-    }
-    if !is_served(key, version) {
-        return Err(Closed::Protocol(format!(
-            "unsupported version {version} of {key:?}"
-        )));
-    }
-    let header_version = key.request_header_version(version);
-    let header = RequestHeader::decode(&mut frame, header_version)
-        .map_err(|e| Closed::Protocol(format!("bad request header: {e}")))?;
-    let request = RequestKind::decode(key, &mut frame, version)
-        .map_err(|e| Closed::Protocol(format!("malformed {key:?} v{version}: {e}")))?;
+    let (key, version, header, request) =
+        match decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()))? {
+            Decoded::Request {
+                key,
+                version,
+                header,
+                request,
+            } => (key, version, header, request),
+            Decoded::UnsupportedApiVersions { correlation_id } => {
+                // KIP-511: answer in v0 with our ranges so the client can pick a version.
+                let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
+                encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
+                return Ok(true);
+            }
+        };
+    let correlation_id = header.correlation_id;
     let ctx = handlers::RequestContext {
         version,
         client_host: client_host.to_string(),
@@ -297,6 +291,7 @@ const TRANSACTION_VERSION: i16 = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::messages::ApiKey;
 
     /// The ApiVersions response header is v0 at every version: no tag buffer
     /// between the correlation id and the error code, even for v3+.

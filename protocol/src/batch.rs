@@ -463,20 +463,29 @@ pub fn has_transactional_batch(records: &[u8]) -> bool {
     BatchIter::new(records).any(|(_, h)| h.is_transactional())
 }
 
-/// Indexes (within the batch) of records that have no key. Kafka rejects such
-/// records on compacted topics. This decodes (and decompresses) the records,
-/// so it runs only for compacted topics, never on the ordinary produce path.
-pub fn keyless_record_indexes(batch: &[u8]) -> Result<Vec<i32>, String> {
-    let mut buf = bytes::Bytes::copy_from_slice(batch);
-    let set =
-        kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
-    Ok(set
-        .records
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.key.is_none())
-        .map(|(i, _)| i as i32)
-        .collect())
+/// Indexes (counted across the set) of records that have no key, the
+/// first [`record_count::MAX_KEYLESS_REPORTED`](crate::record_count::MAX_KEYLESS_REPORTED)
+/// of them. Kafka rejects such records on compacted topics. The records are
+/// walked by streaming decompression, never materialised (a compressed
+/// batch may expand to gigabytes), so it costs what validating the set
+/// costs; it runs only for compacted topics.
+pub fn keyless_record_indexes(records: &[u8]) -> Result<Vec<i32>, String> {
+    let mut keyless = Vec::new();
+    let (mut pos, mut base) = (0, 0i32);
+    while pos < records.len() {
+        let h = BatchHeader::parse(&records[pos..]).map_err(|e| e.to_string())?;
+        let end = pos + h.total_size();
+        let body = records
+            .get(pos + BATCH_HEADER_LEN..end)
+            .ok_or_else(|| format!("batch at {pos} is truncated"))?;
+        let limit = usize::try_from(h.records_count).unwrap_or(0);
+        let found = crate::record_count::keyless_records(h.compression(), body, limit)
+            .map_err(|e| format!("{e:?}"))?;
+        keyless.extend(found.into_iter().map(|i| base.saturating_add(i)));
+        base = base.saturating_add(h.records_count);
+        pos = end;
+    }
+    Ok(keyless)
 }
 
 #[cfg(test)]
@@ -567,6 +576,31 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// Found by the record_batch fuzz target: a snappy batch whose block
+    /// claims 2.9 GB made the keyless check (compacted topics) allocate it
+    /// through a full decode. The walk refuses the claim instead.
+    #[test]
+    fn keyless_check_allocates_nothing_a_batch_claims() {
+        // A raw snappy block whose length preamble claims 0xB0000000 bytes.
+        let body = [0x80, 0x80, 0x80, 0x80, 0x0b, 0x00];
+        let mut b = Vec::new();
+        b.extend_from_slice(&0i64.to_be_bytes());
+        b.extend_from_slice(&((BATCH_HEADER_LEN - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
+        b.extend_from_slice(&0i32.to_be_bytes());
+        b.push(2);
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&2i16.to_be_bytes()); // snappy
+        b.extend_from_slice(&0i32.to_be_bytes());
+        b.extend_from_slice(&[0; 16]);
+        b.extend_from_slice(&(-1i64).to_be_bytes());
+        b.extend_from_slice(&(-1i16).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&body);
+        let err = keyless_record_indexes(&b).unwrap_err();
+        assert!(err.contains("claims"), "{err}");
     }
 
     #[test]
@@ -700,6 +734,32 @@ mod tests {
     }
 
     proptest! {
+        /// The streaming keyless walk finds exactly the records a full
+        /// decode finds without a key, in every codec, whatever the keys,
+        /// values and timestamps (large ones stretch the record head).
+        #[test]
+        fn keyless_walk_agrees_with_a_full_decode(
+            recs in proptest::collection::vec(
+                (proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                 proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                 0i64..1 << 45),
+                1..30),
+            codec in 0u8..5,
+        ) {
+            let compression = [Compression::None, Compression::Gzip, Compression::Snappy,
+                               Compression::Lz4, Compression::Zstd][codec as usize];
+            let records: Vec<crate::testing::TestRecord> = recs
+                .iter()
+                .map(|(k, v, ts)| (k.clone().map(bytes::Bytes::from), v.clone().map(bytes::Bytes::from), *ts))
+                .collect();
+            let buf = crate::testing::encode_records(&records, -1, -1, -1, compression);
+            let mut b = bytes::Bytes::from(buf.clone());
+            let decoded = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();
+            let want: Vec<i32> = decoded.records.iter().enumerate()
+                .filter(|(_, r)| r.key.is_none()).map(|(i, _)| i as i32).collect();
+            prop_assert_eq!(keyless_record_indexes(&buf).unwrap(), want);
+        }
+
         /// In-place assignment sets exactly the two fields, keeps the CRC valid and
         /// leaves every other byte as the client wrote it.
         #[test]

@@ -7,6 +7,7 @@ pub mod api;
 pub mod batch;
 pub mod frame;
 pub mod record_count;
+pub mod request;
 pub mod testing;
 
 pub use kafka_protocol;

@@ -47,14 +47,28 @@ pub enum CountError {
     UnknownCodec(i16),
 }
 
+/// Bytes of a record's start that hold its key length: attributes (1),
+/// timestamp delta (varlong, at most 10), offset delta and key length
+/// (varints, at most 5 each).
+const RECORD_HEAD: usize = 21;
+/// The most keyless record indexes kept (the batch is refused anyway).
+pub const MAX_KEYLESS_REPORTED: usize = 1000;
+
 /// Walks records' length prefixes (zig-zag varints) and skips their bodies,
-/// across chunk boundaries.
+/// across chunk boundaries; optionally reads each record's head to note the
+/// records without a key.
 struct Counter {
     count: usize,
     limit: usize,
     varint: u64,
     varint_len: u32,
     skip: u64,
+    /// Some when keyless records are wanted: their indexes (up to
+    /// [`MAX_KEYLESS_REPORTED`]).
+    keyless: Option<Vec<i32>>,
+    head: [u8; RECORD_HEAD],
+    head_len: usize,
+    head_want: usize,
 }
 
 impl Counter {
@@ -65,11 +79,26 @@ impl Counter {
             varint: 0,
             varint_len: 0,
             skip: 0,
+            keyless: None,
+            head: [0; RECORD_HEAD],
+            head_len: 0,
+            head_want: 0,
         }
     }
 
     fn feed(&mut self, mut buf: &[u8]) -> Result<(), CountError> {
         while !buf.is_empty() {
+            if self.head_want > self.head_len {
+                let n = (self.head_want - self.head_len).min(buf.len());
+                self.head[self.head_len..self.head_len + n].copy_from_slice(&buf[..n]);
+                self.head_len += n;
+                self.skip -= n as u64;
+                buf = &buf[n..];
+                if self.head_len == self.head_want {
+                    self.note_key()?;
+                }
+                continue;
+            }
             if self.skip > 0 {
                 let n = usize::try_from(self.skip).map_or(buf.len(), |s| s.min(buf.len()));
                 self.skip -= n as u64;
@@ -97,6 +126,37 @@ impl Counter {
             if self.count > self.limit {
                 return Err(CountError::TooMany);
             }
+            if self.keyless.is_some() {
+                self.head_len = 0;
+                self.head_want = RECORD_HEAD.min(len as usize);
+            }
+        }
+        Ok(())
+    }
+
+    /// The current record's head is in: is its key length -1 (no key)?
+    fn note_key(&mut self) -> Result<(), CountError> {
+        let head = &self.head[..self.head_len];
+        // attributes, timestamp delta, offset delta, then the key length.
+        let mut at = 1usize;
+        for max in [10, 5] {
+            at += varint_len(head.get(at..).unwrap_or(&[]), max)?;
+        }
+        let rest = head.get(at..).unwrap_or(&[]);
+        let n = varint_len(rest, 5)?;
+        let raw = rest[..n]
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
+        let key_len = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
+        if key_len < 0 {
+            if let Some(k) = self
+                .keyless
+                .as_mut()
+                .filter(|k| k.len() < MAX_KEYLESS_REPORTED)
+            {
+                k.push((self.count - 1) as i32);
+            }
         }
         Ok(())
     }
@@ -121,11 +181,33 @@ impl Counter {
     }
 }
 
+/// The length of the varint at the start of `buf` (at most `max` bytes).
+fn varint_len(buf: &[u8], max: usize) -> Result<usize, CountError> {
+    buf.iter()
+        .take(max)
+        .position(|b| b & 0x80 == 0)
+        .map(|i| i + 1)
+        .ok_or(CountError::Malformed)
+}
+
 /// Counts the records of a batch body compressed with `codec` (the
 /// attributes' low three bits), failing with [`CountError::TooMany`] as soon
 /// as there are more than `limit`.
 pub fn count_records(codec: i16, body: &[u8], limit: usize) -> Result<usize, CountError> {
+    walk(Counter::new(limit), codec, body).map(|c| c.count)
+}
+
+/// The indexes (within the batch) of the records that have no key, the
+/// first [`MAX_KEYLESS_REPORTED`] of them, found by the same streaming walk
+/// as [`count_records`] (nothing is materialised).
+pub fn keyless_records(codec: i16, body: &[u8], limit: usize) -> Result<Vec<i32>, CountError> {
     let mut counter = Counter::new(limit);
+    counter.keyless = Some(Vec::new());
+    let counter = walk(counter, codec, body)?;
+    Ok(counter.keyless.unwrap_or_default())
+}
+
+fn walk(mut counter: Counter, codec: i16, body: &[u8]) -> Result<Counter, CountError> {
     let codec_error = |e: std::io::Error| CountError::Codec(e.to_string());
     match codec {
         0 => counter.feed(body)?,
@@ -139,7 +221,8 @@ pub fn count_records(codec: i16, body: &[u8], limit: usize) -> Result<usize, Cou
         }
         other => return Err(CountError::UnknownCodec(other)),
     }
-    counter.finish()
+    counter.finish()?;
+    Ok(counter)
 }
 
 /// One snappy block into `out` (reused), its claimed length checked first.

@@ -1,0 +1,18 @@
+#![no_main]
+//! The broker's server.properties parser and validation, as `strand` reads
+//! them (the module is compiled here from the broker's source).
+
+#[allow(dead_code)]
+#[path = "../../src/config.rs"]
+mod config;
+#[allow(dead_code)]
+#[path = "../../src/connection_quotas.rs"]
+mod connection_quotas;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(pairs) = config::parse_properties("fuzz", text) {
+            let _ = config::BrokerConfig::from_pairs(pairs);
+        }
+    }
+});
