@@ -224,6 +224,19 @@ fn decompression_bombs_cost_no_memory_and_no_heartbeat() {
             started.elapsed().as_secs_f64()
         );
     }
+    // ListOffsets by time looks into batches for the first record at or
+    // after the time; past every record, it walks them all (it used to
+    // decode each batch whole: 2 GiB for the zstd one).
+    let future = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + 86_400_000;
+    assert_eq!(
+        offset_for(&addr, TOPIC, future),
+        Some(-1),
+        "no record is that late"
+    );
     // A compacted topic checks every record for a key (Kafka: INVALID_RECORD
     // without one); the check walks the records as validation does, never
     // materialising them (it used to decode the whole batch: 2 GiB here).
@@ -260,6 +273,12 @@ fn decompression_bombs_cost_no_memory_and_no_heartbeat() {
 /// ListOffsets (v5) earliest of `topic`-0 at the broker at `addr` (its log
 /// start offset).
 fn earliest(addr: &str, topic: &str) -> Option<i64> {
+    offset_for(addr, topic, -2)
+}
+
+/// ListOffsets (v5) of `topic`-0 for `timestamp` (-2 earliest, -1 latest, or
+/// the first record at or after a time).
+fn offset_for(addr: &str, topic: &str, timestamp: i64) -> Option<i64> {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     let mut c = Client::connect(addr).ok()?;
     let req = ListOffsetsRequest::default()
@@ -269,7 +288,7 @@ fn earliest(addr: &str, topic: &str) -> Option<i64> {
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(0)
                 .with_current_leader_epoch(-1)
-                .with_timestamp(-2)])]);
+                .with_timestamp(timestamp)])]);
     let resp: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 5, &req).ok()?;
     let p = resp.topics.first()?.partitions.first()?;
     (p.error_code == 0).then_some(p.offset)

@@ -69,8 +69,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use strand_protocol::batch::{assign_offset_and_epoch, stamp_log_append_time, BatchHeader};
-use strand_protocol::kafka_protocol::records::RecordBatchDecoder;
+use strand_protocol::batch::{
+    assign_offset_and_epoch, stamp_log_append_time, BatchHeader, BATCH_HEADER_LEN,
+};
+use strand_protocol::record_count;
 
 use crate::epoch::EpochCache;
 use crate::segment::{Segment, Stop};
@@ -859,18 +861,26 @@ impl PartitionLog {
         }
         let mut buf = Vec::new();
         seg.read_bytes(pos, h.total_size(), &mut buf)?;
-        let mut bytes = Bytes::from(buf);
-        let set = RecordBatchDecoder::decode(&mut bytes).map_err(|e| {
+        // Walked by streaming decompression: a batch a client sent may
+        // decompress to gigabytes, and nothing of it needs keeping.
+        let mut found = None;
+        let limit = usize::try_from(h.records_count).unwrap_or(0);
+        let body = buf.get(BATCH_HEADER_LEN..).unwrap_or(&[]);
+        record_count::visit_records(h.compression(), body, limit, &mut |r| {
+            let offset = h.base_offset + r.offset_delta;
+            let timestamp = h.base_timestamp + r.timestamp_delta;
+            if pred(offset, timestamp) {
+                found = Some((offset, timestamp));
+            }
+            found.is_none()
+        })
+        .map_err(|e| {
             LogError::Corrupt(format!(
-                "cannot decode batch at offset {}: {e}",
+                "cannot read batch at offset {}: {e:?}",
                 h.base_offset
             ))
         })?;
-        Ok(set
-            .records
-            .iter()
-            .find(|r| pred(r.offset, r.timestamp))
-            .map(|r| (r.offset, r.timestamp)))
+        Ok(found)
     }
 
     /// ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the first record with

@@ -244,7 +244,9 @@ fn validate_batches(buf: &[u8], count_records: bool) -> Result<Vec<BatchHeader>,
         };
         match record_count::count_records(h.compression(), &rest[BATCH_HEADER_LEN..size], claimed) {
             Ok(n) if n == claimed => {}
-            Ok(_) | Err(CountError::TooMany) | Err(CountError::Malformed) => return Err(mismatch),
+            Ok(_) | Err(CountError::TooMany | CountError::Malformed | CountError::Stopped) => {
+                return Err(mismatch)
+            }
             Err(CountError::Codec(reason)) => return Err(BatchError::Compression(reason)),
             Err(CountError::UnknownCodec(c)) => {
                 return Err(BatchError::Compression(format!(
@@ -429,14 +431,12 @@ pub struct EndTxnMarker {
 /// epoch that fences older coordinators.
 pub fn end_txn_marker(batch: &[u8]) -> Option<EndTxnMarker> {
     let h = BatchHeader::parse(batch).ok()?;
-    if !h.is_control() || batch.len() < h.total_size() {
+    // Control batches are never compressed: one that claims to be is not a
+    // marker (and is not decompressed: it could claim gigabytes).
+    if !h.is_control() || batch.len() < h.total_size() || h.compression() != 0 {
         return None;
     }
-    let mut buf = bytes::Bytes::copy_from_slice(&batch[..h.total_size()]);
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).ok()?;
-    let record = set.records.first()?;
-    let key = record.key.as_ref()?;
-    let value = record.value.as_ref()?;
+    let (key, value) = first_record_key_value(&batch[BATCH_HEADER_LEN..h.total_size()])?;
     if key.len() < 4 || value.len() < 6 {
         return None;
     }
@@ -449,6 +449,35 @@ pub fn end_txn_marker(batch: &[u8]) -> Option<EndTxnMarker> {
         control: ControlType::from_code(i16::from_be_bytes([key[2], key[3]]))?,
         coordinator_epoch: i32::from_be_bytes([value[2], value[3], value[4], value[5]]),
     })
+}
+
+/// The key and value of the first record of an uncompressed records
+/// section, as slices of it (`None` if it does not parse or either is null).
+fn first_record_key_value(records: &[u8]) -> Option<(&[u8], &[u8])> {
+    fn varint(buf: &mut &[u8], max: usize) -> Option<i64> {
+        let n = buf.iter().take(max).position(|b| b & 0x80 == 0)? + 1;
+        let raw = buf[..n]
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
+        *buf = &buf[n..];
+        Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+    fn bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let len = usize::try_from(varint(buf, 5)?).ok()?;
+        let (b, rest) = (buf.get(..len)?, buf.get(len..)?);
+        *buf = rest;
+        Some(b)
+    }
+    let mut buf = records;
+    let len = usize::try_from(varint(&mut buf, 5)?).ok()?;
+    let mut record = buf.get(..len)?;
+    record = record.get(1..)?; // attributes
+    varint(&mut record, 10)?; // timestamp delta
+    varint(&mut record, 5)?; // offset delta
+    let key = bytes(&mut record)?;
+    let value = bytes(&mut record)?;
+    Some((key, value))
 }
 
 /// The transaction marker type of a control batch; see [`end_txn_marker`].
@@ -576,6 +605,21 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// Found by the record_batch fuzz target: a control batch claiming a
+    /// codec was decoded whole (and decompressed) to read its marker. Control
+    /// batches are never compressed; such a batch is no marker.
+    #[test]
+    fn compressed_control_batches_are_not_markers() {
+        let marker = build_txn_marker_batch(7, 1, 3, ControlType::Commit, 1_000).unwrap();
+        let m = end_txn_marker(&marker).unwrap();
+        assert_eq!((m.control, m.coordinator_epoch), (ControlType::Commit, 3));
+        let mut compressed = marker.clone();
+        compressed[22] |= 4; // zstd
+        let crc = crc32c::crc32c(&compressed[21..]);
+        compressed[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(end_txn_marker(&compressed), None);
     }
 
     /// Found by the record_batch fuzz target: a snappy batch whose block

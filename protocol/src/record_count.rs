@@ -45,6 +45,8 @@ pub enum CountError {
     Codec(String),
     /// An attribute value that names no codec.
     UnknownCodec(i16),
+    /// The visitor stopped the walk (internal: never returned).
+    Stopped,
 }
 
 /// Bytes of a record's start that hold its key length: attributes (1),
@@ -54,32 +56,43 @@ const RECORD_HEAD: usize = 21;
 /// The most keyless record indexes kept (the batch is refused anyway).
 pub const MAX_KEYLESS_REPORTED: usize = 1000;
 
+/// The start of a record: what is known of it without reading its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHead {
+    /// Index of the record within the batch.
+    pub index: usize,
+    pub timestamp_delta: i64,
+    pub offset_delta: i64,
+    /// -1: no key.
+    pub key_len: i64,
+}
+
+/// Called with each record's head; `false` stops the walk.
+type Visitor<'a> = &'a mut dyn FnMut(RecordHead) -> bool;
+
 /// Walks records' length prefixes (zig-zag varints) and skips their bodies,
-/// across chunk boundaries; optionally reads each record's head to note the
-/// records without a key.
-struct Counter {
+/// across chunk boundaries; with a visitor, reads each record's head first.
+struct Counter<'a> {
     count: usize,
     limit: usize,
     varint: u64,
     varint_len: u32,
     skip: u64,
-    /// Some when keyless records are wanted: their indexes (up to
-    /// [`MAX_KEYLESS_REPORTED`]).
-    keyless: Option<Vec<i32>>,
+    visit: Option<Visitor<'a>>,
     head: [u8; RECORD_HEAD],
     head_len: usize,
     head_want: usize,
 }
 
-impl Counter {
-    fn new(limit: usize) -> Self {
+impl<'a> Counter<'a> {
+    fn new(limit: usize, visit: Option<Visitor<'a>>) -> Self {
         Counter {
             count: 0,
             limit,
             varint: 0,
             varint_len: 0,
             skip: 0,
-            keyless: None,
+            visit,
             head: [0; RECORD_HEAD],
             head_len: 0,
             head_want: 0,
@@ -95,7 +108,7 @@ impl Counter {
                 self.skip -= n as u64;
                 buf = &buf[n..];
                 if self.head_len == self.head_want {
-                    self.note_key()?;
+                    self.visit_head()?;
                 }
                 continue;
             }
@@ -126,7 +139,7 @@ impl Counter {
             if self.count > self.limit {
                 return Err(CountError::TooMany);
             }
-            if self.keyless.is_some() {
+            if self.visit.is_some() {
                 self.head_len = 0;
                 self.head_want = RECORD_HEAD.min(len as usize);
             }
@@ -134,31 +147,30 @@ impl Counter {
         Ok(())
     }
 
-    /// The current record's head is in: is its key length -1 (no key)?
-    fn note_key(&mut self) -> Result<(), CountError> {
-        let head = &self.head[..self.head_len];
-        // attributes, timestamp delta, offset delta, then the key length.
-        let mut at = 1usize;
-        for max in [10, 5] {
-            at += varint_len(head.get(at..).unwrap_or(&[]), max)?;
-        }
-        let rest = head.get(at..).unwrap_or(&[]);
-        let n = varint_len(rest, 5)?;
-        let raw = rest[..n]
-            .iter()
-            .enumerate()
-            .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
-        let key_len = ((raw >> 1) as i64) ^ -((raw & 1) as i64);
-        if key_len < 0 {
-            if let Some(k) = self
-                .keyless
-                .as_mut()
-                .filter(|k| k.len() < MAX_KEYLESS_REPORTED)
-            {
-                k.push((self.count - 1) as i32);
+    /// The current record's head is in: hands it to the visitor.
+    fn visit_head(&mut self) -> Result<(), CountError> {
+        let mut rest = &self.head[..self.head_len];
+        // attributes, timestamp delta, offset delta, key length.
+        rest = rest.get(1..).ok_or(CountError::Malformed)?;
+        let timestamp_delta = read_varint(&mut rest, 10)?;
+        let offset_delta = read_varint(&mut rest, 5)?;
+        let key_len = read_varint(&mut rest, 5)?;
+        let head = RecordHead {
+            index: self.count - 1,
+            timestamp_delta,
+            offset_delta,
+            key_len,
+        };
+        match self.visit.as_mut() {
+            Some(visit) => {
+                if visit(head) {
+                    Ok(())
+                } else {
+                    Err(CountError::Stopped)
+                }
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn finish(&self) -> Result<usize, CountError> {
@@ -181,48 +193,77 @@ impl Counter {
     }
 }
 
-/// The length of the varint at the start of `buf` (at most `max` bytes).
-fn varint_len(buf: &[u8], max: usize) -> Result<usize, CountError> {
-    buf.iter()
+/// Reads a zig-zag varint of at most `max` bytes from the front of `buf`.
+fn read_varint(buf: &mut &[u8], max: usize) -> Result<i64, CountError> {
+    let n = buf
+        .iter()
         .take(max)
         .position(|b| b & 0x80 == 0)
         .map(|i| i + 1)
-        .ok_or(CountError::Malformed)
+        .ok_or(CountError::Malformed)?;
+    let raw = buf[..n]
+        .iter()
+        .enumerate()
+        .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
+    *buf = &buf[n..];
+    Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
 }
 
 /// Counts the records of a batch body compressed with `codec` (the
 /// attributes' low three bits), failing with [`CountError::TooMany`] as soon
 /// as there are more than `limit`.
 pub fn count_records(codec: i16, body: &[u8], limit: usize) -> Result<usize, CountError> {
-    walk(Counter::new(limit), codec, body).map(|c| c.count)
+    walk(Counter::new(limit, None), codec, body)
+}
+
+/// Hands each record's head to `visit`, in order, until it returns false,
+/// by the same streaming walk as [`count_records`] (nothing is
+/// materialised, whatever the batch decompresses to). Returns the number of
+/// records walked.
+pub fn visit_records(
+    codec: i16,
+    body: &[u8],
+    limit: usize,
+    visit: &mut dyn FnMut(RecordHead) -> bool,
+) -> Result<usize, CountError> {
+    walk(Counter::new(limit, Some(visit)), codec, body)
 }
 
 /// The indexes (within the batch) of the records that have no key, the
-/// first [`MAX_KEYLESS_REPORTED`] of them, found by the same streaming walk
-/// as [`count_records`] (nothing is materialised).
+/// first [`MAX_KEYLESS_REPORTED`] of them.
 pub fn keyless_records(codec: i16, body: &[u8], limit: usize) -> Result<Vec<i32>, CountError> {
-    let mut counter = Counter::new(limit);
-    counter.keyless = Some(Vec::new());
-    let counter = walk(counter, codec, body)?;
-    Ok(counter.keyless.unwrap_or_default())
+    let mut keyless = Vec::new();
+    visit_records(codec, body, limit, &mut |r| {
+        if r.key_len < 0 && keyless.len() < MAX_KEYLESS_REPORTED {
+            keyless.push(r.index as i32);
+        }
+        true
+    })?;
+    Ok(keyless)
 }
 
-fn walk(mut counter: Counter, codec: i16, body: &[u8]) -> Result<Counter, CountError> {
+fn walk(mut counter: Counter<'_>, codec: i16, body: &[u8]) -> Result<usize, CountError> {
+    match feed_all(&mut counter, codec, body) {
+        Err(CountError::Stopped) => Ok(counter.count),
+        Err(e) => Err(e),
+        Ok(()) => counter.finish(),
+    }
+}
+
+fn feed_all(counter: &mut Counter<'_>, codec: i16, body: &[u8]) -> Result<(), CountError> {
     let codec_error = |e: std::io::Error| CountError::Codec(e.to_string());
     match codec {
-        0 => counter.feed(body)?,
-        1 => counter.drain(flate2::read::MultiGzDecoder::new(body))?,
-        2 => snappy(body, &mut counter)?,
-        3 => counter.drain(lz4::Decoder::new(body).map_err(codec_error)?)?,
+        0 => counter.feed(body),
+        1 => counter.drain(flate2::read::MultiGzDecoder::new(body)),
+        2 => snappy(body, counter),
+        3 => counter.drain(lz4::Decoder::new(body).map_err(codec_error)?),
         4 => {
             let mut d = zstd::stream::read::Decoder::with_buffer(body).map_err(codec_error)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(codec_error)?;
-            counter.drain(d)?
+            counter.drain(d)
         }
-        other => return Err(CountError::UnknownCodec(other)),
+        other => Err(CountError::UnknownCodec(other)),
     }
-    counter.finish()?;
-    Ok(counter)
 }
 
 /// One snappy block into `out` (reused), its claimed length checked first.
@@ -244,7 +285,7 @@ fn snappy_block<'a>(block: &[u8], out: &'a mut Vec<u8>) -> Result<&'a [u8], Coun
 
 /// Raw snappy, or the xerial framing Java clients write (as Kafka's
 /// SnappyInputStream tells them apart: by the magic).
-fn snappy(body: &[u8], counter: &mut Counter) -> Result<(), CountError> {
+fn snappy(body: &[u8], counter: &mut Counter<'_>) -> Result<(), CountError> {
     let mut out = Vec::new();
     if !body.starts_with(XERIAL_MAGIC) {
         return counter.feed(snappy_block(body, &mut out)?);
@@ -286,7 +327,7 @@ mod tests {
     fn counter_walks_prefixes_across_any_chunking() {
         let body = records(7, 300);
         for chunk in [1, 2, 3, 7, 64, 301, body.len()] {
-            let mut c = Counter::new(100);
+            let mut c = Counter::new(100, None);
             for part in body.chunks(chunk) {
                 c.feed(part).unwrap();
             }
