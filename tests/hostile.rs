@@ -23,6 +23,7 @@
 //!   `queued.max.request.bytes` hold as Kafka's do;
 //! * min.insync.replicas above the replication factor: acks=all refused
 //!   with NOT_ENOUGH_REPLICAS, nothing appended;
+//! * internal topics: clients cannot append to them;
 //! * listeners: SSL and SASL listeners refuse start-up (Strand serves
 //!   PLAINTEXT only) rather than serve plaintext where they were asked for.
 
@@ -432,6 +433,37 @@ fn min_insync_replicas_above_replication_factor_refuses_acks_all() {
     assert_eq!(values, [b"taken".as_slice()]);
     assert_eq!(fetched.high_watermark, 1);
     assert_eq!(all(&mut c, "refused again").0, NOT_ENOUGH_REPLICAS);
+}
+
+/// Only coordinators write the internal topics: a client's produce to
+/// `__consumer_offsets` or `__transaction_state` (forged commits, a planted
+/// batch) gets INVALID_TOPIC_EXCEPTION, as in Kafka, and appends nothing.
+#[test]
+fn clients_cannot_append_to_internal_topics() {
+    const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    let broker = Broker::start(&common::strand_bin(), &[]).unwrap();
+    let addr = broker.addr();
+    // Both topics exist once a coordinator has been looked up.
+    for (key, key_type) in [("g", 0), ("tx", 1)] {
+        common::eventually("a coordinator", Duration::from_secs(30), || {
+            let (code, _) = common::find_coordinator(&addr, key, key_type, Duration::from_secs(5))?;
+            (code == 0).then_some(())
+        });
+    }
+    let mut c = Client::connect(&addr).unwrap();
+    for topic in ["__consumer_offsets", "__transaction_state"] {
+        for partition in 0..3 {
+            let (code, _) =
+                common::produce_values(&mut c, topic, partition, -1, 5000, &["forged".into()])
+                    .unwrap();
+            assert_eq!(code, INVALID_TOPIC_EXCEPTION, "{topic}-{partition}");
+            let f = common::fetch_values(&mut c, topic, partition, 0, 0).unwrap();
+            assert!(
+                f.records.iter().all(|(_, v)| v.as_ref() != b"forged"),
+                "{topic}-{partition} took the forged record"
+            );
+        }
+    }
 }
 
 /// CreateTopics and CreatePartitions with partition counts a controller

@@ -23,10 +23,25 @@ struct Pending {
     outcome: AppendOutcome,
 }
 
+/// The client id Kafka lets append to internal topics (its admin tools').
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
+/// Whether a client may append to `topic`: never to the internal topics
+/// (`__consumer_offsets`, `__transaction_state`), whose records only their
+/// coordinators write (a client could forge commits or transaction state,
+/// or plant a batch that takes a coordinator down when it loads), unless it
+/// is Kafka's admin client, as Kafka decides.
+pub fn client_may_append(topic: &str, client_id: &str) -> bool {
+    let internal = topic == crate::group_coordinator::OFFSETS_TOPIC
+        || topic == crate::txn_coordinator::TXN_TOPIC;
+    !internal || client_id == ADMIN_CLIENT_ID
+}
+
 pub async fn handle(
     broker: &Broker,
     req: ProduceRequest,
     version: i16,
+    client_id: &str,
 ) -> Result<Option<ProduceResponse>, String> {
     let acks = match Acks::from_i16(req.acks) {
         Ok(a) => a,
@@ -61,6 +76,10 @@ pub async fn handle(
                 _ => Ok(()),
             };
             let result = match verified {
+                Ok(()) if !client_may_append(&name, client_id) => Err(PartitionError::new(
+                    ErrorCode::InvalidTopicException,
+                    format!("Cannot append to internal topic {name}"),
+                )),
                 Ok(()) => {
                     append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version).await
                 }
@@ -257,4 +276,26 @@ fn error_response(req: &ProduceRequest, code: ErrorCode) -> ProduceResponse {
         })
         .collect();
     ProduceResponse::default().with_responses(responses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_admin_client_appends_to_internal_topics() {
+        for (topic, client, allowed) in [
+            ("orders", "app", true),
+            ("__consumer_offsets", "app", false),
+            ("__transaction_state", "rdkafka", false),
+            ("__consumer_offsets", "__admin_client", true),
+            ("__consumer_offsetsX", "app", true),
+        ] {
+            assert_eq!(
+                client_may_append(topic, client),
+                allowed,
+                "{topic} by {client}"
+            );
+        }
+    }
 }
