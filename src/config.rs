@@ -522,12 +522,18 @@ impl BrokerConfig {
             if let Some(m) = props.get("log.retention.minutes").filter(|v| !v.is_empty()) {
                 static_props.insert(
                     "log.retention.ms".into(),
-                    (m.parse::<i64>().unwrap_or(10080) * 60_000).to_string(),
+                    m.parse::<i64>()
+                        .unwrap_or(10080)
+                        .saturating_mul(60_000)
+                        .to_string(),
                 );
             } else if let Some(h) = props.get("log.retention.hours") {
                 static_props.insert(
                     "log.retention.ms".into(),
-                    (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string(),
+                    h.parse::<i64>()
+                        .unwrap_or(168)
+                        .saturating_mul(3_600_000)
+                        .to_string(),
                 );
             }
         }
@@ -535,7 +541,10 @@ impl BrokerConfig {
             if let Some(h) = props.get("log.roll.hours") {
                 static_props.insert(
                     "log.roll.ms".into(),
-                    (h.parse::<i64>().unwrap_or(168) * 3_600_000).to_string(),
+                    h.parse::<i64>()
+                        .unwrap_or(168)
+                        .saturating_mul(3_600_000)
+                        .to_string(),
                 );
             }
         }
