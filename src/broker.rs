@@ -160,8 +160,11 @@ fn storage_error(e: LogError) -> PartitionError {
 }
 
 impl Partition {
-    fn report_failures_to(self, listener: strand_log::FailureListener) -> Self {
-        self.log.write().set_failure_listener(listener);
+    fn report_failures_to(self, failures: &Arc<crate::log_dir_failure::LogDirFailures>) -> Self {
+        let mut log = self.log.write();
+        log.set_failure_listener(failures.listener());
+        log.set_dir_offline_flag(failures.offline_flag());
+        drop(log);
         self
     }
 
@@ -1457,7 +1460,7 @@ impl Broker {
             }
             let opened =
                 Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone());
-            match opened.map(|p| p.report_failures_to(self.log_dir_failures.listener())) {
+            match opened.map(|p| p.report_failures_to(&self.log_dir_failures)) {
                 Ok(p) => {
                     self.partitions.write().insert(key, Arc::new(p));
                 }

@@ -19,7 +19,8 @@ use tokio::sync::Notify;
 
 #[derive(Default)]
 pub struct LogDirFailures {
-    offline: AtomicBool,
+    /// Shared with every log in the directory, which refuse writes once set.
+    offline: Arc<AtomicBool>,
     /// What failed first (for the exit message).
     first: Mutex<Option<String>>,
     failed: Notify,
@@ -34,6 +35,11 @@ impl LogDirFailures {
     pub fn listener(self: &Arc<Self>) -> FailureListener {
         let me = self.clone();
         Arc::new(move |dir: &Path, e: &std::io::Error| me.fail(dir, e))
+    }
+
+    /// The flag each log of the directory checks before every write.
+    pub fn offline_flag(&self) -> Arc<AtomicBool> {
+        self.offline.clone()
     }
 
     /// Takes the log directory offline (the first report wins).

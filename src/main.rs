@@ -310,6 +310,12 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     lifecycle::controlled_shutdown(&config, &controller, &registration).await;
     let _ = shutdown_tx.send(true);
     let _ = server.await;
+    if broker.log_dir_failures.is_offline() {
+        // A log failed while stopping: nothing may be flushed or marked clean.
+        return Err(
+            "log directory failed during shutdown; stopped without a clean shutdown".into(),
+        );
+    }
     let b = broker.clone();
     let _ = tokio::task::spawn_blocking(move || b.shutdown()).await;
     tracing::info!("clean shutdown complete");

@@ -36,6 +36,11 @@ use tokio::sync::{watch, Semaphore};
 /// connection closes meanwhile.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// A response buffer larger than this is given back once its client has
+/// been quiet for [`BUFFER_GRACE`].
+const IDLE_RESPONSE_BUFFER: usize = 64 * 1024;
+const BUFFER_GRACE: Duration = Duration::from_secs(1);
+
 /// A response buffer larger than this is given back after it is written.
 /// Smaller ones are kept for the next response: a consumer's fetches are
 /// about the same size each time (max.partition.fetch.bytes, 1 MiB by
@@ -125,6 +130,16 @@ async fn connection(
         .unwrap_or_default();
     let mut out = BytesMut::new();
     loop {
+        if out.capacity() > IDLE_RESPONSE_BUFFER {
+            // A quiet client does not keep a large response buffer: after a
+            // short grace (a consumer's next fetch comes sooner) it goes.
+            // (readable() is cancel-safe; a half-read prefix would not be.)
+            tokio::select! {
+                r = stream.readable() => { r?; }
+                _ = tokio::time::sleep(BUFFER_GRACE) => out = BytesMut::new(),
+                _ = shutdown.changed() => return Err(Closed::Shutdown),
+            }
+        }
         let mut prefix = [0u8; 4];
         let idle_deadline = async {
             match idle {
@@ -141,9 +156,11 @@ async fn connection(
             tracing::warn!(error = %e, "closing connection");
             Closed::Protocol(e.to_string())
         })?;
-        // Held until the response is written. The pool is at least
-        // socket.request.max.bytes (checked at start-up), so any frame fits.
-        let _bytes = match &pool {
+        // Held while the frame is read and decoded (as Kafka frees a
+        // request's buffer once it is handled, not while it waits in
+        // purgatory). The pool is at least socket.request.max.bytes (checked
+        // at start-up), so any frame fits.
+        let bytes = match &pool {
             Some(pool) => Some(
                 pool.acquire_many(len as u32)
                     .await
@@ -151,11 +168,19 @@ async fn connection(
             ),
             None => None,
         };
-        let frame = read_frame(&mut stream, len).await?.freeze();
+        // A client that stops sending in the middle of a frame is idle too
+        // (and must not keep pool bytes).
+        let frame = match idle {
+            Some(d) => tokio::time::timeout(d, read_frame(&mut stream, len))
+                .await
+                .map_err(|_| Closed::Idle)??,
+            None => read_frame(&mut stream, len).await?,
+        }
+        .freeze();
         out.clear();
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
-        if Box::pin(handle_frame(&broker, frame, &mut out, &client_host)).await? {
+        if Box::pin(handle_frame(&broker, frame, bytes, &mut out, &client_host)).await? {
             stream.write_all(&out).await?;
         }
         if out.capacity() > KEPT_RESPONSE_BUFFER {
@@ -193,24 +218,26 @@ async fn read_frame(stream: &mut TcpStream, len: usize) -> std::io::Result<Bytes
 async fn handle_frame(
     broker: &Broker,
     frame: Bytes,
+    pool_bytes: Option<tokio::sync::SemaphorePermit<'_>>,
     out: &mut BytesMut,
     client_host: &str,
 ) -> Result<bool, Closed> {
-    let (key, version, header, request) =
-        match decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()))? {
-            Decoded::Request {
-                key,
-                version,
-                header,
-                request,
-            } => (key, version, header, request),
-            Decoded::UnsupportedApiVersions { correlation_id } => {
-                // KIP-511: answer in v0 with our ranges so the client can pick a version.
-                let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
-                encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
-                return Ok(true);
-            }
-        };
+    let decoded = decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()));
+    drop(pool_bytes);
+    let (key, version, header, request) = match decoded? {
+        Decoded::Request {
+            key,
+            version,
+            header,
+            request,
+        } => (key, version, header, request),
+        Decoded::UnsupportedApiVersions { correlation_id } => {
+            // KIP-511: answer in v0 with our ranges so the client can pick a version.
+            let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
+            encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
+            return Ok(true);
+        }
+    };
     let correlation_id = header.correlation_id;
     let ctx = handlers::RequestContext {
         version,

@@ -884,8 +884,9 @@ fn idle_connections_are_closed() {
 
 /// queued.max.request.bytes: requests draw their bytes from one pool, so a
 /// request that has taken all of it holds the others back until it is gone;
-/// a pool smaller than socket.request.max.bytes refuses start-up, as in
-/// Kafka.
+/// a client that stalls in the middle of its frame is closed after
+/// connections.max.idle.ms, which gives its bytes back; a pool smaller than
+/// socket.request.max.bytes refuses start-up, as in Kafka.
 #[test]
 fn request_memory_pool_admits_requests_only_when_their_bytes_are_free() {
     let refused = Broker::start(
@@ -904,6 +905,7 @@ fn request_memory_pool_admits_requests_only_when_their_bytes_are_free() {
         &[
             ("socket.request.max.bytes", "1048576"),
             ("queued.max.request.bytes", "1048576"),
+            ("connections.max.idle.ms", "3000"),
         ],
     )
     .unwrap();
@@ -924,7 +926,9 @@ fn request_memory_pool_admits_requests_only_when_their_bytes_are_free() {
         !answered_within(&mut other, Duration::from_secs(2)),
         "served while the pool was taken"
     );
-    drop(hog);
+    // The hog stays connected but sends nothing more: it is closed as idle
+    // and its bytes return to the pool.
     let r: ApiVersionsResponse = other.receive(ApiKey::ApiVersions, 3).unwrap();
     assert_eq!(r.error_code, 0);
+    assert!(hog.is_closed(), "the stalled client was closed");
 }

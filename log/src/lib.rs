@@ -188,6 +188,9 @@ pub struct PartitionLog {
     failed: bool,
     /// Told of the first I/O error (the owner takes the directory offline).
     on_failure: Option<FailureListener>,
+    /// Set by the owner when the directory holding this log went offline
+    /// (another log there failed): this one then refuses writes too.
+    dir_offline: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Called with the log's directory and the error of the first failed write,
@@ -348,6 +351,7 @@ impl PartitionLog {
             last_flush_ms: now,
             failed: false,
             on_failure: None,
+            dir_offline: None,
         };
         log.leo = log.active().next_offset;
         let first_base = *log.segments.keys().next().unwrap_or(&0);
@@ -386,6 +390,12 @@ impl PartitionLog {
         self.on_failure = Some(listener);
     }
 
+    /// Shares the flag that says the log's directory is offline: once it is
+    /// set, every write is refused as if this log had failed.
+    pub fn set_dir_offline_flag(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.dir_offline = Some(flag);
+    }
+
     /// Whether an I/O error has taken this log offline.
     pub fn is_failed(&self) -> bool {
         self.failed
@@ -397,9 +407,13 @@ impl PartitionLog {
         &mut self,
         op: impl FnOnce(&mut Self) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        if self.failed {
+        let dir_offline = self
+            .dir_offline
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
+        if self.failed || dir_offline {
             return Err(LogError::Io(io::Error::other(
-                "an earlier write, fsync or checkpoint of this log failed; it is offline until the broker restarts and recovers it",
+                "an earlier write, fsync or checkpoint in this log directory failed; it is offline until the broker restarts and recovers it",
             )));
         }
         let result = op(self);
@@ -867,10 +881,15 @@ impl PartitionLog {
         let limit = usize::try_from(h.records_count).unwrap_or(0);
         let body = buf.get(BATCH_HEADER_LEN..).unwrap_or(&[]);
         record_count::visit_records(h.compression(), body, limit, &mut |r| {
-            let offset = h.base_offset + r.offset_delta;
-            let timestamp = h.base_timestamp + r.timestamp_delta;
-            if pred(offset, timestamp) {
-                found = Some((offset, timestamp));
+            // Deltas come from a client: a record whose offset or time does
+            // not add up (or falls outside its batch) is skipped.
+            let offset = h.base_offset.checked_add(r.offset_delta);
+            let timestamp = h.base_timestamp.checked_add(r.timestamp_delta);
+            if let (Some(offset), Some(timestamp)) = (offset, timestamp) {
+                let in_batch = (h.base_offset..=h.last_offset()).contains(&offset);
+                if in_batch && pred(offset, timestamp) {
+                    found = Some((offset, timestamp));
+                }
             }
             found.is_none()
         })
@@ -1338,7 +1357,7 @@ impl PartitionLog {
 
     fn close_clean_unguarded(&mut self) -> Result<(), LogError> {
         self.active_mut().maybe_append_time_entry()?;
-        self.flush()?;
+        self.flush_unguarded()?;
         let leo = self.leo;
         self.set_recovery_point(leo, true)?;
         checkpoint::write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;

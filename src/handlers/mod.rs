@@ -33,7 +33,7 @@ pub async fn dispatch(
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v).await),
         RequestKind::Produce(r) => {
-            return Ok(produce::handle(broker, r, v, &ctx.client_id)
+            return Ok(produce::handle(broker, r, v)
                 .await?
                 .map(ResponseKind::Produce))
         }

@@ -23,25 +23,21 @@ struct Pending {
     outcome: AppendOutcome,
 }
 
-/// The client id Kafka lets append to internal topics (its admin tools').
-const ADMIN_CLIENT_ID: &str = "__admin_client";
-
 /// Whether a client may append to `topic`: never to the internal topics
 /// (`__consumer_offsets`, `__transaction_state`), whose records only their
 /// coordinators write (a client could forge commits or transaction state,
-/// or plant a batch that takes a coordinator down when it loads), unless it
-/// is Kafka's admin client, as Kafka decides.
-pub fn client_may_append(topic: &str, client_id: &str) -> bool {
-    let internal = topic == crate::group_coordinator::OFFSETS_TOPIC
-        || topic == crate::txn_coordinator::TXN_TOPIC;
-    !internal || client_id == ADMIN_CLIENT_ID
+/// or plant a batch that takes a coordinator down when it loads). Kafka
+/// lets a client whose id is `__admin_client` through; any client can claim
+/// that id, and without authentication and ACLs (issue 18) that would undo
+/// the rule, so Strand makes no exception.
+pub fn client_may_append(topic: &str) -> bool {
+    topic != crate::group_coordinator::OFFSETS_TOPIC && topic != crate::txn_coordinator::TXN_TOPIC
 }
 
 pub async fn handle(
     broker: &Broker,
     req: ProduceRequest,
     version: i16,
-    client_id: &str,
 ) -> Result<Option<ProduceResponse>, String> {
     let acks = match Acks::from_i16(req.acks) {
         Ok(a) => a,
@@ -68,18 +64,22 @@ pub async fn handle(
         let name = topic.name.0.to_string();
         let mut parts = Vec::with_capacity(topic.partition_data.len());
         for pd in &topic.partition_data {
-            let verified = match (&req.transactional_id, pd.records.as_ref()) {
-                (Some(id), Some(records)) => {
-                    verify_transaction(broker, id.0.as_str(), &name, pd.index, records, version)
-                        .await
-                }
-                _ => Ok(()),
-            };
-            let result = match verified {
-                Ok(()) if !client_may_append(&name, client_id) => Err(PartitionError::new(
+            // Checked first: a transaction must not even start on one.
+            let verified = if !client_may_append(&name) {
+                Err(PartitionError::new(
                     ErrorCode::InvalidTopicException,
                     format!("Cannot append to internal topic {name}"),
-                )),
+                ))
+            } else {
+                match (&req.transactional_id, pd.records.as_ref()) {
+                    (Some(id), Some(records)) => {
+                        verify_transaction(broker, id.0.as_str(), &name, pd.index, records, version)
+                            .await
+                    }
+                    _ => Ok(()),
+                }
+            };
+            let result = match verified {
                 Ok(()) => {
                     append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version).await
                 }
@@ -283,19 +283,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_admin_client_appends_to_internal_topics() {
-        for (topic, client, allowed) in [
-            ("orders", "app", true),
-            ("__consumer_offsets", "app", false),
-            ("__transaction_state", "rdkafka", false),
-            ("__consumer_offsets", "__admin_client", true),
-            ("__consumer_offsetsX", "app", true),
+    fn no_client_appends_to_internal_topics() {
+        for (topic, allowed) in [
+            ("orders", true),
+            ("__consumer_offsets", false),
+            ("__transaction_state", false),
+            ("__consumer_offsetsX", true),
+            ("_transaction_state", true),
         ] {
-            assert_eq!(
-                client_may_append(topic, client),
-                allowed,
-                "{topic} by {client}"
-            );
+            assert_eq!(client_may_append(topic), allowed, "{topic}");
         }
     }
 }
