@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every Strand test on a fresh Debian machine: installs what the tests
-# need, runs the workspace's unit, property and integration tests (kcat,
+# need, runs clippy and the workspace's unit, property and integration tests (kcat,
 # crash, bad input, 3-node cluster), builds librdkafka's own test suite and
 # runs the must-pass list against one node and against a 3-node cluster. Exits non-zero if anything fails.
 set -euo pipefail
@@ -14,6 +14,10 @@ strand_python_env
 start=$SECONDS
 echo "== cargo build (tests and tools)"
 cargo build --workspace --all-targets --quiet
+
+echo "== clippy over every target, warnings as errors (the layout's lints: unused crate dependencies, unwrap outside tests)"
+cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== workspace tests"
 if command -v cargo-nextest >/dev/null 2>&1; then

@@ -3,26 +3,21 @@
 //! in ./data. `strand server.properties --override key=value ...` takes Kafka's
 //! property names.
 
-mod broker;
-mod broker_client;
-mod config;
-mod connection_quotas;
-mod group_coordinator;
-mod handlers;
-mod lifecycle;
-mod log_dir_failure;
-mod meta;
-mod replica_fetcher;
-mod server;
-mod txn_coordinator;
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-use broker::{now_ms, Broker};
-use config::BrokerConfig;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use strand_broker::config::BrokerConfig;
+use strand_broker::replica_manager::ReplicaManager;
+use strand_broker::{group_coordinator, lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
 use strand_controller::{QuorumSettings, StoreKind};
+use strand_partition::now_ms;
 
 fn main() {
     tracing_subscriber::fmt()
@@ -145,11 +140,12 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     }
     let registration = lifecycle::register(&config, &controller).await?;
     lifecycle::spawn_heartbeats(config.clone(), controller.clone(), &registration);
-    let broker = Arc::new(Broker::new(
+    let broker = Arc::new(ReplicaManager::new(
         config.clone(),
         controller.clone(),
         registration.broker_epoch,
     ));
+    let node = node::Node::new(broker.clone());
     let image = broker.image();
     broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
@@ -208,27 +204,27 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     });
 
     // Group timers (initial rebalance delay, rebalance and session timeouts).
-    let b = broker.clone();
+    let (b, groups) = (broker.clone(), node.groups.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            b.groups
+            groups
                 .tick(|index| b.partition(group_coordinator::OFFSETS_TOPIC, index))
                 .await;
         }
     });
 
     // Offset expiration at offsets.retention.check.interval.ms.
-    let b = broker.clone();
+    let (b, groups) = (broker.clone(), node.groups.clone());
     tokio::spawn(async move {
         let period = Duration::from_millis(b.config.offsets_retention_check_interval_ms as u64);
         let mut tick = tokio::time::interval(period);
         tick.tick().await;
         loop {
             tick.tick().await;
-            b.groups
+            groups
                 .expire_offsets(
                     |index| b.partition(group_coordinator::OFFSETS_TOPIC, index),
                     now_ms(),
@@ -238,7 +234,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     });
 
     // Transactions past their timeout are aborted (with an epoch bump).
-    let b = broker.clone();
+    let (b, txns) = (broker.clone(), node.txns.clone());
     tokio::spawn(async move {
         let period = Duration::from_millis(
             b.config
@@ -248,12 +244,12 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
-            b.txns.abort_timed_out().await;
+            txns.abort_timed_out().await;
         }
     });
 
     // Transactional ids idle past transactional.id.expiration.ms are removed.
-    let b = broker.clone();
+    let (b, txns) = (broker.clone(), node.txns.clone());
     tokio::spawn(async move {
         let period = Duration::from_millis(
             b.config
@@ -264,8 +260,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         tick.tick().await;
         loop {
             tick.tick().await;
-            b.txns
-                .remove_expired(b.config.transactional_id_expiration_ms)
+            txns.remove_expired(b.config.transactional_id_expiration_ms)
                 .await;
         }
     });
@@ -290,7 +285,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(server::serve(listener, broker.clone(), shutdown_rx));
+    let server = tokio::spawn(server::serve(listener, node.clone(), shutdown_rx));
 
     let failures = broker.log_dir_failures.clone();
     tokio::select! {

@@ -421,6 +421,9 @@ impl Ledger {
     }
 }
 
+/// How often a committing consumer polls and commits.
+const COMMIT_PACE: Duration = Duration::from_millis(3);
+
 fn run_committing_consumer(
     idx: usize,
     bootstrap: String,
@@ -429,7 +432,6 @@ fn run_committing_consumer(
     ctx: Ctx,
     ledger: Arc<Mutex<Ledger>>,
     stop: Arc<AtomicBool>,
-    pace: Duration,
 ) {
     let consumer: BaseConsumer<Ctx> =
         consumer_config(&bootstrap, &group, &format!("committer-{idx}"))
@@ -489,7 +491,7 @@ fn run_committing_consumer(
         }
         drop(l);
         // Pacing (not synchronisation): consumption should outlast the failover.
-        std::thread::sleep(pace);
+        std::thread::sleep(COMMIT_PACE);
     }
     // Dropping the consumer closes it (LeaveGroup).
 }
@@ -520,9 +522,7 @@ impl Committer {
             ledger.clone(),
             stop.clone(),
         );
-        let thread = std::thread::spawn(move || {
-            run_committing_consumer(idx, b, g, t, c, l, s, Duration::from_millis(3))
-        });
+        let thread = std::thread::spawn(move || run_committing_consumer(idx, b, g, t, c, l, s));
         Committer {
             idx,
             ctx,

@@ -559,7 +559,11 @@ fn spoofed_follower_fetches_acknowledge_nothing() {
     };
     let leader_addr = addr(&cluster, leader);
     // Every replica has the first write, so the leader is serving.
-    first_write(&mut Client::connect(&leader_addr).unwrap(), "acked", "first");
+    first_write(
+        &mut Client::connect(&leader_addr).unwrap(),
+        "acked",
+        "first",
+    );
     for f in &followers {
         cluster.stop(*f).unwrap();
     }

@@ -263,8 +263,10 @@ impl Cluster {
         let mut ports = free_loopback_ports(wanted)?.into_iter();
         let mut nodes = Vec::with_capacity(roles.len());
         for (i, role) in roles.iter().enumerate() {
-            let broker_port = role.is_broker().then(|| ports.next().unwrap());
-            let controller_port = role.is_controller().then(|| ports.next().unwrap());
+            // `wanted` counted one port per broker and per controller.
+            let mut port = || ports.next().expect("a port was reserved for each role");
+            let broker_port = role.is_broker().then(&mut port);
+            let controller_port = role.is_controller().then(&mut port);
             nodes.push(Node {
                 id: i as i32 + 1,
                 role: *role,

@@ -357,14 +357,14 @@ pub fn probe_api_versions(
     }
     let mut resp = vec![0u8; len as usize];
     s.read_exact(&mut resp)?;
-    let corr = i32::from_be_bytes(resp[0..4].try_into().unwrap());
+    let corr = i32::from_be_bytes([resp[0], resp[1], resp[2], resp[3]]);
     if corr != correlation_id {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("ApiVersions response correlation id {corr}, expected {correlation_id}"),
         ));
     }
-    let err = i16::from_be_bytes(resp[4..6].try_into().unwrap());
+    let err = i16::from_be_bytes([resp[4], resp[5]]);
     if err != 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

@@ -7,6 +7,11 @@
 //! binary exposes it as a command (see the README, "A 3-node cluster").
 //!
 //! Build the suite first: `compat-tests/scripts/build-librdkafka.sh`.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod cluster;
 pub mod harness;

@@ -10,14 +10,15 @@
 //! controller) decides: others answer NOT_CONTROLLER with the leader's id,
 //! and `ControllerHandle` forwards there. Brokers that are not controllers
 //! follow the committed image over the controller RPC (`FetchImage`).
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-pub mod configs;
-pub mod image;
 pub mod manager;
 pub mod raft;
-pub mod records;
 
-use image::MetadataImage;
 use manager::cluster::{
     BrokerHeartbeats, BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
 };
@@ -30,12 +31,13 @@ use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
 use raft::store::StateMachineStore;
 use raft::{MetadataBatch, NodeId, Raft};
 use rand::Rng;
-use records::MetadataRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::MetadataRecord;
 use strand_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;

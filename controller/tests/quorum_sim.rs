@@ -47,15 +47,15 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use strand_controller::image::MetadataImage;
 use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
 use strand_controller::manager::{ConfigOp, ControllerConfig, NewTopic};
 use strand_controller::raft::store::{open_memory, MemLogStore, StateMachineStore};
 use strand_controller::raft::{NodeId, Raft, TypeConfig};
-use strand_controller::records::PartitionRecord;
 use strand_controller::{
     start_on_raft, ControllerHandle, ControllerReply, ControllerRequest, QuorumSettings, StoreKind,
 };
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::PartitionRecord;
 use strand_protocol::ErrorCode;
 use tokio::task::JoinHandle;
 use uuid::Uuid;

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::io::Cursor;
 use strand_controller::raft::store::{open_memory, open_rocks};
 use strand_controller::raft::{Applied, MetadataBatch, TypeConfig};
-use strand_controller::records::MetadataRecord;
+use strand_metadata::records::MetadataRecord;
 use uuid::Uuid;
 
 fn lid(term: u64, index: u64) -> LogId<u64> {
@@ -347,7 +347,7 @@ async fn raft_store_records_since_serves_deltas() {
         "position 1 is inside a batch: only the image will do"
     );
     // Replaying the delta on the earlier image gives the same image.
-    let mut follower = strand_controller::image::MetadataImage::default();
+    let mut follower = strand_metadata::image::MetadataImage::default();
     for r in sm.records_since(0).unwrap() {
         follower.apply(&r);
     }

@@ -3,10 +3,10 @@
 //! them (the module is compiled here from the broker's source).
 
 #[allow(dead_code)]
-#[path = "../../src/config.rs"]
+#[path = "../../broker/src/config.rs"]
 mod config;
 #[allow(dead_code)]
-#[path = "../../src/connection_quotas.rs"]
+#[path = "../../broker/src/connection_quotas.rs"]
 mod connection_quotas;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

@@ -39,6 +39,11 @@
 //! - **Loading.** After a coordinator failover, [`Group::from_snapshot`]
 //!   rebuilds the group from the last persisted snapshot; [`Group::unload`]
 //!   answers held requests with `NOT_COORDINATOR` when the broker resigns.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod group;
 pub mod snapshot;

@@ -1,57 +1,23 @@
-//! Small durable files: written to `name.tmp`, fsynced, renamed over `name`,
-//! then the directory is fsynced, so a reader sees the old or the new content.
+//! Small durable files (checkpoints), replaced atomically through
+//! `Storage::write_atomic`: a reader sees the old or the new content.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
-use crate::LogError;
+use crate::error::LogError;
+use crate::storage::Storage;
 
 /// Checkpoint format version written as the first line.
 const VERSION: &str = "0";
 
-pub fn fsync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Atomically replaces `path` with `data`.
-pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        fsync_dir(dir)?;
-    }
-    Ok(())
-}
-
-/// Reads a whole file; `None` if it does not exist.
-pub fn read_opt(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// Writes a single-value checkpoint: `0\n<value>\n`.
-pub fn write_value(path: &Path, value: i64) -> io::Result<()> {
-    write_atomic(path, format!("{VERSION}\n{value}\n").as_bytes())
+pub fn write_value(storage: &dyn Storage, path: &Path, value: i64) -> io::Result<()> {
+    storage.write_atomic(path, format!("{VERSION}\n{value}\n").as_bytes())
 }
 
 /// Reads a single-value checkpoint; `None` if missing.
-pub fn read_value(path: &Path) -> Result<Option<i64>, LogError> {
-    let Some(raw) = read_opt(path)? else {
+pub fn read_value(storage: &dyn Storage, path: &Path) -> Result<Option<i64>, LogError> {
+    let Some(raw) = storage.read_opt(path)? else {
         return Ok(None);
     };
     let corrupt = || LogError::Corrupt(format!("malformed checkpoint file {}", path.display()));
@@ -69,16 +35,16 @@ pub fn read_value(path: &Path) -> Result<Option<i64>, LogError> {
 
 /// Writes the leader-epoch checkpoint in Kafka's text format:
 /// `0\n<count>\n<epoch> <start offset>\n...`.
-pub fn write_epochs(path: &Path, entries: &[(i32, i64)]) -> io::Result<()> {
+pub fn write_epochs(storage: &dyn Storage, path: &Path, entries: &[(i32, i64)]) -> io::Result<()> {
     let mut s = format!("{VERSION}\n{}\n", entries.len());
     for (e, o) in entries {
         s.push_str(&format!("{e} {o}\n"));
     }
-    write_atomic(path, s.as_bytes())
+    storage.write_atomic(path, s.as_bytes())
 }
 
-pub fn read_epochs(path: &Path) -> Result<Vec<(i32, i64)>, LogError> {
-    let Some(raw) = read_opt(path)? else {
+pub fn read_epochs(storage: &dyn Storage, path: &Path) -> Result<Vec<(i32, i64)>, LogError> {
+    let Some(raw) = storage.read_opt(path)? else {
         return Ok(Vec::new());
     };
     let corrupt = || {

@@ -4,9 +4,8 @@
 //! memory for lookups (they are small: one entry per `index_interval_bytes` of
 //! log). The lookup functions are pure and binary-search the entries.
 
-use std::fs::{File, OpenOptions};
+use crate::storage::{Storage, StorageFile};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Bytes of one offset-index entry: relative offset u32 + file position u32.
@@ -115,7 +114,7 @@ impl Entry for TimeEntry {
 /// An index file: entries in memory, appended to the file as they are added.
 pub struct IndexFile<E: Entry> {
     path: PathBuf,
-    file: File,
+    file: Box<dyn StorageFile>,
     pub entries: Vec<E>,
     /// The file length was not a whole number of entries when loaded.
     pub torn: bool,
@@ -124,14 +123,9 @@ pub struct IndexFile<E: Entry> {
 
 impl<E: Entry> IndexFile<E> {
     /// Opens (creating if missing) and loads the index file.
-    pub fn open(path: &Path) -> io::Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let len = file.metadata()?.len() as usize;
+    pub fn open(storage: &dyn Storage, path: &Path) -> io::Result<Self> {
+        let file = storage.open(path, true)?;
+        let len = file.len()? as usize;
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, 0)?;
         let entries = buf.chunks_exact(E::LEN).map(E::decode).collect();
@@ -184,7 +178,7 @@ impl<E: Entry> IndexFile<E> {
 
     pub fn flush(&mut self) -> io::Result<()> {
         if self.dirty {
-            self.file.sync_all()?;
+            self.file.sync()?;
             self.dirty = false;
         }
         Ok(())
@@ -266,17 +260,17 @@ mod tests {
     fn file_roundtrip_and_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.index");
-        let mut f = IndexFile::<OffsetEntry>::open(&p).unwrap();
+        let mut f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
         f.append(oe(1, 2)).unwrap();
         f.append(oe(3, 4)).unwrap();
         drop(f);
-        let f = IndexFile::<OffsetEntry>::open(&p).unwrap();
+        let f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
         assert_eq!(f.entries, vec![oe(1, 2), oe(3, 4)]);
         assert!(!f.torn);
         drop(f);
         let raw = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
-        raw.write_all_at(&[1, 2, 3], 16).unwrap();
-        let mut f = IndexFile::<OffsetEntry>::open(&p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&raw, &[1, 2, 3], 16).unwrap();
+        let mut f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
         assert!(f.torn);
         assert_eq!(f.entries.len(), 2);
         f.truncate_entries(1).unwrap();

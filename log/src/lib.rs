@@ -55,18 +55,29 @@
 //! Segment age for `log.roll.ms` is measured from when the segment was created
 //! or loaded (wall clock), not from the first batch's timestamp, so clients with
 //! skewed clocks cannot force a roll on every append.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod epoch;
 pub mod index;
+pub mod storage;
 pub mod txn_index;
 
 mod checkpoint;
+mod error;
 mod segment;
 
+pub use error::LogError;
+
 use std::collections::BTreeMap;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use storage::{FileStorage, Storage};
 
 use bytes::Bytes;
 use strand_protocol::batch::{
@@ -123,25 +134,6 @@ impl Default for LogConfig {
     }
 }
 
-#[derive(thiserror::Error, Debug)]
-pub enum LogError {
-    #[error("log I/O error: {0}")]
-    Io(#[from] io::Error),
-    #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
-    OffsetOutOfRange {
-        offset: i64,
-        log_start: i64,
-        log_end: i64,
-    },
-    #[error("corrupt log data: {0}")]
-    Corrupt(String),
-    #[error("invalid record set: {0}")]
-    InvalidRecords(String),
-    /// A follower append whose offsets do not continue the log.
-    #[error("unexpected append offset {first_offset}: log end offset is {log_end}")]
-    UnexpectedAppendOffset { first_offset: i64, log_end: i64 },
-}
-
 /// Result of an append.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -169,6 +161,7 @@ pub struct ReadResult {
 /// it behind a lock (`read` and the other `&self` methods only use positional
 /// reads, so they may run concurrently with each other).
 pub struct PartitionLog {
+    storage: Arc<dyn Storage>,
     dir: PathBuf,
     config: LogConfig,
     segments: BTreeMap<i64, Segment>,
@@ -213,13 +206,6 @@ fn parse_base(stem: &str) -> Option<i64> {
     }
 }
 
-fn remove_if_exists(p: &Path) -> io::Result<()> {
-    match fs::remove_file(p) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
 /// Checks that `headers` describe `records` exactly, in order.
 fn check_layout(records: &[u8], headers: &[BatchHeader]) -> Result<(), LogError> {
     if headers.is_empty() {
@@ -254,19 +240,28 @@ impl PartitionLog {
     /// Opens the log in `dir` (created if missing), recovering it if the last
     /// shutdown was not clean. See the crate docs for the recovery rule.
     pub fn open(dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
-        fs::create_dir_all(dir)?;
+        Self::open_in(FileStorage::shared(), dir, config)
+    }
+
+    /// [`PartitionLog::open`] on the given storage.
+    pub fn open_in(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        config: LogConfig,
+    ) -> Result<PartitionLog, LogError> {
+        storage.create_dir_all(dir)?;
         let now = now_ms();
         let interval = config.index_interval_bytes;
-        let clean = dir.join(CLEAN_SHUTDOWN_FILE).exists();
+        let clean = storage.exists(&dir.join(CLEAN_SHUTDOWN_FILE));
 
         let mut bases = Vec::new();
         let mut index_files = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
+        for path in storage.list_dir(dir)? {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
             if name.ends_with(".tmp") {
-                remove_if_exists(&entry.path())?;
+                storage.remove_if_exists(&path)?;
             } else if let Some(base) = name.strip_suffix(".log").and_then(parse_base) {
                 bases.push(base);
             } else if let Some(base) = name
@@ -275,34 +270,39 @@ impl PartitionLog {
                 .or_else(|| name.strip_suffix(".txnindex"))
                 .and_then(parse_base)
             {
-                index_files.push((base, entry.path()));
+                index_files.push((base, path.clone()));
             }
         }
         bases.sort_unstable();
         for (base, path) in index_files {
             if bases.binary_search(&base).is_err() {
                 tracing::info!(path = %path.display(), "removing index file without a segment");
-                remove_if_exists(&path)?;
+                storage.remove_if_exists(&path)?;
             }
         }
 
-        let ckpt_log_start = checkpoint::read_value(&dir.join(LOG_START_CHECKPOINT_FILE))?;
+        let ckpt_log_start =
+            checkpoint::read_value(&*storage, &dir.join(LOG_START_CHECKPOINT_FILE))?;
         let recovery_point = if clean {
             i64::MAX
         } else {
             // A damaged recovery point only widens the scan.
-            checkpoint::read_value(&dir.join(RECOVERY_POINT_FILE))
+            checkpoint::read_value(&*storage, &dir.join(RECOVERY_POINT_FILE))
                 .ok()
                 .flatten()
                 .unwrap_or(0)
         };
-        let hw = checkpoint::read_value(&dir.join(HW_CHECKPOINT_FILE))?.unwrap_or(0);
-        let epochs = EpochCache::new(checkpoint::read_epochs(&dir.join(EPOCH_CHECKPOINT_FILE))?);
+        let hw = checkpoint::read_value(&*storage, &dir.join(HW_CHECKPOINT_FILE))?.unwrap_or(0);
+        let mut epochs = EpochCache::new(checkpoint::read_epochs(
+            &*storage,
+            &dir.join(EPOCH_CHECKPOINT_FILE),
+        )?);
+        let mut epochs_rebuilt = false;
 
         let mut segments = BTreeMap::new();
         if bases.is_empty() {
             let base = ckpt_log_start.unwrap_or(0).max(0);
-            segments.insert(base, Segment::open(dir, base, true, now)?);
+            segments.insert(base, Segment::open(&storage, dir, base, true, now)?);
         } else {
             let recover_from = if clean {
                 i64::MAX
@@ -317,7 +317,7 @@ impl PartitionLog {
             let mut prev_next: Option<i64> = None;
             let mut drop_rest = false;
             for (i, &base) in bases.iter().enumerate() {
-                let seg = Segment::open(dir, base, false, now)?;
+                let seg = Segment::open(&storage, dir, base, false, now)?;
                 if drop_rest || prev_next.is_some_and(|n| base < n) {
                     tracing::warn!(segment = %seg.log_path().display(), "deleting segment after a recovered hole");
                     seg.delete_files()?;
@@ -326,7 +326,22 @@ impl PartitionLog {
                 }
                 let mut seg = seg;
                 let cut = if base >= recover_from {
-                    seg.recover(interval)?
+                    let cut = seg.recover(interval)?;
+                    // The checkpoint may lag the batches (written after an
+                    // append that reached the page cache, or failed): epochs
+                    // of recovered batches it lacks are added, as in
+                    // Kafka's segment recovery.
+                    // Only epochs above the latest known: an earlier one's
+                    // batches start where the cache says, not at the first
+                    // batch of this segment.
+                    seg.walk(0, |_, h| {
+                        let epoch = h.partition_leader_epoch;
+                        if epochs.latest_epoch().is_none_or(|latest| epoch > latest) {
+                            epochs_rebuilt |= epochs.assign(epoch, h.base_offset);
+                        }
+                        Ok(true)
+                    })?;
+                    cut
                 } else {
                     seg.load(interval)?
                 };
@@ -339,6 +354,7 @@ impl PartitionLog {
         }
 
         let mut log = PartitionLog {
+            storage: storage.clone(),
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -365,7 +381,8 @@ impl PartitionLog {
         if ckpt_log_start != Some(log.log_start) {
             log.write_log_start()?;
         }
-        let mut changed = log.epochs.truncate_from_end(log.leo);
+        let mut changed = epochs_rebuilt;
+        changed |= log.epochs.truncate_from_end(log.leo);
         changed |= log.epochs.truncate_from_start(log.log_start);
         if changed {
             log.write_epochs()?;
@@ -380,8 +397,8 @@ impl PartitionLog {
         }
         let leo = log.leo;
         log.set_recovery_point(leo, true)?;
-        remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))?;
-        checkpoint::fsync_dir(dir)?;
+        storage.remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))?;
+        storage.sync_dir(dir)?;
         Ok(log)
     }
 
@@ -647,8 +664,8 @@ impl PartitionLog {
         }
         seg.maybe_append_time_entry()?;
         seg.flush()?;
-        let new = Segment::open(&self.dir, leo, true, now_ms)?;
-        checkpoint::fsync_dir(&self.dir)?;
+        let new = Segment::open(&self.storage, &self.dir, leo, true, now_ms)?;
+        self.storage.sync_dir(&self.dir)?;
         tracing::debug!(dir = %self.dir.display(), base = leo, "rolled a new log segment");
         self.segments.insert(leo, new);
         self.set_recovery_point(leo, true)?;
@@ -777,8 +794,8 @@ impl PartitionLog {
     }
 
     fn checkpoint_high_watermark_unguarded(&mut self, hw: i64) -> Result<(), LogError> {
-        if hw != self.hw || !self.dir.join(HW_CHECKPOINT_FILE).exists() {
-            checkpoint::write_value(&self.dir.join(HW_CHECKPOINT_FILE), hw)?;
+        if hw != self.hw || !self.storage.exists(&self.dir.join(HW_CHECKPOINT_FILE)) {
+            checkpoint::write_value(&*self.storage, &self.dir.join(HW_CHECKPOINT_FILE), hw)?;
             self.hw = hw;
         }
         Ok(())
@@ -1076,7 +1093,7 @@ impl PartitionLog {
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
-        let seg = Segment::open(&self.dir, offset, true, now_ms())?;
+        let seg = Segment::open(&self.storage, &self.dir, offset, true, now_ms())?;
         self.segments.insert(offset, seg);
         self.leo = offset;
         self.log_start = offset;
@@ -1127,7 +1144,7 @@ impl PartitionLog {
         self.recovery_point = offset;
         let persisted = self.persisted_recovery_point;
         if force || offset < persisted || self.floor_base(offset) != self.floor_base(persisted) {
-            checkpoint::write_value(&self.dir.join(RECOVERY_POINT_FILE), offset)?;
+            checkpoint::write_value(&*self.storage, &self.dir.join(RECOVERY_POINT_FILE), offset)?;
             self.persisted_recovery_point = offset;
         }
         Ok(())
@@ -1263,10 +1280,10 @@ impl PartitionLog {
     /// Snapshot offsets on disk, ascending.
     fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
         let mut out = Vec::new();
-        for entry in fs::read_dir(&self.dir)? {
-            let name = entry?.file_name();
-            if let Some(off) = name
-                .to_str()
+        for path in self.storage.list_dir(&self.dir)? {
+            if let Some(off) = path
+                .file_name()
+                .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_suffix(SNAPSHOT_SUFFIX))
                 .and_then(parse_base)
             {
@@ -1294,11 +1311,12 @@ impl PartitionLog {
         for seg in self.segments.values_mut() {
             seg.txn.flush()?;
         }
-        checkpoint::write_atomic(&self.snapshot_path(offset), data)?;
+        self.storage
+            .write_atomic(&self.snapshot_path(offset), data)?;
         let offsets = self.snapshot_offsets()?;
         if offsets.len() > SNAPSHOTS_KEPT {
             for off in &offsets[..offsets.len() - SNAPSHOTS_KEPT] {
-                remove_if_exists(&self.snapshot_path(*off))?;
+                self.storage.remove_if_exists(&self.snapshot_path(*off))?;
             }
         }
         Ok(())
@@ -1311,7 +1329,7 @@ impl PartitionLog {
             if off > self.leo {
                 continue;
             }
-            match fs::read(self.snapshot_path(off)) {
+            match self.storage.read(&self.snapshot_path(off)) {
                 Ok(data) => return Ok(Some((off, data))),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e.into()),
@@ -1323,7 +1341,7 @@ impl PartitionLog {
     fn delete_snapshots_above(&self, offset: i64) -> Result<(), LogError> {
         for off in self.snapshot_offsets()? {
             if off > offset {
-                remove_if_exists(&self.snapshot_path(off))?;
+                self.storage.remove_if_exists(&self.snapshot_path(off))?;
             }
         }
         Ok(())
@@ -1331,6 +1349,7 @@ impl PartitionLog {
 
     fn write_log_start(&self) -> Result<(), LogError> {
         Ok(checkpoint::write_value(
+            &*self.storage,
             &self.dir.join(LOG_START_CHECKPOINT_FILE),
             self.log_start,
         )?)
@@ -1338,6 +1357,7 @@ impl PartitionLog {
 
     fn write_epochs(&self) -> Result<(), LogError> {
         Ok(checkpoint::write_epochs(
+            &*self.storage,
             &self.dir.join(EPOCH_CHECKPOINT_FILE),
             self.epochs.entries(),
         )?)
@@ -1360,15 +1380,16 @@ impl PartitionLog {
         self.flush_unguarded()?;
         let leo = self.leo;
         self.set_recovery_point(leo, true)?;
-        checkpoint::write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
+        self.storage
+            .write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         Ok(())
     }
 
     /// Removes the partition directory (topic deletion).
     pub fn delete(self) -> Result<(), LogError> {
-        let dir = self.dir.clone();
+        let (dir, storage) = (self.dir.clone(), self.storage.clone());
         drop(self);
-        match fs::remove_dir_all(&dir) {
+        match storage.remove_dir_all(&dir) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(()),
         }

@@ -1,19 +1,19 @@
 //! One segment: `<base>.log` with its `.index`, `.timeindex` and (once a
 //! transaction is aborted in it) `.txnindex`.
 
-use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use strand_protocol::batch::{verify_crc, BatchHeader, BATCH_HEADER_LEN};
 
+use crate::error::LogError;
 use crate::index::{
     lookup_offset, lookup_time, offset_entries_sane, time_entries_sane, IndexFile, OffsetEntry,
     TimeEntry,
 };
+use crate::storage::{Storage, StorageFile};
 use crate::txn_index::TxnIndex;
-use crate::LogError;
 
 /// First and largest read sizes used when walking a segment: small for the
 /// fetch path (a few headers after an index entry), growing for long scans.
@@ -39,7 +39,7 @@ pub enum Stop {
 
 /// Sequential reader with a buffer, over a byte range of a file.
 struct ChunkReader<'a> {
-    file: &'a File,
+    file: &'a dyn StorageFile,
     end: u64,
     buf: Vec<u8>,
     buf_pos: u64,
@@ -47,7 +47,7 @@ struct ChunkReader<'a> {
 }
 
 impl<'a> ChunkReader<'a> {
-    fn new(file: &'a File, end: u64) -> Self {
+    fn new(file: &'a dyn StorageFile, end: u64) -> Self {
         ChunkReader {
             file,
             end,
@@ -80,7 +80,7 @@ impl<'a> ChunkReader<'a> {
 /// checked. `f(position, header)` returns `false` to stop. Returns the position
 /// where the walk stopped (the end of the last batch accepted) and why.
 pub fn walk(
-    file: &File,
+    file: &dyn StorageFile,
     start: u64,
     end: u64,
     verify: bool,
@@ -119,7 +119,9 @@ pub fn walk(
 pub struct Segment {
     pub base: i64,
     log_path: PathBuf,
-    log: File,
+    storage: Arc<dyn Storage>,
+    /// Shared so a walk can read while the segment indexes what it finds.
+    log: Arc<dyn StorageFile>,
     pub size: u64,
     pub oi: IndexFile<OffsetEntry>,
     pub ti: IndexFile<TimeEntry>,
@@ -150,32 +152,31 @@ impl Segment {
 
     /// Opens (creating if missing) the files of segment `base` without
     /// validating anything; `size` is the log file length, the rest is unset.
-    pub fn open(dir: &Path, base: i64, create_new: bool, now_ms: i64) -> Result<Segment, LogError> {
+    pub fn open(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: i64,
+        create_new: bool,
+        now_ms: i64,
+    ) -> Result<Segment, LogError> {
         let (lp, ip, tp) = Self::paths(dir, base);
         if create_new {
             for p in [&lp, &ip, &tp] {
-                match fs::remove_file(p) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
-                    _ => {}
-                }
+                storage.remove_if_exists(p)?;
             }
         }
-        let index_missing = !ip.exists() || !tp.exists();
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lp)?;
-        let size = log.metadata()?.len();
+        let index_missing = !storage.exists(&ip) || !storage.exists(&tp);
+        let log: Arc<dyn StorageFile> = Arc::from(storage.open(&lp, true)?);
+        let size = log.len()?;
         Ok(Segment {
             base,
             log_path: lp,
+            storage: storage.clone(),
             log,
             size,
-            oi: IndexFile::open(&ip)?,
-            ti: IndexFile::open(&tp)?,
-            txn: TxnIndex::open(dir, base, create_new)?,
+            oi: IndexFile::open(&**storage, &ip)?,
+            ti: IndexFile::open(&**storage, &tp)?,
+            txn: TxnIndex::open(storage, dir, base, create_new)?,
             bytes_since_index: 0,
             max_ts: -1,
             offset_of_max_ts: -1,
@@ -191,13 +192,7 @@ impl Segment {
     }
 
     pub fn modified_ms(&self) -> i64 {
-        self.log
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        self.log.modified_ms().unwrap_or(0)
     }
 
     /// Largest timestamp for time retention: the max batch timestamp, or the
@@ -287,7 +282,7 @@ impl Segment {
     /// from the first invalid byte, and rebuilds both indexes. Returns the number
     /// of bytes truncated.
     pub fn recover(&mut self, interval: u64) -> Result<u64, LogError> {
-        self.size = self.log.metadata()?.len();
+        self.size = self.log.len()?;
         self.oi.reset()?;
         self.ti.reset()?;
         self.bytes_since_index = 0;
@@ -297,8 +292,8 @@ impl Segment {
         let base = self.base;
         let mut expected = base;
         // A second handle so the walk can borrow it while the closure indexes.
-        let file = self.log.try_clone()?;
-        let (valid, _) = walk(&file, 0, self.size, true, |pos, h| {
+        let file = self.log.clone();
+        let (valid, _) = walk(&*file, 0, self.size, true, |pos, h| {
             let ok = h.base_offset >= expected
                 && h.last_offset_delta >= 0
                 && h.last_offset() - base <= i32::MAX as i64
@@ -331,7 +326,7 @@ impl Segment {
     /// batches after the last offset-index entry to find the segment's end. Falls
     /// back to `recover` when anything does not fit. Returns truncated bytes.
     pub fn load(&mut self, interval: u64) -> Result<u64, LogError> {
-        self.size = self.log.metadata()?.len();
+        self.size = self.log.len()?;
         let sane = !self.index_missing
             && !self.oi.torn
             && !self.ti.torn
@@ -349,7 +344,7 @@ impl Segment {
         let mut since = 0u64;
         let mut first = true;
         let mut monotonic = true;
-        let (end, stop) = walk(&self.log, start, self.size, false, |_, h| {
+        let (end, stop) = walk(&*self.log, start, self.size, false, |_, h| {
             if first && expected_first.is_some_and(|o| o != h.base_offset) {
                 monotonic = false;
                 return Ok(false);
@@ -398,7 +393,7 @@ impl Segment {
         let entry = lookup_offset(&self.oi.entries, self.rel(offset));
         let mut found = None;
         let (_, stop) = walk(
-            &self.log,
+            &*self.log,
             entry.position as u64,
             self.size,
             false,
@@ -436,7 +431,7 @@ impl Segment {
         start: u64,
         f: impl FnMut(u64, &BatchHeader) -> Result<bool, LogError>,
     ) -> Result<(u64, Stop), LogError> {
-        walk(&self.log, start, self.size, false, f)
+        walk(&*self.log, start, self.size, false, f)
     }
 
     pub fn read_bytes(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<(), LogError> {
@@ -473,7 +468,7 @@ impl Segment {
 
     pub fn flush(&mut self) -> Result<(), LogError> {
         if self.log_dirty {
-            self.log.sync_all()?;
+            self.log.sync()?;
             self.log_dirty = false;
         }
         self.oi.flush()?;
@@ -490,12 +485,10 @@ impl Segment {
             self.ti.path().to_path_buf(),
             self.txn.path().to_path_buf(),
         ];
+        let storage = self.storage.clone();
         drop(self);
         for p in paths {
-            match fs::remove_file(&p) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
-            }
+            storage.remove_if_exists(&p)?;
         }
         Ok(())
     }

@@ -17,10 +17,10 @@
 //! cut off, never trusted: the partition re-derives missing entries when it
 //! replays the log after its last producer snapshot.
 
-use std::fs::{self, File, OpenOptions};
+use crate::storage::{Storage, StorageFile};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Size of one entry on disk.
 pub const TXN_ENTRY_LEN: usize = 2 + 8 + 8 + 8 + 8;
@@ -78,7 +78,8 @@ pub fn txn_index_path(dir: &Path, base: i64) -> PathBuf {
 pub struct TxnIndex {
     path: PathBuf,
     base: i64,
-    file: Option<File>,
+    storage: Arc<dyn Storage>,
+    file: Option<Box<dyn StorageFile>>,
     entries: Vec<AbortedTxn>,
     /// Smallest `first_offset` of the entries (i64::MAX when none): lets a
     /// search skip segments with nothing that starts below its upper bound.
@@ -90,28 +91,32 @@ impl TxnIndex {
     /// Opens the index of segment `base` in `dir`, loading the file if it
     /// exists (`create_new` removes it). Entries from the first invalid one on
     /// are cut off, and the file with them.
-    pub fn open(dir: &Path, base: i64, create_new: bool) -> io::Result<TxnIndex> {
+    pub fn open(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: i64,
+        create_new: bool,
+    ) -> io::Result<TxnIndex> {
         let path = txn_index_path(dir, base);
         let mut index = TxnIndex {
             path,
             base,
+            storage: storage.clone(),
             file: None,
             entries: Vec::new(),
             min_first: i64::MAX,
             dirty: false,
         };
         if create_new {
-            match fs::remove_file(&index.path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => return Ok(index),
-            }
+            storage.remove_if_exists(&index.path)?;
+            return Ok(index);
         }
-        let file = match OpenOptions::new().read(true).write(true).open(&index.path) {
+        let file = match storage.open(&index.path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(index),
             Err(e) => return Err(e),
         };
-        let len = file.metadata()?.len() as usize;
+        let len = file.len()? as usize;
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, 0)?;
         for chunk in buf.chunks_exact(TXN_ENTRY_LEN) {
@@ -159,17 +164,11 @@ impl TxnIndex {
             .unwrap_or(i64::MAX);
     }
 
-    fn file(&mut self) -> io::Result<&File> {
+    fn file(&mut self) -> io::Result<&dyn StorageFile> {
         if self.file.is_none() {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&self.path)?;
-            self.file = Some(f);
+            self.file = Some(self.storage.open(&self.path, true)?);
         }
-        Ok(self.file.as_ref().expect("opened above"))
+        Ok(self.file.as_deref().expect("opened above"))
     }
 
     /// Adds an entry; `Ok(false)` if an entry with the same producer id and
@@ -246,7 +245,7 @@ impl TxnIndex {
     pub fn flush(&mut self) -> io::Result<()> {
         if self.dirty {
             if let Some(f) = &self.file {
-                f.sync_all()?;
+                f.sync()?;
             }
             self.dirty = false;
         }
@@ -257,6 +256,7 @@ impl TxnIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn t(pid: i64, first: i64, last: i64) -> AbortedTxn {
         AbortedTxn {
@@ -270,7 +270,13 @@ mod tests {
     #[test]
     fn add_is_idempotent_and_ordered() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix = TxnIndex::open(dir.path(), 100, false).unwrap();
+        let mut ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            100,
+            false,
+        )
+        .unwrap();
         assert!(!ix.path().exists(), "created on the first entry");
         assert!(ix.add(t(1, 90, 105)).unwrap());
         assert!(ix.add(t(2, 101, 110)).unwrap());
@@ -285,7 +291,13 @@ mod tests {
             vec![105, 107, 110]
         );
         ix.flush().unwrap();
-        let back = TxnIndex::open(dir.path(), 100, false).unwrap();
+        let back = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            100,
+            false,
+        )
+        .unwrap();
         assert_eq!(back.entries(), ix.entries());
 
         let mut out = Vec::new();
@@ -299,13 +311,15 @@ mod tests {
     #[test]
     fn truncate_drops_markers_at_or_above() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix = TxnIndex::open(dir.path(), 0, false).unwrap();
+        let mut ix =
+            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
         for (i, last) in [5, 9, 12].iter().enumerate() {
             ix.add(t(i as i64, last - 2, *last)).unwrap();
         }
         ix.truncate_from(9).unwrap();
         assert_eq!(ix.entries(), &[t(0, 3, 5)]);
-        let back = TxnIndex::open(dir.path(), 0, false).unwrap();
+        let back =
+            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
         assert_eq!(back.entries(), &[t(0, 3, 5)]);
         assert_eq!(
             fs::metadata(back.path()).unwrap().len(),
@@ -316,7 +330,13 @@ mod tests {
     #[test]
     fn torn_and_garbage_tails_are_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix = TxnIndex::open(dir.path(), 10, false).unwrap();
+        let mut ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            10,
+            false,
+        )
+        .unwrap();
         ix.add(t(1, 3, 12)).unwrap();
         ix.add(t(2, 11, 14)).unwrap();
         let path = ix.path().to_path_buf();
@@ -327,7 +347,13 @@ mod tests {
         let mut torn = whole.clone();
         torn.extend_from_slice(&t(3, 12, 20).encode()[..17]);
         fs::write(&path, &torn).unwrap();
-        let ix = TxnIndex::open(dir.path(), 10, false).unwrap();
+        let ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            10,
+            false,
+        )
+        .unwrap();
         assert_eq!(ix.entries().len(), 2);
         assert_eq!(fs::read(&path).unwrap(), whole);
 
@@ -337,10 +363,15 @@ mod tests {
         garbage.extend_from_slice(&t(3, 12, 20).encode());
         fs::write(&path, &garbage).unwrap();
         assert_eq!(
-            TxnIndex::open(dir.path(), 10, false)
-                .unwrap()
-                .entries()
-                .len(),
+            TxnIndex::open(
+                &crate::storage::FileStorage::shared(),
+                dir.path(),
+                10,
+                false
+            )
+            .unwrap()
+            .entries()
+            .len(),
             2
         );
 
@@ -349,23 +380,39 @@ mod tests {
         bad.extend_from_slice(&t(3, 1, 13).encode());
         fs::write(&path, &bad).unwrap();
         assert_eq!(
-            TxnIndex::open(dir.path(), 10, false)
-                .unwrap()
-                .entries()
-                .len(),
+            TxnIndex::open(
+                &crate::storage::FileStorage::shared(),
+                dir.path(),
+                10,
+                false
+            )
+            .unwrap()
+            .entries()
+            .len(),
             2
         );
         fs::write(&path, t(3, 1, 9).encode()).unwrap();
-        assert!(TxnIndex::open(dir.path(), 10, false)
-            .unwrap()
-            .entries()
-            .is_empty());
+        assert!(TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            10,
+            false
+        )
+        .unwrap()
+        .entries()
+        .is_empty());
 
         // Arbitrary bytes never panic.
         for n in 0..200usize {
             let bytes: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
             fs::write(&path, &bytes).unwrap();
-            let ix = TxnIndex::open(dir.path(), 10, false).unwrap();
+            let ix = TxnIndex::open(
+                &crate::storage::FileStorage::shared(),
+                dir.path(),
+                10,
+                false,
+            )
+            .unwrap();
             assert!(ix.entries().len() * TXN_ENTRY_LEN <= n);
         }
     }
@@ -373,9 +420,11 @@ mod tests {
     #[test]
     fn create_new_removes_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix = TxnIndex::open(dir.path(), 0, false).unwrap();
+        let mut ix =
+            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
         ix.add(t(1, 0, 1)).unwrap();
-        let ix = TxnIndex::open(dir.path(), 0, true).unwrap();
+        let ix =
+            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, true).unwrap();
         assert!(ix.entries().is_empty());
         assert!(!ix.path().exists());
     }

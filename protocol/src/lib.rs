@@ -2,6 +2,11 @@
 //! API versions we serve, error codes, and views over magic-v2 record batches
 //! with in-place offset/epoch assignment. Message bodies are encoded and decoded
 //! by the `kafka-protocol` crate; this crate never re-encodes record data.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod api;
 pub mod batch;

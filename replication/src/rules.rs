@@ -192,6 +192,61 @@ pub fn follower_truncation_offset(
     target.min(leo)
 }
 
+/// What a follower does with its leader's answer for one partition (Kafka's
+/// AbstractFetcherThread: processing a partition's fetch data, divergence
+/// first, then out-of-range handling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerFetchAction {
+    /// The logs diverge: truncate to where they agree, computed from the
+    /// leader's (epoch, end offset) by [`follower_truncation_offset`].
+    TruncateToDivergence { epoch: i32, end_offset: i64 },
+    /// Append the records (possibly none) and take the leader's HW and log
+    /// start offset.
+    Append,
+    /// The fetch offset is below the leader's log start: start the log
+    /// over there.
+    RestartAt(i64),
+    /// The follower's log is longer than the leader's: cut it back to the
+    /// leader's HW.
+    TruncateTo(i64),
+    /// Nothing to apply; fetch again (an error the next fetch may clear).
+    Retry,
+}
+
+/// The leader's answer for one partition, as a follower sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchedPartition {
+    pub error: Option<ErrorCode>,
+    /// (epoch, end offset); (-1, -1) when the logs agree.
+    pub diverging_epoch: (i32, i64),
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+pub fn follower_fetch_action(fetch_offset: i64, fetched: &FetchedPartition) -> FollowerFetchAction {
+    use FollowerFetchAction::*;
+    match fetched.error {
+        None => {
+            let (epoch, end_offset) = fetched.diverging_epoch;
+            if epoch >= 0 || end_offset >= 0 {
+                TruncateToDivergence { epoch, end_offset }
+            } else {
+                Append
+            }
+        }
+        Some(ErrorCode::OffsetOutOfRange) => {
+            if fetched.log_start_offset >= 0 && fetch_offset < fetched.log_start_offset {
+                RestartAt(fetched.log_start_offset)
+            } else if fetched.high_watermark >= 0 {
+                TruncateTo(fetched.high_watermark)
+            } else {
+                Retry
+            }
+        }
+        Some(_) => Retry,
+    }
+}
+
 /// DelayedFetch: complete once enough bytes are available. Errors, leadership
 /// or epoch changes, and a diverging epoch also complete a fetch; the I/O
 /// layer checks those first.

@@ -491,3 +491,75 @@ fn fetch_origin_table() {
         );
     }
 }
+
+#[test]
+fn follower_fetch_action_table() {
+    use strand_replication::rules::{
+        follower_fetch_action, FetchedPartition, FollowerFetchAction::*,
+    };
+    let ok = FetchedPartition {
+        error: None,
+        diverging_epoch: (-1, -1),
+        high_watermark: 50,
+        log_start_offset: 10,
+    };
+    let oor = FetchedPartition {
+        error: Some(ErrorCode::OffsetOutOfRange),
+        ..ok
+    };
+    let cases = [
+        // (fetch offset, answer, action)
+        (40, ok, Append),
+        (
+            40,
+            FetchedPartition {
+                diverging_epoch: (3, 35),
+                ..ok
+            },
+            TruncateToDivergence {
+                epoch: 3,
+                end_offset: 35,
+            },
+        ),
+        // An unknown epoch with an end offset still truncates there.
+        (
+            40,
+            FetchedPartition {
+                diverging_epoch: (-1, 35),
+                ..ok
+            },
+            TruncateToDivergence {
+                epoch: -1,
+                end_offset: 35,
+            },
+        ),
+        // Behind the leader's log start: start over there.
+        (5, oor, RestartAt(10)),
+        // Ahead of the leader's log: back to its HW.
+        (60, oor, TruncateTo(50)),
+        (
+            60,
+            FetchedPartition {
+                high_watermark: -1,
+                ..oor
+            },
+            Retry,
+        ),
+        (
+            40,
+            FetchedPartition {
+                error: Some(ErrorCode::NotLeaderOrFollower),
+                diverging_epoch: (3, 35),
+                ..ok
+            },
+            Retry,
+        ),
+    ];
+    for (offset, fetched, want) in cases {
+        assert_eq!(
+            follower_fetch_action(offset, &fetched),
+            want,
+            "{offset} {fetched:?}"
+        );
+    }
+}

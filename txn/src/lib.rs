@@ -1,8 +1,10 @@
-//! Idempotent-producer state for one partition, and producer-id allocation.
+//! Idempotent-producer state for one partition, and the transaction
+//! coordinator's state machine.
 //!
 //! This crate holds the pure rules of Kafka's idempotent producer
 //! (Kafka 3.7 `ProducerStateManager` / `ProducerAppendInfo` / `ProducerStateEntry`
-//! semantics) and the block-based producer-id allocator. It does no I/O: the log
+//! semantics). Producer-id blocks come from the controller
+//! (`AllocateProducerIds`). It does no I/O: the log
 //! crate calls [`ProducerStateManager::check`] before an append, appends, then
 //! calls [`ProducerStateManager::record`] with the offsets the log assigned, and
 //! persists [`ProducerStateManager::snapshot`] bytes next to its segments.
@@ -45,16 +47,17 @@
 //! [`ProducerStateManager::new`]) and replaying the batches in `[map_end_offset, o)`
 //! through [`ProducerStateManager::record`]. Removing batches from an entry in
 //! place cannot restore the older batches that the five-batch window forgot.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod coordinator;
-mod producer_id;
 mod producer_state;
 mod snapshot;
 pub mod txn_log;
 
-pub use producer_id::{
-    next_block_after, ProducerIdAllocator, ProducerIdBlock, ProducerIdError, PRODUCER_ID_BLOCK_SIZE,
-};
 pub use producer_state::{
     check_sequence, last_stable_offset, BatchMetadata, CompletedTxn, ProducerEntry,
     ProducerStateError, ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,

@@ -26,8 +26,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use bytes::{Buf, BufMut};
 use thiserror::Error;
 
-use crate::producer_state::{BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateManager};
-use crate::MAX_REMEMBERED_BATCHES;
+use crate::producer_state::{
+    BatchMetadata, CompletedTxn, ProducerEntry, ProducerStateManager, MAX_REMEMBERED_BATCHES,
+};
 
 /// The snapshot format version written by [`ProducerStateManager::snapshot`].
 pub const SNAPSHOT_VERSION: i16 = 2;

@@ -481,52 +481,6 @@ fn real_client_batch_header() {
     );
 }
 
-#[test]
-fn producer_id_blocks() {
-    let b0 = next_block_after(None).unwrap();
-    assert_eq!(
-        b0,
-        ProducerIdBlock {
-            first: 0,
-            size: 1000
-        }
-    );
-    let b1 = next_block_after(Some(&b0)).unwrap();
-    assert_eq!(
-        b1,
-        ProducerIdBlock {
-            first: 1000,
-            size: 1000
-        }
-    );
-    assert_eq!(b1.last(), 1999);
-    let near_end = ProducerIdBlock {
-        first: i64::MAX - 1500,
-        size: 1000,
-    };
-    assert_eq!(
-        next_block_after(Some(&near_end)),
-        Err(ProducerIdError::Exhausted)
-    );
-
-    let mut a = ProducerIdAllocator::new();
-    assert!(a.should_prefetch());
-    assert_eq!(a.next_id(), Err(ProducerIdError::BlockUsedUp));
-    a.install_block(b0);
-    for want in 0..900 {
-        assert!(!a.should_prefetch());
-        assert_eq!(a.next_id(), Ok(want));
-    }
-    assert!(a.should_prefetch());
-    a.install_block(b1);
-    assert!(!a.should_prefetch());
-    for want in 900..1000 {
-        assert_eq!(a.next_id(), Ok(want));
-    }
-    assert_eq!(a.next_id(), Ok(1000));
-    assert_eq!(a.remaining(), 999);
-}
-
 fn arb_entry() -> impl Strategy<Value = ProducerEntry> {
     (
         any::<i64>(),

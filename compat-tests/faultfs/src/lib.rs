@@ -6,6 +6,11 @@
 //! never retry and believe). Every other call goes to the C library. The
 //! control file is read on each call, so a test turns faults on and off by
 //! writing it.
+// Every dependency a crate declares is one it uses (dev-dependencies are
+// checked by the test builds that use them).
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::ffi::{c_int, CStr};
 use std::sync::OnceLock;

@@ -1,5 +1,7 @@
 //! Run librdkafka 2.12.1's own test suite (tests/test-runner) against Strand, one test
 //! number at a time, each against a freshly started broker. See `--help`.
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::fs;
 use std::io::{self, Write};

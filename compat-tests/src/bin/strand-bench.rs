@@ -2,6 +2,8 @@
 //! local N-node cluster (`--nodes N`), written as a section of BENCHMARKS.md: produce
 //! throughput (acks=1, acks=all), consume throughput, and rate-limited per-message
 //! produce latency (p50/p99/p99.9/max). A benchmark, not a test. See `--help`.
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::fs;
 use std::io;
@@ -304,13 +306,14 @@ fn latency_stats(samples: &[u64], warmup: usize) -> Option<LatStats> {
         return None;
     }
     rest.sort_unstable();
+    let max = *rest.last()?;
     Some(LatStats {
         n: rest.len(),
         warmup,
         p50: percentile(&rest, 0.50),
         p99: percentile(&rest, 0.99),
         p999: percentile(&rest, 0.999),
-        max: *rest.last().unwrap(),
+        max,
         mean: rest.iter().map(|&v| v as f64).sum::<f64>() / rest.len() as f64,
         warmup_max: samples[..warmup].iter().copied().max().unwrap_or(0),
     })

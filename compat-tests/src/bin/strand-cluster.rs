@@ -1,5 +1,7 @@
 //! `strand-cluster`: format and start a local multi-node Strand cluster, then control it
 //! with one-line commands on stdin. See `--help` and the README ("A 3-node cluster").
+// Outside tests an unwrap names its invariant: `expect("...")`.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;

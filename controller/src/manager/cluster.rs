@@ -18,14 +18,14 @@
 //!
 //! SHUTDOWN_NOW fences the broker and answers should_shutdown.
 
+use super::common::ApiError;
 use super::replication::{
     handle_broker_fenced, handle_broker_unfenced, handle_controlled_shutdown, has_leaderships,
     remove_broker_from_partitions,
 };
-use super::ApiError;
-use crate::image::MetadataImage;
-use crate::records::{BrokerRecord, MetadataRecord};
 use std::collections::BTreeMap;
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::{BrokerRecord, MetadataRecord};
 use strand_protocol::ErrorCode;
 use uuid::Uuid;
 

@@ -4,10 +4,10 @@
 //! incremental applies SET / DELETE / APPEND / SUBTRACT to the current ones;
 //! records are emitted only for configs whose value changes.
 
-use super::ApiError;
-use crate::configs::validate_topic_config;
-use crate::image::MetadataImage;
-use crate::records::{ConfigResource, MetadataRecord};
+use super::common::ApiError;
+use strand_metadata::configs::validate_topic_config;
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::{ConfigResource, MetadataRecord};
 use strand_protocol::ErrorCode;
 
 /// The configs of a CreateTopics item: known names, valid values, no nulls.
@@ -54,42 +54,44 @@ pub fn alter_topic_configs(
         Default::default()
     };
     for (key, op) in ops {
-        let def = crate::configs::topic_config(key).ok_or_else(|| {
+        let def = strand_metadata::configs::topic_config(key).ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidConfig,
                 format!("Unknown topic config name: {key}"),
             )
         })?;
-        let list_op =
-            |v: &str, add: bool, next: &mut crate::records::ConfigMap| -> Result<(), ApiError> {
-                if def.kind != crate::configs::ConfigType::List {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidConfig,
-                        format!("Config {key} is not a list: APPEND/SUBTRACT not allowed"),
-                    ));
-                }
-                let current = next
-                    .get(key.as_str())
-                    .cloned()
-                    .unwrap_or_else(|| def.default.to_string());
-                let mut items: Vec<String> = current
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
-                    .collect();
-                for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    if add {
-                        if !items.iter().any(|i| i == item) {
-                            items.push(item.to_string());
-                        }
-                    } else {
-                        items.retain(|i| i != item);
+        let list_op = |v: &str,
+                       add: bool,
+                       next: &mut strand_metadata::records::ConfigMap|
+         -> Result<(), ApiError> {
+            if def.kind != strand_metadata::configs::ConfigType::List {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Config {key} is not a list: APPEND/SUBTRACT not allowed"),
+                ));
+            }
+            let current = next
+                .get(key.as_str())
+                .cloned()
+                .unwrap_or_else(|| def.default.to_string());
+            let mut items: Vec<String> = current
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
+            for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                if add {
+                    if !items.iter().any(|i| i == item) {
+                        items.push(item.to_string());
                     }
+                } else {
+                    items.retain(|i| i != item);
                 }
-                next.insert(key.clone(), items.join(","));
-                Ok(())
-            };
+            }
+            next.insert(key.clone(), items.join(","));
+            Ok(())
+        };
         match op {
             ConfigOp::Set(v) => {
                 next.insert(key.clone(), v.clone());

@@ -11,9 +11,9 @@
 //! use yet (unfenced before fenced), falling back to used racks only when
 //! every rack holds a replica.
 
-use super::ApiError;
-use crate::image::MetadataImage;
+use super::common::ApiError;
 use std::collections::BTreeMap;
+use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
 
 /// A broker replicas may be placed on.
@@ -206,8 +206,8 @@ pub fn validate_assignments(
 mod tests {
     use super::*;
     use crate::manager::testutil::{apply_all, broker, image_with_brokers};
-    use crate::records::MetadataRecord;
     use std::collections::BTreeSet;
+    use strand_metadata::records::MetadataRecord;
 
     /// (id, rack, fenced)
     fn brokers(spec: &[(i32, Option<&str>, bool)]) -> Vec<UsableBroker> {

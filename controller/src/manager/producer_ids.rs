@@ -4,9 +4,9 @@
 //! that moves `next_producer_id` past the block is committed before the block
 //! is handed out, and replay only ever moves it forward.
 
-use super::{ApiError, ControllerConfig};
-use crate::image::MetadataImage;
-use crate::records::MetadataRecord;
+use super::common::{ApiError, ControllerConfig};
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::MetadataRecord;
 use strand_protocol::ErrorCode;
 
 /// The next block for `broker_id`: `(first id, size)`. With `broker_epoch`

@@ -17,11 +17,11 @@
 //! - A leader changes its partition's ISR with AlterPartition, naming the
 //!   leader and partition epochs it knows; members it adds must be active.
 
-use super::ApiError;
-use crate::image::MetadataImage;
-use crate::records::{MetadataRecord, PartitionRecord, NO_LEADER};
+use super::common::ApiError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::{MetadataRecord, PartitionRecord, NO_LEADER};
 use strand_protocol::ErrorCode;
 use uuid::Uuid;
 
@@ -508,7 +508,7 @@ pub fn alter_partition(
 mod tests {
     use super::*;
     use crate::manager::testutil::{add_topic, apply_all, image_with_brokers, topic_id};
-    use crate::records::ConfigResource;
+    use strand_metadata::records::ConfigResource;
     use uuid::Uuid;
 
     fn part(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionRecord {

@@ -2,38 +2,19 @@
 //! ReplicationControlManager). New partitions get replicas from `placement`;
 //! their ISR is the active replicas and their leader the first of those.
 
+use super::common::{check_record_budget, ApiError, ControllerConfig};
 use super::configs::validate_new_topic_configs;
 use super::placement::{place, validate_assignments};
-use super::{check_record_budget, ApiError, ControllerConfig};
-use crate::image::MetadataImage;
-use crate::records::{ConfigResource, MetadataRecord, PartitionRecord};
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::{ConfigResource, MetadataRecord, PartitionRecord};
+use strand_metadata::METADATA_TOPIC;
 use strand_protocol::ErrorCode;
 use uuid::Uuid;
 
-/// The metadata log's name, reserved as in Kafka.
-pub const METADATA_TOPIC: &str = "__cluster_metadata";
-
-pub const MAX_TOPIC_NAME_LEN: usize = 249;
-
-/// Kafka's topic name rule: 1..=249 chars of [a-zA-Z0-9._-], not "." or "..".
+/// Kafka's topic-name rule, answered as INVALID_TOPIC_EXCEPTION.
 pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
-    let invalid = |why: String| Err(ApiError::new(ErrorCode::InvalidTopicException, why));
-    if name.is_empty() {
-        return invalid("Topic name is illegal, it can't be empty".into());
-    }
-    if name == "." || name == ".." {
-        return invalid("Topic name cannot be \".\" or \"..\"".into());
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return invalid(format!("Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"));
-    }
-    if !name
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
-    {
-        return invalid(format!("Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"));
-    }
-    Ok(())
+    strand_metadata::validate_topic_name(name)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidTopicException, e.to_string()))
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -303,23 +284,6 @@ mod tests {
         assert_eq!(err.code, ErrorCode::PolicyViolation);
         assert!(create_partitions(&img, "big", 10_000, None, 0).is_ok());
         assert!(check_record_budget(usize::MAX, 1).is_err());
-    }
-
-    #[test]
-    fn topic_name_rules() {
-        let cases = [
-            ("ok.topic_1-x", true),
-            ("", false),
-            (".", false),
-            ("..", false),
-            ("a b", false),
-            ("ä", false),
-            (&"x".repeat(249), true),
-            (&"x".repeat(250), false),
-        ];
-        for (name, ok) in cases {
-            assert_eq!(validate_topic_name(name).is_ok(), ok, "{name:?}");
-        }
     }
 
     #[test]

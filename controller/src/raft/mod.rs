@@ -11,9 +11,9 @@
 pub mod network;
 pub mod store;
 
-use crate::records::MetadataRecord;
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
+use strand_metadata::records::MetadataRecord;
 
 /// One controller event's records: the unit of a Raft log entry, so an
 /// event's records commit (or not) together.

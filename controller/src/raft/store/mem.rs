@@ -1,7 +1,7 @@
 //! The in-memory log store, for tests that opt in. Same contract as the
 //! RocksDB store (contiguity included), minus durability.
 
-use super::check_append;
+use super::contiguity::check_append;
 use crate::raft::{NodeId, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{

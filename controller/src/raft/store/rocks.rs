@@ -4,7 +4,7 @@
 //! `write_synced`: one atomic batch with `sync = true`, run on a blocking
 //! thread so an fsync does not stall the async workers.
 
-use super::check_append;
+use super::contiguity::check_append;
 use crate::raft::{NodeId, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{

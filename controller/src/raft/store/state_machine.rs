@@ -6,9 +6,7 @@
 //! RocksDB and memory.
 
 use super::rocks;
-use crate::image::MetadataImage;
 use crate::raft::{Applied, NodeId, TypeConfig};
-use crate::records::MetadataRecord;
 use openraft::storage::RaftStateMachine;
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot,
@@ -20,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::Cursor;
 use std::sync::Arc;
+use strand_metadata::image::MetadataImage;
+use strand_metadata::records::MetadataRecord;
 use tokio::sync::watch;
 
 type Result<T, E = StorageError<NodeId>> = std::result::Result<T, E>;

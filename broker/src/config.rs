@@ -1,0 +1,876 @@
+//! Broker configuration: a `server.properties`-style file with Kafka's property
+//! names, overridden by `--override key=value` arguments. Unknown keys and bad
+//! values stop start-up with a message naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use strand_metadata::configs::{validate_topic_config, TOPIC_CONFIGS};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown configuration key '{0}'")]
+    UnknownKey(String),
+    #[error("invalid value '{value}' for configuration '{key}': {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("cannot read {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("malformed line {line} in {path}: '{text}' (expected key=value)")]
+    Malformed {
+        path: String,
+        line: usize,
+        text: String,
+    },
+    #[error("malformed override '{0}' (expected key=value)")]
+    MalformedOverride(String),
+}
+
+/// A listener: name, bind host and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn bind_addr(&self) -> Result<SocketAddr, String> {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        format!("{host}:{}", self.port)
+            .parse()
+            .map_err(|e| format!("{e}"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub log_dirs: Vec<PathBuf>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics_enable: bool,
+    pub socket_request_max_bytes: usize,
+    /// max.connections, max.connections.per.ip (client listener).
+    pub connection_limits: crate::connection_quotas::ConnectionLimits,
+    /// connections.max.idle.ms; negative: never closed for idleness.
+    pub connections_max_idle_ms: i64,
+    /// queued.max.request.bytes; <= 0: requests draw from no pool.
+    pub queued_max_request_bytes: i64,
+    pub log_retention_check_interval_ms: i64,
+    pub producer_id_expiration_ms: i64,
+    pub broker_rack: Option<String>,
+    pub process_roles: Vec<String>,
+    /// controller.quorum.voters; empty on a self-formatting single node.
+    pub quorum_voters: Vec<Voter>,
+    pub controller_listener_names: Vec<String>,
+    pub election_timeout_ms: u64,
+    pub broker_session_timeout_ms: i64,
+    pub broker_heartbeat_interval_ms: u64,
+    /// replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// replica.fetch.*: how followers fetch from leaders.
+    pub replica_fetch_wait_max_ms: i32,
+    pub replica_fetch_min_bytes: i32,
+    pub replica_fetch_max_bytes: i32,
+    pub replica_fetch_response_max_bytes: i32,
+    pub replica_fetch_backoff_ms: u64,
+    pub replica_high_watermark_checkpoint_interval_ms: i64,
+    /// offsets.topic.*, offsets.*, group.*: the group coordinator.
+    pub offsets_topic_num_partitions: i32,
+    pub offsets_topic_replication_factor: i16,
+    pub offsets_topic_segment_bytes: i64,
+    pub offsets_commit_timeout_ms: i64,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+    pub offset_metadata_max_bytes: usize,
+    pub group_initial_rebalance_delay_ms: i64,
+    pub group_min_session_timeout_ms: i64,
+    pub group_max_session_timeout_ms: i64,
+    pub group_max_size: usize,
+    /// transaction.*: the transaction coordinator.
+    pub transaction_state_log_num_partitions: i32,
+    pub transaction_state_log_replication_factor: i16,
+    pub transaction_state_log_min_isr: i32,
+    pub transaction_state_log_segment_bytes: i64,
+    pub transaction_max_timeout_ms: i32,
+    pub transactional_id_expiration_ms: i64,
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// KIP-890 part 1: verify a transactional batch's partition with the coordinator.
+    pub transaction_partition_verification_enable: bool,
+    /// Every key set in the file or on the command line, as given: the
+    /// "static broker config" that DescribeConfigs reports and that topic
+    /// configs inherit through their broker synonyms.
+    pub static_props: BTreeMap<String, String>,
+}
+
+/// Broker properties that are not topic-config synonyms, with defaults.
+const BROKER_KEYS: &[(&str, &str)] = &[
+    ("node.id", "1"),
+    ("broker.id", "1"),
+    ("process.roles", "broker,controller"),
+    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+    ("advertised.listeners", ""),
+    (
+        "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    ),
+    ("controller.listener.names", "CONTROLLER"),
+    ("inter.broker.listener.name", "PLAINTEXT"),
+    ("log.dirs", "./data"),
+    ("log.dir", "./data"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+    ("auto.create.topics.enable", "true"),
+    ("socket.request.max.bytes", "104857600"),
+    ("max.connections", "2147483647"),
+    ("max.connections.per.ip", "2147483647"),
+    ("connections.max.idle.ms", "600000"),
+    ("queued.max.request.bytes", "-1"),
+    ("log.retention.check.interval.ms", "300000"),
+    ("log.retention.hours", "168"),
+    ("log.retention.minutes", ""),
+    ("log.roll.hours", "168"),
+    ("producer.id.expiration.ms", "86400000"),
+    ("broker.rack", ""),
+    ("offsets.topic.replication.factor", "3"),
+    ("transaction.state.log.replication.factor", "3"),
+    ("transaction.state.log.min.isr", "2"),
+    ("group.initial.rebalance.delay.ms", "3000"),
+    ("num.network.threads", "3"),
+    ("num.io.threads", "8"),
+    ("delete.topic.enable", "true"),
+    ("controller.quorum.voters", ""),
+    ("controller.quorum.bootstrap.servers", ""),
+    ("controller.quorum.election.timeout.ms", "1000"),
+    ("broker.session.timeout.ms", "9000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+    ("metadata.log.dir", ""),
+    ("replica.lag.time.max.ms", "30000"),
+    ("replica.fetch.wait.max.ms", "500"),
+    ("replica.fetch.min.bytes", "1"),
+    ("replica.fetch.max.bytes", "1048576"),
+    ("replica.fetch.response.max.bytes", "10485760"),
+    ("replica.fetch.backoff.ms", "1000"),
+    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
+    ("offsets.topic.num.partitions", "50"),
+    ("offsets.topic.segment.bytes", "104857600"),
+    ("offsets.commit.timeout.ms", "5000"),
+    ("offsets.retention.minutes", "10080"),
+    ("offsets.retention.check.interval.ms", "600000"),
+    ("offset.metadata.max.bytes", "4096"),
+    ("group.min.session.timeout.ms", "6000"),
+    ("group.max.session.timeout.ms", "1800000"),
+    ("group.max.size", "2147483647"),
+    ("transaction.state.log.num.partitions", "50"),
+    ("transaction.partition.verification.enable", "true"),
+    ("transaction.state.log.segment.bytes", "104857600"),
+    ("transaction.max.timeout.ms", "900000"),
+    ("transactional.id.expiration.ms", "604800000"),
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+    ),
+    (
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "3600000",
+    ),
+];
+
+const ALWAYS_POSITIVE_INT: &[&str] = &[
+    "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "offsets.commit.timeout.ms",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
+    "offset.metadata.max.bytes",
+    "num.partitions",
+    "default.replication.factor",
+    "socket.request.max.bytes",
+    "num.network.threads",
+    "num.io.threads",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+];
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks one key and value; topic-config synonyms use the topic validator.
+fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
+    if let Some(d) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
+        return validate_topic_config(d.name, value).map_err(|r| invalid(key, value, r));
+    }
+    if !BROKER_KEYS.iter().any(|(k, _)| *k == key) {
+        return Err(ConfigError::UnknownKey(key.into()));
+    }
+    let int = |min: i64| -> Result<(), ConfigError> {
+        let v: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| invalid(key, value, "not an integer"))?;
+        if v < min {
+            return Err(invalid(key, value, format!("must be at least {min}")));
+        }
+        Ok(())
+    };
+    match key {
+        "auto.create.topics.enable"
+        | "delete.topic.enable"
+        | "transaction.partition.verification.enable" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid(key, value, "expected true or false")),
+        },
+        "listeners" | "advertised.listeners" => parse_listeners(key, value).map(|_| ()),
+        "process.roles" => {
+            for r in value.split(',').map(str::trim) {
+                if r != "broker" && r != "controller" {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "roles are 'broker' and/or 'controller'",
+                    ));
+                }
+            }
+            Ok(())
+        }
+        "node.id" | "broker.id" => int(0),
+        "controller.quorum.voters" => parse_voters(value)
+            .map(|_| ())
+            .map_err(|r| invalid(key, value, r)),
+        "controller.quorum.election.timeout.ms"
+        | "broker.session.timeout.ms"
+        | "broker.heartbeat.interval.ms"
+        | "replica.lag.time.max.ms"
+        | "replica.fetch.min.bytes"
+        | "replica.fetch.max.bytes"
+        | "replica.fetch.response.max.bytes"
+        | "replica.high.watermark.checkpoint.interval.ms" => int(1),
+        "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
+        "max.connections" | "max.connections.per.ip" => int(0),
+        "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
+        "log.retention.check.interval.ms" => int(1),
+        "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
+        "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
+            if value.is_empty() {
+                Ok(())
+            } else {
+                int(0)
+            }
+        }
+        k if ALWAYS_POSITIVE_INT.contains(&k) => int(1),
+        _ => Ok(()),
+    }
+}
+
+/// A controller quorum voter: node id and controller listener address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub addr: String,
+}
+
+/// Parses `id@host:port,...` (controller.quorum.voters, --initial-controllers).
+pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
+    let mut out: Vec<Voter> = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (id, addr) = item
+            .split_once('@')
+            .ok_or_else(|| format!("'{item}' is not id@host:port"))?;
+        let id: i32 = id.parse().map_err(|_| format!("'{id}' is not a node id"))?;
+        let (_, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| format!("'{addr}' is not host:port"))?;
+        port.parse::<u16>()
+            .map_err(|_| format!("bad port in '{addr}'"))?;
+        if id < 0 || out.iter().any(|v| v.id == id) {
+            return Err(format!("node id {id} is negative or repeated"));
+        }
+        out.push(Voter {
+            id,
+            addr: addr.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The security protocols Kafka names; Strand serves PLAINTEXT only.
+const SECURITY_PROTOCOLS: [&str; 4] = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// A listener's security protocol (from `listener.security.protocol.map`, or
+/// its name when that is a protocol, as Kafka resolves it) must be one Strand
+/// implements: a listener that looks encrypted or authenticated but is not
+/// must never start.
+fn check_security_protocol(listener: &str, protocol_map: &str) -> Result<(), ConfigError> {
+    let mapped = protocol_map
+        .split(',')
+        .filter_map(|pair| pair.trim().split_once(':'))
+        .find(|(name, _)| name.trim() == listener)
+        .map(|(_, protocol)| protocol.trim().to_string());
+    let protocol = match mapped {
+        Some(p) => p,
+        None if SECURITY_PROTOCOLS.contains(&listener) => listener.to_string(),
+        None => {
+            return Err(invalid(
+                "listener.security.protocol.map",
+                protocol_map,
+                format!("no security protocol for listener {listener}"),
+            ))
+        }
+    };
+    match protocol.as_str() {
+        "PLAINTEXT" => Ok(()),
+        p if SECURITY_PROTOCOLS.contains(&p) => Err(invalid(
+            "listeners",
+            listener,
+            format!("security protocol {p} is not implemented by Strand (only PLAINTEXT)"),
+        )),
+        p => Err(invalid(
+            "listener.security.protocol.map",
+            protocol_map,
+            format!("unknown security protocol {p} for listener {listener}"),
+        )),
+    }
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let mut out = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, rest) = item
+            .split_once("://")
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(key, value, format!("bad port '{port}'")))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        out.push(Listener {
+            name: name.to_string(),
+            host,
+            port,
+        });
+    }
+    Ok(out)
+}
+
+/// Parses `key=value` lines; `#` and `!` start comments, as Java properties.
+pub fn parse_properties(path: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
+            return Err(ConfigError::Malformed {
+                path: path.into(),
+                line: i + 1,
+                text: line.into(),
+            });
+        };
+        out.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
+impl BrokerConfig {
+    /// Builds the config from command-line arguments:
+    /// `[server.properties] [--override key=value]...`.
+    pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
+        let mut pairs = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            if a == "--override" {
+                let kv = args
+                    .get(i + 1)
+                    .ok_or_else(|| ConfigError::MalformedOverride(String::new()))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
+                pairs.push((k.trim().to_string(), v.trim().to_string()));
+                i += 2;
+            } else if let Some(kv) = a.strip_prefix("--override=") {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| ConfigError::MalformedOverride(kv.into()))?;
+                pairs.push((k.trim().to_string(), v.trim().to_string()));
+                i += 1;
+            } else {
+                let text = std::fs::read_to_string(a).map_err(|e| ConfigError::Unreadable {
+                    path: a.clone(),
+                    reason: e.to_string(),
+                })?;
+                // File settings come first so that overrides win.
+                let mut file_pairs = parse_properties(a, &text)?;
+                file_pairs.append(&mut pairs);
+                pairs = file_pairs;
+                i += 1;
+            }
+        }
+        Self::from_pairs(pairs)
+    }
+
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<BrokerConfig, ConfigError> {
+        let mut props = BTreeMap::new();
+        for (k, v) in pairs {
+            validate_key(&k, &v)?;
+            props.insert(k, v);
+        }
+        let get = |k: &str| -> String {
+            props.get(k).cloned().unwrap_or_else(|| {
+                BROKER_KEYS
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, d)| d.to_string())
+                    .unwrap_or_default()
+            })
+        };
+        // Already validated, so these parses cannot fail; fall back to defaults regardless.
+        let node_id = props
+            .get("node.id")
+            .or(props.get("broker.id"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        let listeners = parse_listeners("listeners", &get("listeners"))?;
+        if listeners.is_empty() {
+            return Err(invalid("listeners", &get("listeners"), "no listener given"));
+        }
+        let socket_request_max_bytes: usize =
+            get("socket.request.max.bytes").parse().unwrap_or(104857600);
+        let queued_max_request_bytes: i64 = get("queued.max.request.bytes").parse().unwrap_or(-1);
+        // As Kafka requires: a pool smaller than the largest request would
+        // hold that request forever.
+        if queued_max_request_bytes > 0
+            && (queued_max_request_bytes as u64) < socket_request_max_bytes as u64
+        {
+            return Err(invalid(
+                "queued.max.request.bytes",
+                &queued_max_request_bytes.to_string(),
+                "must be at least socket.request.max.bytes (or -1 for no limit)",
+            ));
+        }
+        let limit = |k: &str| -> usize { get(k).parse().unwrap_or(i32::MAX as usize) };
+        let connection_limits = crate::connection_quotas::ConnectionLimits {
+            max_connections: limit("max.connections"),
+            max_connections_per_ip: limit("max.connections.per.ip"),
+        };
+        let protocol_map = get("listener.security.protocol.map");
+        for l in &listeners {
+            check_security_protocol(&l.name, &protocol_map)?;
+        }
+        let mut advertised = parse_listeners("advertised.listeners", &get("advertised.listeners"))?;
+        if advertised.is_empty() {
+            advertised = listeners
+                .iter()
+                .filter(|l| l.name != "CONTROLLER")
+                .cloned()
+                .collect();
+        }
+        for l in &mut advertised {
+            if l.host.is_empty() || l.host == "0.0.0.0" {
+                l.host = "127.0.0.1".into();
+            }
+        }
+        let log_dirs_raw = props
+            .get("log.dirs")
+            .or(props.get("log.dir"))
+            .cloned()
+            .unwrap_or_else(|| "./data".into());
+        let log_dirs: Vec<PathBuf> = log_dirs_raw
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(invalid("log.dirs", &log_dirs_raw, "no directory given"));
+        }
+        // Kafka's retention precedence: log.retention.ms > .minutes > .hours.
+        let mut static_props = props.clone();
+        if !props.contains_key("log.retention.ms") {
+            if let Some(m) = props.get("log.retention.minutes").filter(|v| !v.is_empty()) {
+                static_props.insert(
+                    "log.retention.ms".into(),
+                    m.parse::<i64>()
+                        .unwrap_or(10080)
+                        .saturating_mul(60_000)
+                        .to_string(),
+                );
+            } else if let Some(h) = props.get("log.retention.hours") {
+                static_props.insert(
+                    "log.retention.ms".into(),
+                    h.parse::<i64>()
+                        .unwrap_or(168)
+                        .saturating_mul(3_600_000)
+                        .to_string(),
+                );
+            }
+        }
+        if !props.contains_key("log.roll.ms") {
+            if let Some(h) = props.get("log.roll.hours") {
+                static_props.insert(
+                    "log.roll.ms".into(),
+                    h.parse::<i64>()
+                        .unwrap_or(168)
+                        .saturating_mul(3_600_000)
+                        .to_string(),
+                );
+            }
+        }
+        Ok(BrokerConfig {
+            node_id,
+            listeners,
+            advertised_listeners: advertised,
+            log_dirs,
+            num_partitions: get("num.partitions").parse().unwrap_or(1),
+            default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
+            auto_create_topics_enable: get("auto.create.topics.enable") == "true",
+            socket_request_max_bytes,
+            connection_limits,
+            connections_max_idle_ms: get("connections.max.idle.ms").parse().unwrap_or(600000),
+            queued_max_request_bytes,
+            log_retention_check_interval_ms: get("log.retention.check.interval.ms")
+                .parse()
+                .unwrap_or(300000),
+            producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
+            broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
+            process_roles: get("process.roles")
+                .split(',')
+                .map(|r| r.trim().to_string())
+                .collect(),
+            quorum_voters: parse_voters(&get("controller.quorum.voters")).unwrap_or_default(),
+            controller_listener_names: get("controller.listener.names")
+                .split(',')
+                .map(|r| r.trim().to_string())
+                .filter(|r| !r.is_empty())
+                .collect(),
+            election_timeout_ms: get("controller.quorum.election.timeout.ms")
+                .parse()
+                .unwrap_or(1000),
+            broker_session_timeout_ms: get("broker.session.timeout.ms").parse().unwrap_or(9000),
+            broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
+                .parse()
+                .unwrap_or(2000),
+            replica_lag_time_max_ms: get("replica.lag.time.max.ms").parse().unwrap_or(30000),
+            replica_fetch_wait_max_ms: get("replica.fetch.wait.max.ms").parse().unwrap_or(500),
+            replica_fetch_min_bytes: get("replica.fetch.min.bytes").parse().unwrap_or(1),
+            replica_fetch_max_bytes: get("replica.fetch.max.bytes").parse().unwrap_or(1048576),
+            replica_fetch_response_max_bytes: get("replica.fetch.response.max.bytes")
+                .parse()
+                .unwrap_or(10485760),
+            replica_fetch_backoff_ms: get("replica.fetch.backoff.ms").parse().unwrap_or(1000),
+            replica_high_watermark_checkpoint_interval_ms: get(
+                "replica.high.watermark.checkpoint.interval.ms",
+            )
+            .parse()
+            .unwrap_or(5000),
+            offsets_topic_num_partitions: get("offsets.topic.num.partitions").parse().unwrap_or(50),
+            offsets_topic_replication_factor: get("offsets.topic.replication.factor")
+                .parse()
+                .unwrap_or(3),
+            offsets_topic_segment_bytes: get("offsets.topic.segment.bytes")
+                .parse()
+                .unwrap_or(104857600),
+            offsets_commit_timeout_ms: get("offsets.commit.timeout.ms").parse().unwrap_or(5000),
+            offsets_retention_ms: get("offsets.retention.minutes")
+                .parse::<i64>()
+                .unwrap_or(10080)
+                .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: get("offsets.retention.check.interval.ms")
+                .parse()
+                .unwrap_or(600000),
+            offset_metadata_max_bytes: get("offset.metadata.max.bytes").parse().unwrap_or(4096),
+            transaction_state_log_num_partitions: get("transaction.state.log.num.partitions")
+                .parse()
+                .unwrap_or(50),
+            transaction_state_log_replication_factor: get(
+                "transaction.state.log.replication.factor",
+            )
+            .parse()
+            .unwrap_or(3),
+            transaction_state_log_min_isr: get("transaction.state.log.min.isr")
+                .parse()
+                .unwrap_or(2),
+            transaction_state_log_segment_bytes: get("transaction.state.log.segment.bytes")
+                .parse()
+                .unwrap_or(104857600),
+            transaction_max_timeout_ms: get("transaction.max.timeout.ms").parse().unwrap_or(900000),
+            transactional_id_expiration_ms: get("transactional.id.expiration.ms")
+                .parse()
+                .unwrap_or(604800000),
+            transaction_remove_expired_transaction_cleanup_interval_ms: get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+            )
+            .parse()
+            .unwrap_or(3600000),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            )
+            .parse()
+            .unwrap_or(10000),
+            transaction_partition_verification_enable: get(
+                "transaction.partition.verification.enable",
+            ) == "true",
+            group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
+                .parse()
+                .unwrap_or(3000),
+            group_min_session_timeout_ms: get("group.min.session.timeout.ms")
+                .parse()
+                .unwrap_or(6000),
+            group_max_session_timeout_ms: get("group.max.session.timeout.ms")
+                .parse()
+                .unwrap_or(1800000),
+            group_max_size: get("group.max.size").parse().unwrap_or(i32::MAX as usize),
+            static_props,
+        })
+    }
+
+    /// The listener clients connect to (the first non-controller one).
+    pub fn client_listener(&self) -> &Listener {
+        self.listeners
+            .iter()
+            .find(|l| !self.controller_listener_names.contains(&l.name))
+            .unwrap_or(&self.listeners[0])
+    }
+
+    /// The controller listener (first of controller.listener.names), if configured.
+    pub fn controller_listener(&self) -> Option<&Listener> {
+        self.listeners
+            .iter()
+            .find(|l| self.controller_listener_names.contains(&l.name))
+    }
+
+    pub fn is_controller(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "controller")
+    }
+
+    pub fn is_broker(&self) -> bool {
+        self.process_roles.iter().any(|r| r == "broker")
+    }
+
+    pub fn advertised(&self) -> &Listener {
+        let name = &self.client_listener().name;
+        self.advertised_listeners
+            .iter()
+            .find(|l| &l.name == name)
+            .unwrap_or(&self.advertised_listeners[0])
+    }
+
+    /// Every broker config with its effective value and whether it was set
+    /// explicitly, for DescribeConfigs on the broker resource.
+    pub fn describe(&self) -> Vec<(String, String, bool)> {
+        let mut out = BTreeMap::new();
+        for (k, d) in BROKER_KEYS {
+            out.insert(k.to_string(), (d.to_string(), false));
+        }
+        for d in TOPIC_CONFIGS {
+            if let Some(s) = d.broker_synonym {
+                out.insert(s.to_string(), (d.default.to_string(), false));
+            }
+        }
+        for (k, v) in &self.static_props {
+            out.insert(k.clone(), (v.clone(), true));
+        }
+        out.into_iter().map(|(k, (v, set))| (k, v, set)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strand_metadata::configs::topic_config;
+
+    fn partition_default(c: &BrokerConfig, name: &str) -> String {
+        let d = topic_config(name).unwrap();
+        strand_metadata::configs::resolve_topic_config(d, &Default::default(), &c.static_props)
+            .0
+            .to_string()
+    }
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_pairs(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn unimplemented_security_protocols_refuse_to_start() {
+        for (listeners, map) in [
+            ("SSL://127.0.0.1:9093", None),
+            ("SASL_PLAINTEXT://127.0.0.1:9093", None),
+            ("SASL_SSL://127.0.0.1:9093", None),
+            (
+                "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
+                Some("PLAINTEXT:PLAINTEXT,SECURE:SSL,CONTROLLER:PLAINTEXT"),
+            ),
+            ("INTERNAL://127.0.0.1:9093", None),
+        ] {
+            let mut pairs = vec![("listeners", listeners)];
+            if let Some(m) = map {
+                pairs.push(("listener.security.protocol.map", m));
+            }
+            let err = cfg(&pairs).expect_err(listeners).to_string();
+            assert!(
+                err.contains("not implemented") || err.contains("no security protocol"),
+                "{listeners}: {err}"
+            );
+        }
+        let ok = cfg(&[
+            ("listeners", "INTERNAL://127.0.0.1:9092"),
+            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
+            ("advertised.listeners", "INTERNAL://127.0.0.1:9092"),
+            ("inter.broker.listener.name", "INTERNAL"),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn defaults_are_a_single_local_node() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.node_id, 1);
+        assert_eq!(
+            c.client_listener().bind_addr().unwrap().to_string(),
+            "127.0.0.1:9092"
+        );
+        assert_eq!(c.log_dirs, vec![PathBuf::from("./data")]);
+        assert_eq!(partition_default(&c, "max.message.bytes"), "1048588");
+        assert!(c.auto_create_topics_enable);
+        // Kafka's connection and request-pool defaults: no caps, 10 minutes idle.
+        let unlimited = i32::MAX as usize;
+        assert_eq!(
+            (
+                c.connection_limits.max_connections,
+                c.connection_limits.max_connections_per_ip
+            ),
+            (unlimited, unlimited)
+        );
+        assert_eq!(c.connections_max_idle_ms, 600_000);
+        assert_eq!(c.queued_max_request_bytes, -1);
+    }
+
+    /// The properties fuzz target's corpus (fuzz/corpus/properties, run by
+    /// scripts/fuzz.sh): parsing and validating each never panics.
+    #[test]
+    fn fuzz_corpus_replays() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/properties");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            if let Ok(text) = std::str::from_utf8(&data) {
+                if let Ok(pairs) = parse_properties("fuzz", text) {
+                    let _ = BrokerConfig::from_pairs(pairs);
+                }
+            }
+            n += 1;
+        }
+        assert!(n > 0, "no corpus in {}", dir.display());
+    }
+
+    #[test]
+    fn request_pool_holds_the_largest_request() {
+        let pool = |q: &str| {
+            cfg(&[
+                ("socket.request.max.bytes", "1000"),
+                ("queued.max.request.bytes", q),
+            ])
+            .map(|c| c.queued_max_request_bytes)
+        };
+        assert_eq!(pool("-1"), Ok(-1));
+        assert_eq!(pool("0"), Ok(0));
+        assert_eq!(pool("1000"), Ok(1000));
+        assert!(matches!(
+            pool("999"),
+            Err(ConfigError::InvalidValue { key, .. }) if key == "queued.max.request.bytes"
+        ));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert_eq!(
+            cfg(&[("no.such.key", "1")]).unwrap_err(),
+            ConfigError::UnknownKey("no.such.key".into())
+        );
+        let bad = [
+            ("num.partitions", "0"),
+            ("num.partitions", "x"),
+            ("log.segment.bytes", "abc"),
+            ("listeners", "nonsense"),
+            ("auto.create.topics.enable", "maybe"),
+            ("min.insync.replicas", "0"),
+            ("log.retention.ms", "-7"),
+            ("max.connections", "-1"),
+            ("max.connections.per.ip", "many"),
+        ];
+        for (k, v) in bad {
+            match cfg(&[(k, v)]) {
+                Err(ConfigError::InvalidValue { key, .. }) => assert_eq!(key, k),
+                other => panic!("{k}={v}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn synonyms_and_overrides() {
+        let c = cfg(&[
+            ("message.max.bytes", "2000"),
+            ("log.retention.hours", "1"),
+            ("listeners", "PLAINTEXT://0.0.0.0:19092"),
+        ])
+        .unwrap();
+        assert_eq!(partition_default(&c, "max.message.bytes"), "2000");
+        assert_eq!(c.static_props["log.retention.ms"], "3600000");
+        assert_eq!(c.advertised().host, "127.0.0.1");
+        assert_eq!(c.advertised().port, 19092);
+        let args: Vec<String> = ["--override", "num.partitions=4", "--override=node.id=3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let c = BrokerConfig::from_args(&args).unwrap();
+        assert_eq!((c.num_partitions, c.node_id), (4, 3));
+    }
+
+    #[test]
+    fn properties_file_syntax() {
+        let p = parse_properties("f", "# c\n! c\n a = 1 \nb:2\n\n").unwrap();
+        assert_eq!(p, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        assert!(matches!(
+            parse_properties("f", "novalue"),
+            Err(ConfigError::Malformed { line: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,263 @@
+//! The runtime both coordinators (groups, transactions) run on: the
+//! internal-topic partition an id maps to, appends to a partition led here
+//! that wait until the high watermark covers them, and the record scan that
+//! loads a coordinator's state when it becomes leader. Neither coordinator
+//! imports the other; both import this.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use std::time::Duration;
+use strand_partition::{now_ms, AppendOrigin, AppendOutcome, Partition};
+use strand_protocol::ErrorCode;
+use strand_replication::rules::Acks;
+
+/// Kafka's coordinator partition for a group or transactional id:
+/// `abs(id.hashCode()) % partitions`, with Java's `String.hashCode` over UTF-16
+/// code units and Kafka's `Utils.abs` (`n & 0x7fffffff`).
+pub fn coordinator_partition(id: &str, partitions: i32) -> i32 {
+    let mut h: i32 = 0;
+    for unit in id.encode_utf16() {
+        h = h.wrapping_mul(31).wrapping_add(unit as i32);
+    }
+    (h & 0x7fff_ffff) % partitions.max(1)
+}
+
+/// What a coordinator does with one of its internal partitions after a
+/// reconciliation (Kafka's coordinator runtime: load on becoming leader,
+/// unload on resigning, reload at a new epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadAction {
+    /// Led at the epoch already loaded or loading: nothing to do.
+    Keep,
+    /// Newly led, or led at a new epoch: drop what was loaded and load at
+    /// this epoch (the coordinator epoch).
+    Load(i32),
+    /// No longer led here: drop what was loaded.
+    Unload,
+}
+
+/// `leading`: the leader epoch if this broker leads the partition;
+/// `current`: the epoch loaded or loading, if any.
+pub fn load_action(leading: Option<i32>, current: Option<i32>) -> LoadAction {
+    match (leading, current) {
+        (Some(epoch), Some(e)) if e == epoch => LoadAction::Keep,
+        (Some(epoch), _) => LoadAction::Load(epoch),
+        (None, Some(_)) => LoadAction::Unload,
+        (None, None) => LoadAction::Keep,
+    }
+}
+
+/// Replays a partition led here from its log start to its LEO, record by
+/// record in offset order (control records included), for coordinator loads.
+pub fn for_each_record(partition: &Partition, mut f: impl FnMut(&Record)) -> Result<(), String> {
+    // Up to the LEO when the scan starts: a coordinator loads before it
+    // writes, and clients cannot append to internal topics.
+    let start = partition.offsets();
+    let end = start.log_end_offset;
+    let mut offset = start.log_start_offset;
+    while offset < end {
+        let r = partition
+            .read(offset, 1 << 20, end, true)
+            .map_err(|e| e.to_string())?;
+        if r.records.is_empty() {
+            break;
+        }
+        let mut buf = r.records.clone();
+        let mut next = offset;
+        for (_, h) in strand_protocol::batch::BatchIter::new(&r.records) {
+            next = next.max(h.next_offset());
+        }
+        match RecordBatchDecoder::decode_all(&mut buf) {
+            Ok(sets) => {
+                for set in sets {
+                    for rec in set.records.iter().filter(|r| r.offset >= offset) {
+                        f(rec);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(topic = %partition.topic, partition = partition.index, offset, error = %e, "undecodable batch skipped")
+            }
+        }
+        if next <= offset {
+            break;
+        }
+        offset = next;
+    }
+    Ok(())
+}
+
+/// Encodes key/value records as one batch (no producer id, CreateTime now).
+pub fn encode_records(kvs: &[(Bytes, Option<Bytes>)]) -> Result<Bytes, String> {
+    encode_records_as(kvs, None)
+}
+
+/// Encodes key/value records as one batch; with a producer (id, epoch) the
+/// batch is transactional (TxnOffsetCommit), without sequence numbers.
+pub fn encode_records_as(
+    kvs: &[(Bytes, Option<Bytes>)],
+    producer: Option<(i64, i16)>,
+) -> Result<Bytes, String> {
+    let now = now_ms();
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
+    let records: Vec<Record> = kvs
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| Record {
+            transactional: producer.is_some(),
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder starts a new batch unless offset - sequence stays
+            // constant; this keeps one batch with base sequence -1 (none).
+            sequence: i as i32 - 1,
+            timestamp: now,
+            key: Some(k.clone()),
+            value: v.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(buf.freeze())
+}
+
+/// Appends records to a `__consumer_offsets` partition this broker leads and
+/// waits until they are committed (HW), as Kafka's coordinator does with
+/// acks=all.
+pub async fn append_committed(
+    partition: &Partition,
+    kvs: &[(Bytes, Option<Bytes>)],
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
+    let outcome = append_records(partition, kvs)?;
+    wait_committed(partition, &outcome, timeout).await
+}
+
+/// The append half of [`append_committed`] (acks=all rules apply).
+pub fn append_records(
+    partition: &Partition,
+    kvs: &[(Bytes, Option<Bytes>)],
+) -> Result<AppendOutcome, ErrorCode> {
+    let batch = encode_records(kvs).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode offsets records");
+        ErrorCode::UnknownServerError
+    })?;
+    partition
+        .append(&batch, Acks::All, 3)
+        .map_err(|e| map_append_error(e.code))
+}
+
+/// Appends a transactional batch of offset records for a producer
+/// (TxnOffsetCommit): sequence-free, fenced only by the producer epoch.
+pub fn append_txn_records(
+    partition: &Partition,
+    kvs: &[(Bytes, Option<Bytes>)],
+    producer_id: i64,
+    producer_epoch: i16,
+) -> Result<AppendOutcome, ErrorCode> {
+    let batch = encode_records_as(kvs, Some((producer_id, producer_epoch))).map_err(|e| {
+        tracing::error!(error = %e, "cannot encode transactional offsets records");
+        ErrorCode::UnknownServerError
+    })?;
+    partition
+        .append_from(&batch, Acks::All, 3, AppendOrigin::Coordinator)
+        .map_err(|e| map_append_error(e.code))
+}
+
+/// The wait half of [`append_committed`]: until the HW covers the append.
+pub async fn wait_committed(
+    partition: &Partition,
+    outcome: &AppendOutcome,
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    partition
+        .wait_for_ack(outcome, deadline)
+        .await
+        .map_err(map_append_error)
+}
+
+/// Kafka's mapping of log append errors to coordinator answers.
+fn map_append_error(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::UnknownTopicOrPartition
+        | ErrorCode::NotEnoughReplicas
+        | ErrorCode::NotEnoughReplicasAfterAppend
+        | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
+        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        ErrorCode::MessageTooLarge
+        | ErrorCode::RecordListTooLarge
+        | ErrorCode::InvalidFetchSize => ErrorCode::UnknownServerError,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinator_partition_matches_java_hash_code() {
+        // Java: "".hashCode() == 0, "a".hashCode() == 97,
+        // "hello".hashCode() == 99162322, "polygenelubricants".hashCode() == Integer.MIN_VALUE.
+        assert_eq!(coordinator_partition("", 50), 0);
+        assert_eq!(coordinator_partition("a", 50), 97 % 50);
+        assert_eq!(coordinator_partition("hello", 50), 99162322 % 50);
+        assert_eq!(coordinator_partition("polygenelubricants", 50), 0);
+        for id in ["group-1", "my-consumer-group", "\u{1F600}"] {
+            let p = coordinator_partition(id, 50);
+            assert!((0..50).contains(&p));
+        }
+    }
+
+    #[test]
+    fn load_action_table() {
+        use LoadAction::*;
+        let cases = [
+            (None, None, Keep),
+            (Some(3), None, Load(3)),
+            (Some(3), Some(3), Keep),
+            (Some(4), Some(3), Load(4)),
+            // A lower epoch than loaded is a new leadership all the same.
+            (Some(2), Some(3), Load(2)),
+            (None, Some(3), Unload),
+        ];
+        for (leading, current, want) in cases {
+            assert_eq!(
+                load_action(leading, current),
+                want,
+                "{leading:?} {current:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn encoded_records_pass_the_produce_checks() {
+        let kvs = vec![
+            (Bytes::from_static(b"key"), Some(Bytes::from_static(b"v"))),
+            (Bytes::from_static(b"tombstone"), None),
+        ];
+        let batch = encode_records(&kvs).unwrap();
+        let headers = strand_protocol::batch::validate_record_set(&batch).unwrap();
+        assert_eq!(headers.len(), 1);
+        assert!(!headers[0].has_producer_id());
+        assert!(strand_protocol::batch::keyless_record_indexes(&batch)
+            .unwrap()
+            .is_empty());
+    }
+}

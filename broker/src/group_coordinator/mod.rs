@@ -1,0 +1,601 @@
+//! The group coordinator's I/O: which `__consumer_offsets` partitions this
+//! broker leads (and has loaded), the groups and committed offsets kept for
+//! them, and writing group metadata and offsets to the log (acks=all) before
+//! acting on them. The group rules themselves are the pure `strand_group`
+//! state machine; this module feeds it requests and timers and delivers the
+//! responses it decides.
+
+pub mod records;
+
+use crate::config::BrokerConfig;
+use crate::coordinator_runtime::{
+    append_committed, append_records, coordinator_partition, for_each_record, load_action,
+    wait_committed, LoadAction,
+};
+use crate::replica_manager::PartitionListener;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use records::{CommittedOffset, OffsetsRecord};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use strand_group::{
+    Group, GroupConfig, GroupMetadataSnapshot, JoinResponse, Outcome, SyncResponse,
+};
+use strand_partition::{now_ms, Partition};
+use strand_protocol::ErrorCode;
+use tokio::sync::oneshot;
+
+/// The internal topic holding group metadata and committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Where a `__consumer_offsets` partition led here stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Reading the partition; its groups answer COORDINATOR_LOAD_IN_PROGRESS.
+    Loading {
+        epoch: i32,
+    },
+    Loaded {
+        epoch: i32,
+    },
+}
+
+/// One group on this coordinator: its membership state machine (absent for
+/// groups that only have offsets, e.g. from simple commits), its committed
+/// offsets, and the JoinGroup/SyncGroup requests it holds.
+pub struct GroupEntry {
+    pub id: String,
+    pub partition: i32,
+    pub slot: tokio::sync::Mutex<GroupSlot>,
+}
+
+pub struct GroupSlot {
+    pub group: Option<Group>,
+    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
+    /// Offsets committed inside a transaction (TxnOffsetCommit), by producer
+    /// id: they become offsets when the commit marker lands on this
+    /// partition and are dropped on abort.
+    pub pending_txn_offsets: HashMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Set when the partition was unloaded: the entry is stale.
+    pub unloaded: bool,
+    pending_joins: HashMap<String, oneshot::Sender<JoinResponse>>,
+    pending_syncs: HashMap<String, oneshot::Sender<SyncResponse>>,
+}
+
+impl GroupSlot {
+    fn new(group: Option<Group>, offsets: BTreeMap<(String, i32), CommittedOffset>) -> Self {
+        GroupSlot {
+            group,
+            offsets,
+            pending_txn_offsets: HashMap::new(),
+            unloaded: false,
+            pending_joins: HashMap::new(),
+            pending_syncs: HashMap::new(),
+        }
+    }
+
+    pub fn hold_join(&mut self, member_id: String) -> oneshot::Receiver<JoinResponse> {
+        let (tx, rx) = oneshot::channel();
+        self.pending_joins.insert(member_id, tx);
+        rx
+    }
+
+    pub fn hold_sync(&mut self, member_id: String) -> oneshot::Receiver<SyncResponse> {
+        let (tx, rx) = oneshot::channel();
+        self.pending_syncs.insert(member_id, tx);
+        rx
+    }
+}
+
+pub struct GroupCoordinator {
+    config: Arc<BrokerConfig>,
+    partitions: Mutex<HashMap<i32, Load>>,
+    groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
+}
+
+/// Why a request cannot be served by this coordinator now.
+pub fn not_here(loading: bool) -> ErrorCode {
+    if loading {
+        ErrorCode::CoordinatorLoadInProgress
+    } else {
+        ErrorCode::NotCoordinator
+    }
+}
+
+impl GroupCoordinator {
+    pub fn new(config: Arc<BrokerConfig>) -> Self {
+        GroupCoordinator {
+            config,
+            partitions: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The `__consumer_offsets` partition of a group, given its partition count.
+    pub fn partition_for(group: &str, partitions: i32) -> i32 {
+        coordinator_partition(group, partitions)
+    }
+
+    fn unload_groups(&self, index: i32) {
+        let removed: Vec<Arc<GroupEntry>> = {
+            let mut groups = self.groups.lock();
+            let ids: Vec<String> = groups
+                .iter()
+                .filter(|(_, g)| g.partition == index)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| groups.remove(id)).collect()
+        };
+        for g in removed {
+            // Held requests are answered NOT_COORDINATOR so clients move on.
+            tokio::spawn(async move {
+                let mut slot = g.slot.lock().await;
+                slot.unloaded = true;
+                if let Some(group) = slot.group.as_mut() {
+                    let outcome = group.unload(now_ms());
+                    deliver_answers(&mut slot, &outcome);
+                }
+            });
+        }
+    }
+
+    /// Reads the whole partition and rebuilds its groups and offsets, then
+    /// answers for them (if still leader at `epoch`).
+    async fn load(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        let index = partition.index;
+        let started = std::time::Instant::now();
+        let p = partition.clone();
+        let state = tokio::task::spawn_blocking(move || read_offsets_partition(&p)).await;
+        let state = match state {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::error!(partition = index, error = %e, "cannot load offsets partition");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(partition = index, error = %e, "offsets load task failed");
+                return;
+            }
+        };
+        let mut parts = self.partitions.lock();
+        if parts.get(&index) != Some(&Load::Loading { epoch }) {
+            return; // Leadership moved on while loading.
+        }
+        let mut groups = self.groups.lock();
+        let count = state.len();
+        let now = now_ms();
+        for (id, loaded) in state {
+            let LoadedGroup {
+                offsets,
+                snapshot,
+                pending,
+            } = loaded;
+            let group = snapshot.and_then(|json| {
+                match serde_json::from_slice::<GroupMetadataSnapshot>(&json)
+                    .map_err(|e| e.to_string())
+                    .and_then(|snap| {
+                        Group::from_snapshot(id.clone(), snap, self.group_config(), now)
+                            .map_err(|e| e.to_string())
+                    }) {
+                    Ok(g) => Some(g),
+                    Err(e) => {
+                        tracing::warn!(group = %id, error = %e, "group metadata unreadable; the group starts empty");
+                        None
+                    }
+                }
+            });
+            groups.insert(
+                id.clone(),
+                Arc::new(GroupEntry {
+                    id,
+                    partition: index,
+                    slot: tokio::sync::Mutex::new(GroupSlot {
+                        pending_txn_offsets: pending,
+                        ..GroupSlot::new(group, offsets)
+                    }),
+                }),
+            );
+        }
+        parts.insert(index, Load::Loaded { epoch });
+        tracing::info!(
+            partition = index,
+            epoch,
+            groups = count,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "offsets partition loaded; coordinating its groups"
+        );
+    }
+
+    /// The group's entry if this broker coordinates it now; creates an empty
+    /// one when `create` and the partition is loaded.
+    pub fn group(
+        &self,
+        id: &str,
+        partitions: i32,
+        create: bool,
+    ) -> Result<Option<Arc<GroupEntry>>, ErrorCode> {
+        let index = Self::partition_for(id, partitions);
+        match self.partitions.lock().get(&index) {
+            Some(Load::Loaded { .. }) => {}
+            Some(Load::Loading { .. }) => return Err(not_here(true)),
+            None => return Err(not_here(false)),
+        }
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get(id) {
+            return Ok(Some(g.clone()));
+        }
+        if !create {
+            return Ok(None);
+        }
+        let g = Arc::new(GroupEntry {
+            id: id.to_string(),
+            partition: index,
+            slot: tokio::sync::Mutex::new(GroupSlot::new(None, BTreeMap::new())),
+        });
+        groups.insert(id.to_string(), g.clone());
+        Ok(Some(g))
+    }
+
+    /// Every group coordinated here (ListGroups).
+    pub fn all_groups(&self) -> Vec<Arc<GroupEntry>> {
+        self.groups.lock().values().cloned().collect()
+    }
+
+    pub fn commit_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.offsets_commit_timeout_ms.max(1) as u64)
+    }
+
+    pub fn group_config(&self) -> GroupConfig {
+        GroupConfig {
+            min_session_timeout_ms: self.config.group_min_session_timeout_ms,
+            max_session_timeout_ms: self.config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
+            max_size: self.config.group_max_size,
+        }
+    }
+
+    /// A transaction marker landed on `__consumer_offsets` partition `index`:
+    /// the producer's pending transactional offsets there become committed
+    /// offsets (commit) or are dropped (abort). False if the partition is not
+    /// loaded here (nothing applied).
+    pub async fn on_txn_marker(&self, index: i32, producer_id: i64, commit: bool) -> bool {
+        // A partition still loading may have read the log before this marker:
+        // the caller answers a retriable error and the coordinator sends the
+        // marker again once the groups are loaded (they are in the map
+        // before the partition is marked Loaded).
+        if !matches!(
+            self.partitions.lock().get(&index),
+            Some(Load::Loaded { .. })
+        ) {
+            return false;
+        }
+        let entries: Vec<Arc<GroupEntry>> = self
+            .all_groups()
+            .into_iter()
+            .filter(|g| g.partition == index)
+            .collect();
+        for entry in entries {
+            let mut slot = entry.slot.lock().await;
+            if let Some(pending) = slot.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    slot.offsets.extend(pending);
+                }
+            }
+        }
+        true
+    }
+
+    /// Drops an entry (a deleted group), if it is still the one registered.
+    pub fn remove(&self, entry: &Arc<GroupEntry>) {
+        let mut groups = self.groups.lock();
+        if groups.get(&entry.id).is_some_and(|g| Arc::ptr_eq(g, entry)) {
+            groups.remove(&entry.id);
+        }
+    }
+
+    /// Fires the timers of every group whose deadline has come (initial
+    /// rebalance delay, rebalance and session timeouts).
+    pub async fn tick(&self, partition_of: impl Fn(i32) -> Option<Arc<Partition>>) {
+        let now = now_ms();
+        for entry in self.all_groups() {
+            let mut slot = entry.slot.lock().await;
+            let due = slot
+                .group
+                .as_ref()
+                .and_then(|g| g.next_deadline())
+                .is_some_and(|d| d <= now);
+            if !due || slot.unloaded {
+                continue;
+            }
+            // Checked just above.
+            let outcome = slot.group.as_mut().expect("group present").tick(now);
+            act(
+                &entry,
+                &mut slot,
+                outcome,
+                partition_of(entry.partition),
+                self.commit_timeout(),
+            );
+        }
+    }
+}
+
+impl GroupCoordinator {
+    /// Offset expiration (Kafka `cleanupGroupMetadata`, KIP-211): only groups
+    /// without members lose offsets: an offset expires `offsets.retention.minutes`
+    /// after the group became Empty (or, for a group that never had members,
+    /// after its commit). A group left with no offsets and no members is
+    /// deleted. Tombstones are written (acks=all) before the cache forgets.
+    pub async fn expire_offsets(
+        &self,
+        partition_of: impl Fn(i32) -> Option<Arc<Partition>>,
+        now: i64,
+    ) {
+        let retention = self.config.offsets_retention_ms;
+        for entry in self.all_groups() {
+            let mut slot = entry.slot.lock().await;
+            if slot.unloaded {
+                continue;
+            }
+            let empty_since = match &slot.group {
+                Some(g) if g.state() == strand_group::GroupState::Empty => {
+                    Some(g.state_timestamp_ms())
+                }
+                Some(_) => continue,
+                None => None,
+            };
+            let expired: Vec<(String, i32)> = slot
+                .offsets
+                .iter()
+                .filter(|(_, v)| {
+                    now.saturating_sub(empty_since.unwrap_or(v.commit_timestamp_ms)) >= retention
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            let drop_group = expired.len() == slot.offsets.len();
+            let mut kvs: Vec<(Bytes, Option<Bytes>)> = expired
+                .iter()
+                .map(|(t, p)| (records::offset_key(&entry.id, t, *p), None))
+                .collect();
+            if drop_group {
+                kvs.push((records::group_key(&entry.id), None));
+            }
+            let Some(partition) = partition_of(entry.partition) else {
+                continue;
+            };
+            match append_committed(&partition, &kvs, self.commit_timeout()).await {
+                Ok(()) => {
+                    for k in &expired {
+                        slot.offsets.remove(k);
+                    }
+                    tracing::info!(group = %entry.id, expired = expired.len(), "expired committed offsets");
+                    if drop_group {
+                        if let Some(g) = slot.group.as_mut() {
+                            let _ = g.delete(now);
+                        }
+                        drop(slot);
+                        self.remove(&entry);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(group = %entry.id, error = ?e, "could not expire offsets")
+                }
+            }
+        }
+    }
+}
+
+/// Delivers an outcome: answers held requests, starts the metadata writes it
+/// asks for (each reports back through `Group::on_persisted`, whose outcome is
+/// delivered the same way).
+pub fn act(
+    entry: &Arc<GroupEntry>,
+    slot: &mut GroupSlot,
+    outcome: Outcome,
+    partition: Option<Arc<Partition>>,
+    timeout: Duration,
+) {
+    deliver_answers(slot, &outcome);
+    for persist in outcome.persists {
+        let entry = entry.clone();
+        let partition = partition.clone();
+        // Appended here, in order, under the group's lock: the log holds the
+        // group's snapshots in the order the state machine made them, so a
+        // reload never picks an older one. Only the wait for the HW runs apart.
+        let appended = match (&partition, serde_json::to_vec(&persist.snapshot)) {
+            (Some(p), Ok(json)) => {
+                let kv = (
+                    records::group_key(&entry.id),
+                    Some(records::group_value(&json)),
+                );
+                append_records(p, &[kv]).map(|o| (p.clone(), o))
+            }
+            (None, _) => Err(ErrorCode::NotCoordinator),
+            (_, Err(e)) => {
+                tracing::error!(group = %entry.id, error = %e, "cannot encode group metadata");
+                Err(ErrorCode::UnknownServerError)
+            }
+        };
+        tokio::spawn(async move {
+            let result = match appended {
+                Ok((p, outcome)) => wait_committed(&p, &outcome, timeout).await,
+                Err(e) => Err(e),
+            };
+            let mut slot = entry.slot.lock().await;
+            if slot.unloaded {
+                return;
+            }
+            if let Some(group) = slot.group.as_mut() {
+                let outcome = group.on_persisted(persist.id, result, now_ms());
+                act(&entry, &mut slot, outcome, partition, timeout);
+            }
+        });
+    }
+}
+
+/// Answers the held JoinGroup/SyncGroup requests an outcome completed.
+fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
+    for (member, response) in &outcome.joins {
+        if let Some(tx) = slot.pending_joins.remove(member) {
+            let _ = tx.send(response.clone());
+        }
+    }
+    for (member, response) in &outcome.syncs {
+        if let Some(tx) = slot.pending_syncs.remove(member) {
+            let _ = tx.send(response.clone());
+        }
+    }
+}
+
+type Offsets = BTreeMap<(String, i32), CommittedOffset>;
+
+/// One group as replayed from its partition: committed offsets, the last
+/// group metadata (JSON), and transactional offsets still awaiting a marker.
+#[derive(Default)]
+struct LoadedGroup {
+    offsets: Offsets,
+    snapshot: Option<Bytes>,
+    pending: HashMap<i64, Offsets>,
+}
+
+/// Every group of one partition, replayed in log order.
+type LoadedState = HashMap<String, LoadedGroup>;
+
+fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> {
+    let mut state: LoadedState = HashMap::new();
+    for_each_record(partition, |rec| {
+        if rec.control {
+            // A transaction marker: key = version i16 | type i16 (1 = commit).
+            let commit = rec
+                .key
+                .as_ref()
+                .is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 1);
+            for g in state.values_mut() {
+                if let Some(pending) = g.pending.remove(&rec.producer_id) {
+                    if commit {
+                        g.offsets.extend(pending);
+                    }
+                }
+            }
+            return;
+        }
+        let txn_producer = (rec.transactional && rec.producer_id >= 0).then_some(rec.producer_id);
+        apply_record(
+            &mut state,
+            rec.key.as_ref(),
+            rec.value.as_ref(),
+            txn_producer,
+        );
+    })?;
+    Ok(state)
+}
+
+fn apply_record(
+    state: &mut LoadedState,
+    key: Option<&Bytes>,
+    value: Option<&Bytes>,
+    txn_producer: Option<i64>,
+) {
+    match records::decode(key, value) {
+        Ok(OffsetsRecord::Offset {
+            group,
+            topic,
+            partition,
+            value,
+        }) => match (value, txn_producer) {
+            (Some(v), Some(pid)) => {
+                state
+                    .entry(group)
+                    .or_default()
+                    .pending
+                    .entry(pid)
+                    .or_default()
+                    .insert((topic, partition), v);
+            }
+            (Some(v), None) => {
+                state
+                    .entry(group)
+                    .or_default()
+                    .offsets
+                    .insert((topic, partition), v);
+            }
+            (None, _) => {
+                if let Some(g) = state.get_mut(&group) {
+                    g.offsets.remove(&(topic, partition));
+                }
+            }
+        },
+        Ok(OffsetsRecord::Group { group, snapshot }) => match snapshot {
+            // A deleted group: its offsets went with it (tombstones follow).
+            None => {
+                state.remove(&group);
+            }
+            Some(json) => state.entry(group).or_default().snapshot = Some(json),
+        },
+        Err(e) => tracing::warn!(error = %e, "undecodable offsets record skipped"),
+    }
+}
+
+/// OffsetCommit's group checks (Kafka `validateOffsetCommit`): by the group's
+/// state machine when it has one, else only a simple commit (generation < 0).
+pub fn validate_commit(
+    slot: &mut GroupSlot,
+    member_id: &str,
+    generation: i32,
+    instance_id: Option<&str>,
+    now_ms: i64,
+) -> Result<(), ErrorCode> {
+    match slot.group.as_mut() {
+        Some(g) => g.validate_offset_commit(member_id, generation, instance_id, now_ms),
+        None => strand_group::offset_commit_without_group(generation),
+    }
+}
+
+impl PartitionListener for GroupCoordinator {
+    fn topic(&self) -> &'static str {
+        OFFSETS_TOPIC
+    }
+
+    /// Called after every reconcile for each `__consumer_offsets` partition
+    /// hosted here: starts loading one this broker now leads (at a new
+    /// epoch), unloads one it no longer leads.
+    fn on_partition(self: Arc<Self>, partition: &Arc<Partition>) {
+        let index = partition.index;
+        let leading = partition.is_leader().then(|| partition.leader_epoch());
+        let mut parts = self.partitions.lock();
+        let current = parts
+            .get(&index)
+            .map(|(Load::Loading { epoch } | Load::Loaded { epoch })| *epoch);
+        match load_action(leading, current) {
+            LoadAction::Keep => {}
+            LoadAction::Load(epoch) => {
+                parts.insert(index, Load::Loading { epoch });
+                drop(parts);
+                self.unload_groups(index);
+                let me = self.clone();
+                let p = partition.clone();
+                tokio::spawn(async move { me.load(p, epoch).await });
+            }
+            LoadAction::Unload => {
+                parts.remove(&index);
+                drop(parts);
+                self.unload_groups(index);
+                tracing::info!(
+                    partition = index,
+                    "no longer coordinator for this offsets partition"
+                );
+            }
+        }
+    }
+
+    /// A partition no longer hosted here (topic deleted or reassigned).
+    fn forget_partition(&self, index: i32) {
+        if self.partitions.lock().remove(&index).is_some() {
+            self.unload_groups(index);
+        }
+    }
+}

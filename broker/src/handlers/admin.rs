@@ -1,0 +1,593 @@
+//! Topic and config administration. Mutations go to the controller's event
+//! loop; answers are read back from the image it publishes.
+
+use crate::replica_manager::ReplicaManager;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use strand_controller::manager::{ApiError, ConfigOp, NewTopic};
+use strand_metadata::configs::{resolve_topic_config, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use strand_protocol::ErrorCode;
+
+const RESOURCE_TOPIC: i8 = 2;
+const RESOURCE_BROKER: i8 = 4;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn err_parts(e: &ApiError) -> (i16, Option<StrBytes>) {
+    (e.code.code(), Some(s(&e.message)))
+}
+
+pub async fn create_topics(
+    broker: &ReplicaManager,
+    req: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let topics: Vec<NewTopic> = req
+        .topics
+        .iter()
+        .map(|t| NewTopic {
+            name: t.name.0.to_string(),
+            num_partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect(),
+        })
+        .collect();
+    // Kafka answers a name given twice with INVALID_REQUEST for both.
+    let mut dup = std::collections::HashMap::new();
+    for t in &topics {
+        *dup.entry(t.name.clone()).or_insert(0) += 1;
+    }
+    let (unique, _): (Vec<NewTopic>, Vec<NewTopic>) =
+        topics.iter().cloned().partition(|t| dup[&t.name] == 1);
+    let mut results = broker
+        .controller
+        .create_topics(unique, req.validate_only)
+        .await
+        .into_iter();
+    broker.reconcile();
+    let mut out = Vec::new();
+    for t in &topics {
+        let mut r = CreatableTopicResult::default()
+            .with_name(TopicName(s(&t.name)))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        if dup[&t.name] > 1 {
+            r.error_code = ErrorCode::InvalidRequest.code();
+            r.error_message = Some(s(&format!("Create topics request from client `{}` contains multiple entries for the following topics: {}", "", t.name)));
+            out.push(r);
+            continue;
+        }
+        match results.next() {
+            Some(Ok(created)) => {
+                r.topic_id = created.topic_id;
+                r.num_partitions = created.num_partitions;
+                r.replication_factor = created.replication_factor;
+                if version >= 5 {
+                    let overrides: std::collections::BTreeMap<String, String> = t
+                        .configs
+                        .iter()
+                        .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+                        .collect();
+                    r.configs = Some(
+                        TOPIC_CONFIGS
+                            .iter()
+                            .map(|d| {
+                                let (value, source) = resolve_topic_config(
+                                    d,
+                                    &overrides,
+                                    &broker.config.static_props,
+                                );
+                                CreatableTopicConfigs::default()
+                                    .with_name(s(d.name))
+                                    .with_value(Some(s(value)))
+                                    .with_config_source(source as i8)
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Some(Err(e)) => {
+                (r.error_code, r.error_message) = err_parts(&e);
+            }
+            None => r.error_code = ErrorCode::UnknownServerError.code(),
+        }
+        out.push(r);
+    }
+    CreateTopicsResponse::default().with_topics(out)
+}
+
+pub async fn delete_topics(
+    broker: &ReplicaManager,
+    req: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let image = broker.image();
+    // v6 names topics by name or id; earlier versions by name only.
+    let mut wanted: Vec<(Option<String>, uuid::Uuid, Option<ErrorCode>)> = Vec::new();
+    if version >= 6 {
+        for t in &req.topics {
+            match &t.name {
+                Some(n) => wanted.push((Some(n.0.to_string()), t.topic_id, None)),
+                None => match image.topic_by_id(t.topic_id) {
+                    Some(topic) => wanted.push((Some(topic.name.clone()), t.topic_id, None)),
+                    None => wanted.push((None, t.topic_id, Some(ErrorCode::UnknownTopicId))),
+                },
+            }
+        }
+    } else {
+        for n in &req.topic_names {
+            wanted.push((Some(n.0.to_string()), uuid::Uuid::nil(), None));
+        }
+    }
+    let names: Vec<String> = wanted
+        .iter()
+        .filter(|w| w.2.is_none())
+        .filter_map(|w| w.0.clone())
+        .collect();
+    let mut results = broker.controller.delete_topics(names).await.into_iter();
+    broker.reconcile();
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id, early)| {
+            let mut r = DeletableTopicResult::default()
+                .with_name(name.as_deref().map(|n| TopicName(s(n))))
+                .with_topic_id(id);
+            if let Some(code) = early {
+                r.error_code = code.code();
+            } else {
+                match results.next() {
+                    Some(Ok(topic_id)) => r.topic_id = topic_id,
+                    Some(Err(e)) => (r.error_code, r.error_message) = err_parts(&e),
+                    None => r.error_code = ErrorCode::UnknownServerError.code(),
+                }
+            }
+            r
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub async fn create_partitions(
+    broker: &ReplicaManager,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.count,
+                t.assignments.as_ref().map(|a| {
+                    a.iter()
+                        .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                        .collect()
+                }),
+            )
+        })
+        .collect();
+    let results = broker
+        .controller
+        .create_partitions(topics, req.validate_only)
+        .await;
+    broker.reconcile();
+    let out = req
+        .topics
+        .iter()
+        .zip(results)
+        .map(|(t, r)| {
+            let mut res = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            if let Err(e) = r {
+                (res.error_code, res.error_message) = err_parts(&e);
+            }
+            res
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(out)
+}
+
+fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(s(name))
+        .with_value(Some(s(value)))
+        .with_source(source as i8)
+}
+
+pub fn describe_configs(
+    broker: &ReplicaManager,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
+    let image = broker.image();
+    let mut results = Vec::new();
+    for res in &req.resources {
+        let name = res.resource_name.to_string();
+        let keys: Option<Vec<String>> = res
+            .configuration_keys
+            .as_ref()
+            .map(|k| k.iter().map(|x| x.to_string()).collect());
+        let wanted = |k: &str| {
+            keys.as_ref()
+                .map(|ks| ks.iter().any(|x| x == k))
+                .unwrap_or(true)
+        };
+        let mut r = DescribeConfigsResult::default()
+            .with_resource_type(res.resource_type)
+            .with_resource_name(res.resource_name.clone());
+        match res.resource_type {
+            RESOURCE_TOPIC => match image.topics.get(&name) {
+                None => {
+                    let code = match strand_metadata::validate_topic_name(&name) {
+                        Err(_) => ErrorCode::InvalidTopicException,
+                        Ok(()) => ErrorCode::UnknownTopicOrPartition,
+                    };
+                    r.error_code = code.code();
+                    r.error_message = Some(s(&format!("Topic {name} does not exist")));
+                }
+                Some(t) => {
+                    for d in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
+                        let (value, source) =
+                            resolve_topic_config(d, &t.configs, &broker.config.static_props);
+                        let mut c = DescribeConfigsResourceResult::default()
+                            .with_name(s(d.name))
+                            .with_value(Some(s(value)))
+                            .with_config_source(source as i8)
+                            .with_read_only(false)
+                            .with_config_type(d.kind as i8);
+                        if version == 0 {
+                            c.config_source = if source == ConfigSource::Default {
+                                5
+                            } else {
+                                source as i8
+                            };
+                        }
+                        if req.include_synonyms {
+                            if let Some(v) = t.configs.get(d.name) {
+                                c.synonyms
+                                    .push(synonym(d.name, v, ConfigSource::DynamicTopic));
+                            }
+                            if let Some(bs) = d.broker_synonym {
+                                if let Some(v) = broker.config.static_props.get(bs) {
+                                    c.synonyms.push(synonym(bs, v, ConfigSource::StaticBroker));
+                                }
+                                c.synonyms
+                                    .push(synonym(bs, d.default, ConfigSource::Default));
+                            }
+                        }
+                        if req.include_documentation {
+                            c.documentation = Some(s(d.doc));
+                        }
+                        r.configs.push(c);
+                    }
+                }
+            },
+            RESOURCE_BROKER => {
+                if !name.is_empty() && name != broker.node_id().to_string() {
+                    r.error_code = ErrorCode::InvalidRequest.code();
+                    r.error_message = Some(s(&format!(
+                        "Unexpected broker id, expected {} but received {name}",
+                        broker.node_id()
+                    )));
+                } else {
+                    for (k, v, set) in broker
+                        .config
+                        .describe()
+                        .into_iter()
+                        .filter(|(k, _, _)| wanted(k))
+                    {
+                        let source = if set {
+                            ConfigSource::StaticBroker
+                        } else {
+                            ConfigSource::Default
+                        };
+                        let kind = TOPIC_CONFIGS
+                            .iter()
+                            .find(|d| d.broker_synonym == Some(k.as_str()))
+                            .map(|d| d.kind)
+                            .unwrap_or(ConfigType::String);
+                        let mut c = DescribeConfigsResourceResult::default()
+                            .with_name(s(&k))
+                            .with_value(Some(s(&v)))
+                            .with_config_source(source as i8)
+                            .with_read_only(true)
+                            .with_config_type(kind as i8);
+                        if req.include_synonyms {
+                            c.synonyms.push(synonym(&k, &v, source));
+                        }
+                        r.configs.push(c);
+                    }
+                }
+            }
+            other => {
+                r.error_code = ErrorCode::InvalidRequest.code();
+                r.error_message = Some(s(&format!("Unsupported resource type {other}")));
+            }
+        }
+        results.push(r);
+    }
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Shared by AlterConfigs and IncrementalAlterConfigs: topics go to the
+/// controller; broker configs are static here (read-only).
+/// One resource of an AlterConfigs request: type, name, operations.
+type ResourceOps = (i8, String, Vec<(String, ConfigOp)>);
+
+async fn alter(
+    broker: &ReplicaManager,
+    resources: Vec<ResourceOps>,
+    incremental: bool,
+    validate_only: bool,
+) -> Vec<(i8, String, Result<(), ApiError>)> {
+    let topic_items: Vec<strand_controller::TopicConfigOps> = resources
+        .iter()
+        .filter(|r| r.0 == RESOURCE_TOPIC)
+        .map(|r| (r.1.clone(), r.2.clone()))
+        .collect();
+    let mut topic_results = broker
+        .controller
+        .alter_topic_configs(topic_items, incremental, validate_only)
+        .await
+        .into_iter();
+    broker.reconcile();
+    resources
+        .into_iter()
+        .map(|(ty, name, _)| {
+            let r = match ty {
+                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(|| {
+                    Err(ApiError::new(
+                        ErrorCode::UnknownServerError,
+                        "missing result",
+                    ))
+                }),
+                RESOURCE_BROKER => Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "Broker configs are static in this version; set them in server.properties",
+                )),
+                _ => Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Unsupported resource type {ty}"),
+                )),
+            };
+            (ty, name, r)
+        })
+        .collect()
+}
+
+pub async fn alter_configs(
+    broker: &ReplicaManager,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let resources = req
+        .resources
+        .iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.value
+                            .as_ref()
+                            .map(|v| ConfigOp::Set(v.to_string()))
+                            .unwrap_or(ConfigOp::Delete),
+                    )
+                })
+                .collect();
+            (r.resource_type, r.resource_name.to_string(), ops)
+        })
+        .collect();
+    let out = alter(broker, resources, false, req.validate_only).await;
+    let responses = out
+        .into_iter()
+        .map(|(ty, name, r)| {
+            let mut resp = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(ty)
+                .with_resource_name(s(&name));
+            if let Err(e) = r {
+                (resp.error_code, resp.error_message) = err_parts(&e);
+            }
+            resp
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+pub async fn incremental_alter_configs(
+    broker: &ReplicaManager,
+    req: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let mut bad_op = Vec::new();
+    let resources = req
+        .resources
+        .iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    let v = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
+                    let op = match c.config_operation {
+                        0 => ConfigOp::Set(v),
+                        1 => ConfigOp::Delete,
+                        2 => ConfigOp::Append(v),
+                        3 => ConfigOp::Subtract(v),
+                        _ => {
+                            bad_op.push(r.resource_name.to_string());
+                            ConfigOp::Delete
+                        }
+                    };
+                    (c.name.to_string(), op)
+                })
+                .collect();
+            (r.resource_type, r.resource_name.to_string(), ops)
+        })
+        .collect::<Vec<_>>();
+    let out = if bad_op.is_empty() {
+        alter(broker, resources, true, req.validate_only).await
+    } else {
+        resources
+            .into_iter()
+            .map(|(ty, n, _)| {
+                (
+                    ty,
+                    n,
+                    Err(ApiError::new(
+                        ErrorCode::InvalidRequest,
+                        "unknown config operation",
+                    )),
+                )
+            })
+            .collect()
+    };
+    let responses = out
+        .into_iter()
+        .map(|(ty, name, r)| {
+            let mut resp =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(ty)
+                    .with_resource_name(s(&name));
+            if let Err(e) = r {
+                (resp.error_code, resp.error_message) = err_parts(&e);
+            }
+            resp
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+pub fn describe_log_dirs(
+    broker: &ReplicaManager,
+    req: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    let dir = &broker.config.log_dirs[0];
+    let mut by_topic: std::collections::BTreeMap<String, Vec<DescribeLogDirsPartition>> =
+        Default::default();
+    let filter = req.topics.as_ref();
+    for p in broker.all_partitions() {
+        if let Some(f) = filter {
+            if !f
+                .iter()
+                .any(|t| t.topic.0.as_str() == p.topic && t.partitions.contains(&p.index))
+            {
+                continue;
+            }
+        }
+        let size = p.size_bytes() as i64;
+        by_topic.entry(p.topic.clone()).or_default().push(
+            DescribeLogDirsPartition::default()
+                .with_partition_index(p.index)
+                .with_partition_size(size),
+        );
+    }
+    let (total, usable) = disk_space(dir);
+    let topics = by_topic
+        .into_iter()
+        .map(|(t, ps)| {
+            DescribeLogDirsTopic::default()
+                .with_name(TopicName(s(&t)))
+                .with_partitions(ps)
+        })
+        .collect();
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+    let result = DescribeLogDirsResult::default()
+        .with_log_dir(s(&abs.display().to_string()))
+        .with_topics(topics)
+        .with_total_bytes(total)
+        .with_usable_bytes(usable);
+    DescribeLogDirsResponse::default().with_results(vec![result])
+}
+
+fn disk_space(dir: &std::path::Path) -> (i64, i64) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return (-1, -1);
+    };
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return (-1, -1);
+    }
+    (
+        (st.f_blocks as i64) * st.f_frsize as i64,
+        (st.f_bavail as i64) * st.f_frsize as i64,
+    )
+}
+
+/// ElectLeaders: preferred or unclean elections, decided by the controller.
+/// No partitions listed (null) means every partition.
+pub async fn elect_leaders(
+    broker: &ReplicaManager,
+    req: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    use kafka_protocol::messages::elect_leaders_response::{
+        PartitionResult, ReplicaElectionResult,
+    };
+    use strand_controller::manager::replication::ElectionType;
+    let election_type = match req.election_type {
+        0 => ElectionType::Preferred,
+        1 => ElectionType::Unclean,
+        _ => {
+            return ElectLeadersResponse::default()
+                .with_error_code(ErrorCode::InvalidRequest.code());
+        }
+    };
+    let partitions: Option<Vec<(String, i32)>> = req.topic_partitions.as_ref().map(|tps| {
+        tps.iter()
+            .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+            .collect()
+    });
+    let results = match broker
+        .controller
+        .elect_leaders(election_type, partitions)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return ElectLeadersResponse::default().with_error_code(e.code.code()),
+    };
+    broker.reconcile();
+    let mut out: Vec<ReplicaElectionResult> = Vec::new();
+    for ((topic, partition), r) in results {
+        let mut pr = PartitionResult::default().with_partition_id(partition);
+        if let Err(e) = r {
+            (pr.error_code, pr.error_message) = err_parts(&e);
+        }
+        match out.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(t) => t.partition_result.push(pr),
+            None => out.push(
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(s(&topic)))
+                    .with_partition_result(vec![pr]),
+            ),
+        }
+    }
+    ElectLeadersResponse::default().with_replica_election_results(out)
+}

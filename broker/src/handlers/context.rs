@@ -1,0 +1,8 @@
+//! What a handler knows of the request beyond its body.
+
+pub struct RequestContext {
+    pub version: i16,
+    pub client_id: String,
+    /// The client's address as Kafka reports it ("/127.0.0.1").
+    pub client_host: String,
+}

@@ -1,0 +1,272 @@
+//! Fetch for consumers and followers: whole batches up to the HW (or LSO
+//! under read_committed, with the aborted transactions that overlap what is
+//! returned) for consumers, up to the LEO for followers,
+//! honouring max_bytes, partition_max_bytes, min_bytes and max_wait_ms. A
+//! fetch that has less than min_bytes waits (DelayedFetch) and completes as
+//! soon as an append moves the LEO/HW of one of its partitions. A follower's
+//! fetch offset is its LEO: the leader records it (follower progress, HW,
+//! ISR expansion) before reading.
+
+use crate::replica_manager::ReplicaManager;
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
+use std::sync::Arc;
+use std::time::Duration;
+use strand_partition::Partition;
+use strand_protocol::batch::BatchIter;
+use strand_protocol::ErrorCode;
+use strand_replication::rules::{self, fetch_can_complete, FetchOrigin};
+
+/// fetch.max.bytes (Kafka's default): the most one fetch response carries.
+const FETCH_MAX_BYTES: usize = 57_671_680;
+
+struct Target {
+    topic: usize,
+    fetch_offset: i64,
+    partition_max_bytes: usize,
+    last_fetched_epoch: i32,
+    partition: Result<Arc<Partition>, ErrorCode>,
+}
+
+pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) -> FetchResponse {
+    let image = broker.image();
+    let read_committed = req.isolation_level == 1;
+    // A follower names itself and its broker epoch in ReplicaState (v15+,
+    // KIP-903); the image must register it at that epoch.
+    let claimed = &req.replica_state;
+    let registered = image
+        .brokers
+        .get(&claimed.replica_id.0)
+        .map(|b| b.broker_epoch);
+    let follower = match rules::fetch_origin(
+        version,
+        claimed.replica_id.0,
+        claimed.replica_epoch,
+        registered,
+    ) {
+        Ok(FetchOrigin::Follower(id)) => Some((id, claimed.replica_epoch)),
+        Ok(FetchOrigin::Consumer) => None,
+        Err(code) => {
+            tracing::debug!(
+                replica_id = claimed.replica_id.0,
+                replica_epoch = claimed.replica_epoch,
+                ?registered,
+                "follower fetch refused"
+            );
+            return FetchResponse::default().with_error_code(code.code());
+        }
+    };
+    let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
+    let mut targets: Vec<(i32, i32, Target)> = Vec::new();
+    for (ti, t) in req.topics.iter().enumerate() {
+        // Topic ids from v13; names before.
+        let name = if version >= 13 {
+            image.topic_by_id(t.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(t.topic.0.to_string())
+        };
+        topics.push((t.topic.clone(), t.topic_id));
+        for p in &t.partitions {
+            let mut partition = match &name {
+                None => Err(ErrorCode::UnknownTopicId),
+                Some(n) => broker.leader_partition_at_epoch(n, p.partition, p.current_leader_epoch),
+            };
+            if let (Some((replica, broker_epoch)), Ok(part)) = (follower, &partition) {
+                match part.record_follower_fetch(
+                    replica,
+                    broker_epoch,
+                    p.fetch_offset,
+                    p.last_fetched_epoch,
+                ) {
+                    Ok(Some(proposal)) => broker.send_alter_partition(part.clone(), proposal),
+                    Ok(None) => {}
+                    Err(code) => partition = Err(code),
+                }
+            }
+            targets.push((
+                ti as i32,
+                p.partition,
+                Target {
+                    topic: ti,
+                    fetch_offset: p.fetch_offset,
+                    partition_max_bytes: p.partition_max_bytes.max(0) as usize,
+                    last_fetched_epoch: p.last_fetched_epoch,
+                    partition,
+                },
+            ));
+        }
+    }
+    // Kafka's fetch.max.bytes bounds every response, whatever the client asks.
+    let max_bytes = if req.max_bytes <= 0 {
+        FETCH_MAX_BYTES
+    } else {
+        (req.max_bytes as usize).min(FETCH_MAX_BYTES)
+    };
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    // Subscribe before the first read so an append between read and wait is not missed.
+    let mut watches: Vec<_> = targets
+        .iter()
+        .filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe()))
+        .collect();
+    let parts = loop {
+        for w in &mut watches {
+            w.borrow_and_update();
+        }
+        let (parts, bytes, errors) = read_all(
+            &targets,
+            max_bytes,
+            read_committed,
+            follower.map(|(id, _)| id),
+        );
+        if errors
+            || fetch_can_complete(bytes, min_bytes)
+            || watches.is_empty()
+            || tokio::time::Instant::now() >= deadline
+        {
+            break parts;
+        }
+        let changed = futures_any_changed(&mut watches);
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let (parts, _, _) = read_all(
+                &targets,
+                max_bytes,
+                read_committed,
+                follower.map(|(id, _)| id),
+            );
+            break parts;
+        }
+    };
+    let mut responses: Vec<FetchableTopicResponse> = topics
+        .into_iter()
+        .map(|(name, id)| {
+            FetchableTopicResponse::default()
+                .with_topic(name)
+                .with_topic_id(id)
+        })
+        .collect();
+    for (t, pd) in parts {
+        responses[t].partitions.push(pd);
+    }
+    FetchResponse::default()
+        .with_responses(responses)
+        .with_session_id(0)
+}
+
+/// Resolves when any of the watched partitions publishes new offsets.
+async fn futures_any_changed(
+    watches: &mut [tokio::sync::watch::Receiver<strand_partition::PartitionOffsets>],
+) {
+    let futs = watches.iter_mut().map(|w| Box::pin(w.changed()));
+    let _ = futures_util::future::select_all(futs).await;
+}
+
+fn read_all(
+    targets: &[(i32, i32, Target)],
+    max_bytes: usize,
+    read_committed: bool,
+    follower: Option<i32>,
+) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let mut out = Vec::with_capacity(targets.len());
+    let mut total = 0usize;
+    let mut errors = false;
+    for (_, index, t) in targets {
+        let mut pd = PartitionData::default()
+            .with_partition_index(*index)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_preferred_read_replica(BrokerId(-1));
+        match &t.partition {
+            Err(code) => {
+                pd.error_code = code.code();
+                errors = true;
+            }
+            Ok(p) => {
+                let offsets = p.offsets();
+                pd.high_watermark = offsets.high_watermark;
+                // Kafka reports the LSO whatever the isolation level.
+                pd.last_stable_offset = offsets.last_stable_offset;
+                pd.log_start_offset = offsets.log_start_offset;
+                // Kafka: an empty list under read_committed, null otherwise
+                // (the codec's default is an empty list).
+                pd.aborted_transactions = read_committed.then(Vec::new);
+                if let Some((epoch, end_offset)) =
+                    p.diverging_epoch(t.last_fetched_epoch, t.fetch_offset)
+                {
+                    pd.diverging_epoch = EpochEndOffset::default()
+                        .with_epoch(epoch)
+                        .with_end_offset(end_offset);
+                    pd.records = Some(Bytes::new());
+                    out.push((t.topic, pd));
+                    continue;
+                }
+                // Followers read to the LEO; consumers to the HW (or LSO),
+                // from the same snapshot of offsets as reported above.
+                let upper = if follower.is_some() {
+                    offsets.log_end_offset
+                } else if read_committed {
+                    offsets.last_stable_offset
+                } else {
+                    offsets.high_watermark
+                };
+                let remaining = max_bytes.saturating_sub(total);
+                let limit = t.partition_max_bytes.min(remaining);
+                // At least one batch in the first partition that has data, so
+                // a batch larger than the limits still makes progress.
+                let min_one = total == 0;
+                // The log's read guard must be gone before the aborted
+                // transactions are looked up (a second read lock behind a
+                // waiting writer deadlocks: parking_lot is writer-fair).
+                let read = p.read(t.fetch_offset, limit, upper, min_one);
+                match read {
+                    Ok(r) => {
+                        total += r.records.len();
+                        if read_committed && follower.is_none() {
+                            pd.aborted_transactions =
+                                Some(aborted_transactions(p, t.fetch_offset, &r.records));
+                        }
+                        pd.records = Some(r.records);
+                    }
+                    Err(strand_log::LogError::OffsetOutOfRange { .. }) => {
+                        pd.error_code = ErrorCode::OffsetOutOfRange.code();
+                        pd.records = Some(Bytes::new());
+                        errors = true;
+                    }
+                    Err(e) => {
+                        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "fetch read failed");
+                        pd.error_code = ErrorCode::KafkaStorageError.code();
+                        errors = true;
+                    }
+                }
+            }
+        }
+        out.push((t.topic, pd));
+    }
+    (out, total, errors)
+}
+
+/// The aborted transactions a read_committed consumer needs to drop what it
+/// got: those overlapping `[fetch_offset, end of the last returned batch)`
+/// (Kafka's upper bound is the offset after the fetched bytes).
+fn aborted_transactions(
+    p: &Partition,
+    fetch_offset: i64,
+    records: &[u8],
+) -> Vec<AbortedTransaction> {
+    let Some(end) = BatchIter::new(records).last().map(|(_, h)| h.next_offset()) else {
+        return Vec::new();
+    };
+    p.aborted_transactions(fetch_offset, end)
+        .into_iter()
+        .map(|(producer_id, first_offset)| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_first_offset(first_offset)
+        })
+        .collect()
+}

@@ -1,0 +1,132 @@
+//! API routing: one function per request kind. Each returns the response
+//! body, `None` when no response is sent (acks=0), or an error string when the
+//! connection must be closed.
+
+mod admin;
+mod api_versions;
+mod context;
+mod fetch;
+mod groups;
+mod metadata;
+mod offsets;
+mod produce;
+mod txn;
+mod txn_markers;
+
+use crate::node::Node;
+pub use api_versions::api_versions_response;
+pub use context::RequestContext;
+use kafka_protocol::messages::{RequestKind, ResponseKind};
+
+pub async fn dispatch(
+    node: &Node,
+    ctx: &RequestContext,
+    request: RequestKind,
+) -> Result<Option<ResponseKind>, String> {
+    let broker = &*node.broker;
+    let v = ctx.version;
+    let response = match request {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v).await),
+        RequestKind::Produce(r) => {
+            return Ok(produce::handle(node, r, v)
+                .await?
+                .map(ResponseKind::Produce))
+        }
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(offsets::list_offsets(broker, r, v))
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(broker, r, v).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(broker, r, v).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(broker, r).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, r, v))
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(broker, r).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, r).await)
+        }
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, r))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(offsets::delete_records(broker, r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offsets::offset_for_leader_epoch(broker, r))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(offsets::init_producer_id(node, r).await)
+        }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(groups::offset_commit(node, r, v).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(groups::offset_fetch(node, r, v).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(node, ctx, r).await)
+        }
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(node, r).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(node, r).await),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(groups::leave_group(node, r, v).await)
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(node, r).await),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(groups::describe_groups(node, r, v).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(groups::delete_groups(node, r).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(groups::offset_delete(node, r).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(node, r, v).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(node, r).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(node, r, v).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(node, r, v).await)
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(txn::describe_transactions(node, r).await)
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(txn::list_transactions(node, r).await)
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(txn_markers::write_txn_markers(node, r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(txn_markers::describe_producers(broker, r))
+        }
+        // `is_served` admits only the kinds above.
+        _ => return Err("request kind not served".into()),
+    };
+    Ok(Some(response))
+}

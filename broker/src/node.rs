@@ -1,0 +1,37 @@
+//! One broker node's services: the replica manager and the two coordinators
+//! that run on its internal-topic partitions. The node wires them together
+//! (the coordinators listen to the replica manager's reconciliations), so
+//! the replica manager never names a coordinator; request handlers reach all
+//! three through it.
+
+use crate::group_coordinator::GroupCoordinator;
+use crate::replica_manager::ReplicaManager;
+use crate::txn_coordinator::TxnCoordinator;
+use std::sync::Arc;
+
+pub struct Node {
+    pub broker: Arc<ReplicaManager>,
+    /// Group coordination for the `__consumer_offsets` partitions led here.
+    pub groups: Arc<GroupCoordinator>,
+    /// Transaction coordination for the `__transaction_state` partitions led here.
+    pub txns: Arc<TxnCoordinator>,
+}
+
+impl Node {
+    /// Creates the coordinators and registers them with the replica
+    /// manager; call before its first reconciliation.
+    pub fn new(broker: Arc<ReplicaManager>) -> Arc<Node> {
+        let groups = Arc::new(GroupCoordinator::new(broker.config.clone()));
+        let txns = Arc::new(TxnCoordinator::new(
+            broker.config.clone(),
+            broker.controller.clone(),
+        ));
+        broker.add_listener(groups.clone());
+        broker.add_listener(txns.clone());
+        Arc::new(Node {
+            broker,
+            groups,
+            txns,
+        })
+    }
+}

@@ -1,0 +1,476 @@
+//! The broker's replica manager: the partitions this node hosts, kept in line
+//! with the metadata image (open, delete, lead or follow), the replica
+//! fetchers, and the listeners (group and transaction coordinators) told
+//! when an internal partition is led here or goes away.
+
+use crate::config::BrokerConfig;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use strand_controller::manager::replication::AlterPartitionRequest;
+use strand_controller::ControllerHandle;
+use strand_log::LogConfig;
+use strand_metadata::configs::{resolve_topic_config, topic_config};
+use strand_metadata::image::MetadataImage;
+use strand_protocol::ErrorCode;
+use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
+use uuid::Uuid;
+
+use strand_partition::{
+    delete_dir, read_partition_metadata, Partition, PartitionSettings, ReplicaState, DELETE_SUFFIX,
+};
+/// Derives a partition's settings from its topic's configs and the broker's static config.
+pub fn partition_settings(
+    config: &BrokerConfig,
+    topic_configs: &BTreeMap<String, String>,
+) -> PartitionSettings {
+    let get = |name: &str| -> String {
+        let d = topic_config(name).expect("known topic config");
+        resolve_topic_config(d, topic_configs, &config.static_props)
+            .0
+            .to_string()
+    };
+    let long = |name: &str, dflt: i64| get(name).parse::<i64>().unwrap_or(dflt);
+    let policy = get("cleanup.policy");
+    let policies = || policy.split(',').map(str::trim);
+    // Time and size retention delete only where the policy includes delete:
+    // a compact-only topic (`__consumer_offsets`, `__transaction_state`) keeps
+    // every record until the log cleaner supersedes it, as in Kafka.
+    let deletes = policies().any(|p| p == "delete");
+    let log = LogConfig {
+        segment_bytes: long("segment.bytes", 1 << 30).max(14) as u64,
+        segment_ms: long("segment.ms", 604_800_000),
+        retention_ms: if deletes {
+            long("retention.ms", 604_800_000)
+        } else {
+            -1
+        },
+        retention_bytes: if deletes {
+            long("retention.bytes", -1)
+        } else {
+            -1
+        },
+        index_interval_bytes: long("index.interval.bytes", 4096).max(0) as u64,
+        segment_index_bytes: long("segment.index.bytes", 10 << 20).max(4) as u64,
+        flush_interval_messages: long("flush.messages", i64::MAX).max(1) as u64,
+        flush_interval_ms: long("flush.ms", i64::MAX),
+    };
+    PartitionSettings {
+        log,
+        max_message_bytes: long("max.message.bytes", 1048588).max(0) as usize,
+        log_append_time: get("message.timestamp.type") == "LogAppendTime",
+        min_insync_replicas: long("min.insync.replicas", 1) as i32,
+        compacted: policies().any(|p| p == "compact"),
+        timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
+        timestamp_after_max_ms: long("message.timestamp.after.max.ms", i64::MAX),
+    }
+}
+
+type PartitionKey = (String, i32);
+
+/// Follows the partitions of one topic hosted on this broker: the seam
+/// through which the coordinators learn of leadership without the replica
+/// manager knowing them.
+pub trait PartitionListener: Send + Sync {
+    /// The topic whose partitions it follows.
+    fn topic(&self) -> &'static str;
+    /// After every reconciliation, for each hosted partition of the topic
+    /// (led or followed: the listener reads its leader state).
+    fn on_partition(self: Arc<Self>, partition: &Arc<Partition>);
+    /// The partition is no longer hosted here (deleted or reassigned).
+    fn forget_partition(&self, index: i32);
+}
+
+pub struct ReplicaManager {
+    pub config: Arc<BrokerConfig>,
+    pub controller: ControllerHandle,
+    partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
+    /// Serialises reconciliation with the metadata image.
+    reconcile_lock: Mutex<()>,
+    /// Partitions whose log could not be opened, with the topic id tried.
+    failed: Mutex<HashMap<PartitionKey, Uuid>>,
+    /// This broker's registration epoch (fences stale producer-id requests).
+    broker_epoch: i64,
+    /// The current producer id block: (next id, end exclusive).
+    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    /// One fetcher per leader this broker follows partitions of.
+    fetchers: crate::replica_fetcher::ReplicaFetcherManager,
+    runtime: tokio::runtime::Handle,
+    /// Told about the partitions of the topics they follow (the group and
+    /// transaction coordinators, registered by the node at start-up).
+    listeners: RwLock<Vec<Arc<dyn PartitionListener>>>,
+    /// Set by the first failed write, fsync or checkpoint of any log.
+    pub log_dir_failures: Arc<strand_partition::log_dir_failure::LogDirFailures>,
+}
+
+impl ReplicaManager {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        controller: ControllerHandle,
+        broker_epoch: i64,
+    ) -> ReplicaManager {
+        let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
+            config.clone(),
+            controller.clone(),
+            broker_epoch,
+        );
+        ReplicaManager {
+            config,
+            controller,
+            partitions: RwLock::new(HashMap::new()),
+            reconcile_lock: Mutex::new(()),
+            failed: Mutex::new(HashMap::new()),
+            broker_epoch,
+            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            fetchers,
+            runtime: tokio::runtime::Handle::current(),
+            listeners: RwLock::new(Vec::new()),
+            log_dir_failures: strand_partition::log_dir_failure::LogDirFailures::new(),
+        }
+    }
+
+    fn leader_config(&self, settings: &PartitionSettings) -> LeaderConfig {
+        LeaderConfig {
+            min_insync_replicas: settings.min_insync_replicas,
+            replica_lag_time_max_ms: self.config.replica_lag_time_max_ms,
+        }
+    }
+
+    /// Sends an ISR change to the controller (AlterPartition) and hands the
+    /// answer to the partition's leader state; retries retriable errors.
+    pub fn send_alter_partition(&self, partition: Arc<Partition>, proposal: IsrProposal) {
+        let controller = self.controller.clone();
+        let broker_id = self.node_id();
+        let broker_epoch = self.broker_epoch;
+        tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?proposal.new_isr, change = ?proposal.change, "proposing ISR change");
+        self.runtime.spawn(async move {
+            let mut proposal = proposal;
+            loop {
+                let req = AlterPartitionRequest {
+                    broker_id,
+                    broker_epoch,
+                    topic_id: partition.topic_id,
+                    partition: partition.index,
+                    leader_epoch: proposal.leader_epoch,
+                    partition_epoch: proposal.partition_epoch,
+                    new_isr: proposal.new_isr.clone(),
+                    broker_epochs: proposal.broker_epochs.clone(),
+                };
+                let result = match controller.alter_partition(req).await {
+                    Ok(s) => AlterPartitionResult::Ok {
+                        leader_epoch: s.leader_epoch,
+                        partition_epoch: s.partition_epoch,
+                        isr: s.isr,
+                    },
+                    Err(e) => AlterPartitionResult::Err(e.code),
+                };
+                match partition.on_alter_partition_result(&proposal, result) {
+                    Some(again) if !partition.is_closed() => {
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        proposal = again;
+                    }
+                    _ => return,
+                }
+            }
+        });
+    }
+
+    /// The periodic ISR shrink check over the partitions this broker leads.
+    pub fn maybe_shrink_isrs(&self) {
+        let image = self.image();
+        let eligible = |r: i32| image.is_active(r);
+        for p in self.all_partitions() {
+            if let Some(proposal) = p.maybe_shrink_isr(&eligible) {
+                self.send_alter_partition(p, proposal);
+            }
+        }
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.controller.image()
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    fn log_dir(&self) -> &Path {
+        &self.config.log_dirs[0]
+    }
+
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.log_dir().join(format!("{topic}-{index}"))
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .get(&(topic.to_string(), index))
+            .cloned()
+    }
+
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
+    /// Looks a partition up for a client request, with Kafka's error when absent.
+    pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
+        if self.log_dir_failures.is_offline() {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        if let Some(p) = self.partition(topic, index) {
+            // Hosting a replica is not enough: only the leader serves clients.
+            if !p.is_leader() {
+                return Err(ErrorCode::NotLeaderOrFollower);
+            }
+            return Ok(p);
+        }
+        let key = (topic.to_string(), index);
+        if self.failed.lock().contains_key(&key) {
+            // Its log could not be opened: offline here until a restart.
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        let image = self.image();
+        match image.partition(topic, index) {
+            // Known to the image but not open here yet: reconcile and retry.
+            Some(p) if p.leader == self.node_id() => {
+                self.reconcile();
+                self.partition(topic, index)
+                    .ok_or(ErrorCode::NotLeaderOrFollower)
+            }
+            Some(_) => Err(ErrorCode::NotLeaderOrFollower),
+            None => Err(ErrorCode::UnknownTopicOrPartition),
+        }
+    }
+
+    /// `leader_partition`, then the client's current leader epoch (KIP-320)
+    /// checked against ours.
+    pub fn leader_partition_at_epoch(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: i32,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        let p = self.leader_partition(topic, index)?;
+        p.check_leader_epoch(current_leader_epoch)?;
+        Ok(p)
+    }
+
+    /// Opens partitions the image assigns to this node and removes those it no
+    /// longer has (deleted topics); updates per-topic settings.
+    ///
+    /// Always works from the latest published image, taken under the lock, so
+    /// an older image can never undo what a newer one did.
+    pub fn reconcile(&self) {
+        let _guard = self.reconcile_lock.lock();
+        if self.log_dir_failures.is_offline() {
+            // Nothing is opened, led or followed on an offline directory.
+            return;
+        }
+        let image = self.image();
+        let me = self.node_id();
+        let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> =
+            HashMap::new();
+        for (name, topic) in &image.topics {
+            let settings = partition_settings(&self.config, &topic.configs);
+            for p in &topic.partitions {
+                if p.replicas.contains(&me) {
+                    let replica = ReplicaState {
+                        leader_epoch: p.leader_epoch,
+                        partition_epoch: p.partition_epoch,
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        leader: p.leader,
+                    };
+                    wanted.insert(
+                        (name.clone(), p.partition),
+                        (topic.topic_id, replica, settings.clone()),
+                    );
+                }
+            }
+        }
+        let current: Vec<(PartitionKey, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, part) in current {
+            match wanted.get(&key) {
+                Some((id, _, settings)) if *id == part.topic_id => {
+                    part.update_settings(settings.clone());
+                }
+                _ => {
+                    for l in self.listeners.read().iter().filter(|l| l.topic() == key.0) {
+                        l.forget_partition(key.1);
+                    }
+                    self.partitions.write().remove(&key);
+                    part.mark_deleted();
+                    tracing::info!(topic = %key.0, partition = key.1, "deleting partition");
+                    delete_dir(&self.partition_dir(&key.0, key.1));
+                }
+            }
+        }
+        self.failed
+            .lock()
+            .retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
+        for (key, (id, replica, settings)) in &wanted {
+            let (key, id) = (key.clone(), *id);
+            if self.partitions.read().contains_key(&key)
+                || self.failed.lock().get(&key) == Some(&id)
+            {
+                continue;
+            }
+            let dir = self.partition_dir(&key.0, key.1);
+            // A directory left by an earlier topic of the same name is stale.
+            if let Some(old) = read_partition_metadata(&dir) {
+                if old != id {
+                    tracing::info!(dir = %dir.display(), "removing stale partition directory of a deleted topic");
+                    delete_dir(&dir);
+                }
+            }
+            let opened =
+                Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone());
+            match opened.map(|p| p.report_failures_to(&self.log_dir_failures)) {
+                Ok(p) => {
+                    self.partitions.write().insert(key, Arc::new(p));
+                }
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), error = %e, "cannot open partition; it is offline on this broker");
+                    self.failed.lock().insert(key, id);
+                }
+            }
+        }
+        // Lead or follow as the image says; followers fetch from their leader.
+        let eligible = |r: i32| image.is_active(r);
+        let mut follow: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
+        let parts: Vec<(PartitionKey, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, part) in parts {
+            let Some((_, replica, settings)) = wanted.get(&key) else {
+                continue;
+            };
+            let leader = replica.leader;
+            let config = self.leader_config(settings);
+            if part.apply_registration(replica.clone(), config, &eligible, me) {
+                follow.entry(leader).or_default().push(part.clone());
+            }
+        }
+        self.fetchers.update(follow);
+        // The group and transaction coordinators follow leadership of
+        // `__consumer_offsets` and `__transaction_state`.
+        let listeners = self.listeners.read();
+        for (key, part) in self.partitions.read().iter() {
+            for l in listeners.iter().filter(|l| l.topic() == key.0) {
+                l.clone().on_partition(part);
+            }
+        }
+    }
+
+    /// Adds a listener; it hears of every reconciliation from the next one.
+    pub fn add_listener(&self, listener: Arc<dyn PartitionListener>) {
+        self.listeners.write().push(listener);
+    }
+
+    /// Removes partition directories on disk that the image does not know
+    /// (a topic deleted while this node was down).
+    pub fn remove_orphan_dirs(&self, image: &MetadataImage) {
+        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(id) = read_partition_metadata(&path) else {
+                continue;
+            };
+            if image.topic_by_id(id).is_none() {
+                tracing::info!(dir = %path.display(), "removing partition directory of a deleted topic");
+                delete_dir(&path);
+            }
+        }
+    }
+
+    /// Finishes deletions a crash interrupted (directories renamed `*-delete`).
+    pub fn finish_pending_deletes(&self) {
+        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && path.to_string_lossy().ends_with(DELETE_SUFFIX) {
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(dir = %path.display(), error = %e, "could not finish deleting");
+                }
+            }
+        }
+    }
+
+    /// Hands out a producer id from the current block, fetching a new block
+    /// from the controller when it runs out.
+    pub async fn next_producer_id(&self) -> Result<i64, ErrorCode> {
+        let mut block = self.producer_ids.lock().await;
+        if block.0 >= block.1 {
+            let (first, size) = self
+                .controller
+                .allocate_producer_ids(self.node_id(), Some(self.broker_epoch))
+                .await
+                .map_err(|e| e.code)?;
+            *block = (first, first + size);
+        }
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
+    }
+
+    /// Stops following: no fetched record is written any more.
+    pub fn stop_fetchers(&self) {
+        self.fetchers.shutdown();
+    }
+
+    /// Clean shutdown of every partition.
+    pub fn shutdown(&self) {
+        self.fetchers.shutdown();
+        for p in self.all_partitions() {
+            if let Err(e) = p.close() {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "clean close failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Retention by time and size applies only where cleanup.policy includes
+    /// delete (issue 12: it deleted committed consumer offsets).
+    #[test]
+    fn retention_only_where_the_policy_deletes() {
+        let config = BrokerConfig::from_pairs(vec![
+            ("log.retention.ms".into(), "3000".into()),
+            ("log.retention.bytes".into(), "100".into()),
+        ])
+        .unwrap();
+        for (policy, deletes) in [
+            ("delete", true),
+            ("compact", false),
+            ("compact,delete", true),
+            ("delete, compact", true),
+        ] {
+            let topic = BTreeMap::from([("cleanup.policy".to_string(), policy.to_string())]);
+            let s = partition_settings(&config, &topic);
+            let expected = if deletes { (3000, 100) } else { (-1, -1) };
+            assert_eq!(
+                (s.log.retention_ms, s.log.retention_bytes),
+                expected,
+                "{policy}"
+            );
+            assert_eq!(s.compacted, policy.contains("compact"), "{policy}");
+        }
+    }
+}
