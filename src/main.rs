@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use strand_broker::config::BrokerConfig;
+use strand_broker::controller_link::ControllerLink;
 use strand_broker::replica_manager::ReplicaManager;
 use strand_broker::{group_coordinator, lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
@@ -138,6 +139,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         lifecycle::wait_for_signal().await?;
         return Ok(());
     }
+    // The broker sees the controller only through its API (typed calls and
+    // the published image), not the controller crate.
+    let controller = ControllerLink::new(controller.client(), controller.subscribe());
     let registration = lifecycle::register(&config, &controller).await?;
     lifecycle::spawn_heartbeats(config.clone(), controller.clone(), &registration);
     let broker = Arc::new(ReplicaManager::new(

@@ -12,10 +12,10 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-types", &[]),
     ("strand-protocol", &[]),
-    ("strand-metadata", &[]),
+    ("strand-metadata", &["strand-protocol"]),
     ("strand-log", &["strand-protocol"]),
     ("strand-txn", &["strand-protocol"]),
-    ("strand-replication", &["strand-protocol"]),
+    ("strand-replication", &["strand-types", "strand-protocol"]),
     ("strand-group", &["strand-protocol"]),
     (
         "strand-partition",
@@ -45,6 +45,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "strand-broker",
         &[
+            "strand-types",
             "strand-protocol",
             "strand-metadata",
             "strand-log",
@@ -52,7 +53,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "strand-replication",
             "strand-group",
             "strand-partition",
-            "strand-controller",
         ],
     ),
     // The binary: starts the controller and the broker.
@@ -394,4 +394,38 @@ fn check_no_cycle(root: &Path, broker: bool) {
             has("server", "handlers") && has("handlers", "node") && has("node", "replica_manager")
         );
     }
+}
+
+/// The broker's data path links no consensus: nothing the broker depends
+/// on, directly or through other crates of ours, is a quorum crate (it
+/// reaches the controller through `strand_metadata::controller_api`).
+#[test]
+fn the_broker_does_not_link_the_quorum() {
+    let packages = workspace_packages();
+    let deps: BTreeMap<&str, Vec<&str>> = packages
+        .iter()
+        .map(|p| {
+            let normal = p
+                .deps
+                .iter()
+                .filter(|(_, kind)| kind.as_deref() != Some("dev"))
+                .map(|(d, _)| d.as_str())
+                .collect();
+            (p.name.as_str(), normal)
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut todo = vec!["strand-broker"];
+    while let Some(c) = todo.pop() {
+        if !seen.insert(c) {
+            continue;
+        }
+        todo.extend(deps.get(c).into_iter().flatten().copied());
+    }
+    let linked: Vec<&str> = seen
+        .iter()
+        .copied()
+        .filter(|c| QUORUM_CRATES.contains(c) || QUORUM_ONLY.contains(c))
+        .collect();
+    assert!(linked.is_empty(), "the broker links {linked:?}");
 }

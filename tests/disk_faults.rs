@@ -339,3 +339,192 @@ fn full_disk_takes_the_leader_offline_and_loses_nothing() {
     );
     drop(cluster);
 }
+
+/// A disk that stops answering holds up only the writes that wait on it:
+/// with every async worker's worth of partitions (and more) stalled in
+/// `fsync`, the broker still answers Metadata, takes and serves writes to
+/// a partition on a healthy path, and the stalled writes complete, in full,
+/// once the disk answers again. (Disk work on the async workers would
+/// freeze the whole broker behind two stalled writes on two cores.)
+#[test]
+fn a_stalled_disk_holds_up_only_its_own_writes() {
+    const STALLED: i32 = 4;
+    let control_dir = tempfile::tempdir().unwrap();
+    let control = control_dir.path().join("faults");
+    let stalled_log = control_dir.path().join("faults.stalled");
+    std::fs::write(&control, "").unwrap();
+    let cluster = Cluster::start(
+        &common::strand_bin(),
+        ClusterSpec::combined(1)
+            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
+    )
+    .expect("cluster starts");
+    let id = cluster.broker_ids()[0];
+    let broker = addr(&cluster, id);
+    let mut c = Client::connect(&broker).unwrap();
+    // Every append to "stalled" fsyncs; "served" never does.
+    let created =
+        common::create_topic_with(&mut c, "stalled", STALLED, 1, &[("flush.messages", "1")])
+            .unwrap();
+    assert_eq!(created, 0);
+    assert_eq!(
+        common::create_topic_with(&mut c, "served", 1, 1, &[]).unwrap(),
+        0
+    );
+    for (topic, partitions) in [("stalled", STALLED), ("served", 1)] {
+        for p in 0..partitions {
+            common::eventually("a leader", Duration::from_secs(30), || {
+                common::partition_view(&broker, topic, p, Duration::from_secs(2))
+                    .filter(|v| v.leader == id)
+            });
+        }
+    }
+    // The first acks=1 write on each partition gets its offset 0 and, with
+    // the stall on, waits in fsync.
+    let prefix = cluster.data_dir(id).join("stalled-");
+    std::fs::write(&control, format!("stall {}\n", prefix.display())).unwrap();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let writers: Vec<_> = (0..STALLED)
+        .map(|p| {
+            let (broker, done_tx) = (broker.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&broker).unwrap();
+                let value = format!("stalled-{p}");
+                let r = common::produce_values(&mut c, "stalled", p, 1, 30_000, &[value]);
+                done_tx.send(p).unwrap();
+                r.unwrap()
+            })
+        })
+        .collect();
+    common::eventually(
+        "every write stalled in fsync",
+        Duration::from_secs(30),
+        || {
+            let stalls = std::fs::read_to_string(&stalled_log).unwrap_or_default();
+            (stalls.lines().count() >= STALLED as usize).then_some(())
+        },
+    );
+
+    // Meanwhile the broker answers, and a healthy partition is written and read.
+    let mut c = Client::connect(&broker).unwrap();
+    let view = common::partition_view(&broker, "served", 0, Duration::from_secs(10))
+        .expect("Metadata answered while the disk stalls");
+    assert_eq!(view.leader, id);
+    let (code, offset) =
+        common::produce_values(&mut c, "served", 0, -1, 10_000, &["served".to_string()])
+            .expect("a write to a healthy path is answered while the disk stalls");
+    assert_eq!((code, offset), (0, 0));
+    let fetched = common::fetch_values(&mut c, "served", 0, 0, 0).unwrap();
+    assert_eq!(fetched.error_code, 0);
+    assert_eq!(fetched.records.len(), 1);
+    assert!(
+        done.try_recv().is_err(),
+        "the stalled writes were still waiting while the healthy path was served"
+    );
+
+    // The disk answers again: every stalled write completes, and is there.
+    std::fs::write(&control, "").unwrap();
+    for (p, w) in writers.into_iter().enumerate() {
+        assert_eq!(w.join().unwrap(), (0, 0), "stalled write on partition {p}");
+    }
+    for p in 0..STALLED {
+        let f = common::fetch_values(&mut c, "stalled", p, 0, 0).unwrap();
+        assert_eq!(f.error_code, 0);
+        let values: Vec<_> = f.records.iter().map(|(_, v)| v.clone()).collect();
+        assert_eq!(values, vec![bytes::Bytes::from(format!("stalled-{p}"))]);
+    }
+}
+
+/// Opening new partitions is disk work too (files created and fsynced):
+/// with more concurrent CreateTopics than the broker has async workers,
+/// each waiting on a disk that does not answer, the broker still answers
+/// Metadata and serves a healthy partition, and once the disk answers the
+/// topics are created and led here. (Reconciling with the image inline on
+/// the workers froze a 3-node cluster's broker long enough to be fenced
+/// when a client created 100 topics: librdkafka's 0045 in CI.)
+#[test]
+fn creating_partitions_on_a_stalled_disk_holds_up_nothing_else() {
+    let creators = std::thread::available_parallelism().map_or(2, |n| n.get()) + 2;
+    let control_dir = tempfile::tempdir().unwrap();
+    let control = control_dir.path().join("faults");
+    let stalled_log = control_dir.path().join("faults.stalled");
+    std::fs::write(&control, "").unwrap();
+    let cluster = Cluster::start(
+        &common::strand_bin(),
+        ClusterSpec::combined(1)
+            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
+    )
+    .expect("cluster starts");
+    let id = cluster.broker_ids()[0];
+    let broker = addr(&cluster, id);
+    let mut c = Client::connect(&broker).unwrap();
+    assert_eq!(
+        common::create_topic_with(&mut c, "served", 1, 1, &[]).unwrap(),
+        0
+    );
+    common::eventually("a leader", Duration::from_secs(30), || {
+        common::partition_view(&broker, "served", 0, Duration::from_secs(2))
+            .filter(|v| v.leader == id)
+    });
+
+    let prefix = cluster.data_dir(id).join("slow");
+    std::fs::write(&control, format!("stall {}\n", prefix.display())).unwrap();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let created: Vec<_> = (0..creators)
+        .map(|i| {
+            let (broker, done_tx) = (broker.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(&broker).unwrap();
+                let r = common::create_topic_with(&mut c, &format!("slow{i}"), 2, 1, &[]);
+                done_tx.send(i).unwrap();
+                r.unwrap()
+            })
+        })
+        .collect();
+    common::eventually(
+        "a partition's creation stalled in fsync",
+        Duration::from_secs(30),
+        || {
+            let stalls = std::fs::read_to_string(&stalled_log).unwrap_or_default();
+            (!stalls.is_empty()).then_some(())
+        },
+    );
+
+    let view = common::partition_view(&broker, "served", 0, Duration::from_secs(10))
+        .expect("Metadata answered while partitions are being created");
+    assert_eq!(view.leader, id);
+    let (code, offset) =
+        common::produce_values(&mut c, "served", 0, 1, 10_000, &["served".to_string()])
+            .expect("a write to a healthy partition is answered while the disk stalls");
+    assert_eq!((code, offset), (0, 0));
+    assert_eq!(
+        common::fetch_values(&mut c, "served", 0, 0, 0)
+            .unwrap()
+            .records
+            .len(),
+        1
+    );
+    assert!(
+        done.try_recv().is_err(),
+        "the creations were still waiting while the healthy partition was served"
+    );
+
+    std::fs::write(&control, "").unwrap();
+    for (i, t) in created.into_iter().enumerate() {
+        assert_eq!(t.join().unwrap(), 0, "CreateTopics slow{i}");
+        for p in 0..2 {
+            let (code, offset) = common::produce_values(
+                &mut c,
+                &format!("slow{i}"),
+                p,
+                1,
+                10_000,
+                &["v".to_string()],
+            )
+            .unwrap();
+            assert_eq!((code, offset), (0, 0), "slow{i}-{p} takes a write");
+        }
+    }
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use strand_partition::{now_ms, AppendOrigin, AppendOutcome, Partition};
 use strand_protocol::ErrorCode;
 use strand_replication::rules::Acks;
+use strand_types::Offset;
 
 /// Kafka's coordinator partition for a group or transactional id:
 /// `abs(id.hashCode()) % partitions`, with Java's `String.hashCode` over UTF-16
@@ -67,18 +68,18 @@ pub fn for_each_record(partition: &Partition, mut f: impl FnMut(&Record)) -> Res
         let mut buf = r.records.clone();
         let mut next = offset;
         for (_, h) in strand_protocol::batch::BatchIter::new(&r.records) {
-            next = next.max(h.next_offset());
+            next = next.max(Offset::from_wire(h.next_offset()).unwrap_or(next));
         }
         match RecordBatchDecoder::decode_all(&mut buf) {
             Ok(sets) => {
                 for set in sets {
-                    for rec in set.records.iter().filter(|r| r.offset >= offset) {
+                    for rec in set.records.iter().filter(|r| r.offset >= offset.get()) {
                         f(rec);
                     }
                 }
             }
             Err(e) => {
-                tracing::warn!(topic = %partition.topic, partition = partition.index, offset, error = %e, "undecodable batch skipped")
+                tracing::warn!(topic = %partition.topic, partition = partition.index, %offset, error = %e, "undecodable batch skipped")
             }
         }
         if next <= offset {
@@ -157,8 +158,7 @@ pub fn append_records(
         tracing::error!(error = %e, "cannot encode offsets records");
         ErrorCode::UnknownServerError
     })?;
-    partition
-        .append(&batch, Acks::All, 3)
+    crate::disk::run(|| partition.append(&batch, Acks::All, 3))
         .map_err(|e| map_append_error(e.code))
 }
 

@@ -25,7 +25,9 @@
 pub mod broker_client;
 pub mod config;
 pub mod connection_quotas;
+pub mod controller_link;
 pub mod coordinator_runtime;
+pub mod disk;
 pub mod group_coordinator;
 pub mod handlers;
 pub mod lifecycle;

@@ -3,11 +3,11 @@
 //! that moves its leaderships away before it exits.
 
 use crate::config::BrokerConfig;
+use crate::controller_link::ControllerLink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
-use strand_controller::ControllerHandle;
+use strand_metadata::controller_api::{BrokerRegistrationRequest, HeartbeatRequest};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// This broker's registration: its epoch, and whether the controller fences it.
@@ -47,7 +47,7 @@ pub fn raise_open_file_limit() {
 
 pub async fn register(
     config: &BrokerConfig,
-    controller: &ControllerHandle,
+    controller: &ControllerLink,
 ) -> Result<Registration, String> {
     let advertised = config.advertised();
     let req = BrokerRegistrationRequest {
@@ -117,7 +117,7 @@ fn heartbeat_request(
 /// Heartbeats every broker.heartbeat.interval.ms for the life of the broker.
 pub fn spawn_heartbeats(
     config: Arc<BrokerConfig>,
-    controller: ControllerHandle,
+    controller: ControllerLink,
     registration: &Registration,
 ) {
     let epoch = registration.broker_epoch;
@@ -148,7 +148,7 @@ pub fn spawn_heartbeats(
 /// leaderships away and waits (bounded) until it says the broker may stop.
 pub async fn controlled_shutdown(
     config: &BrokerConfig,
-    controller: &ControllerHandle,
+    controller: &ControllerLink,
     registration: &Registration,
 ) {
     // Bounded: when the whole cluster stops at once there may be no quorum

@@ -7,6 +7,7 @@
 
 use crate::broker_client::BrokerConn;
 use crate::config::BrokerConfig;
+use crate::controller_link::ControllerLink;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use parking_lot::Mutex;
@@ -14,10 +15,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_controller::ControllerHandle;
-use strand_partition::Partition;
+use strand_partition::{FollowerFetchState, Partition};
 use strand_protocol::ErrorCode;
-use strand_replication::rules::{follower_fetch_action, FetchedPartition, FollowerFetchAction};
+use strand_replication::rules::{
+    follower_fetch_action, DivergingEpoch, FetchedPartition, FollowerFetchAction,
+};
+use strand_types::{LeaderEpoch, Offset};
 use tokio::sync::Notify;
 
 /// v15+ (KIP-903): the replica's id and broker epoch travel in ReplicaState,
@@ -38,14 +41,14 @@ struct Fetcher {
 /// The fetchers of this broker, keyed by the leader they fetch from.
 pub struct ReplicaFetcherManager {
     config: Arc<BrokerConfig>,
-    controller: ControllerHandle,
+    controller: ControllerLink,
     /// This broker's epoch (its registration), sent with every fetch.
     broker_epoch: i64,
     fetchers: Mutex<HashMap<i32, Fetcher>>,
 }
 
 impl ReplicaFetcherManager {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle, broker_epoch: i64) -> Self {
+    pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink, broker_epoch: i64) -> Self {
         ReplicaFetcherManager {
             config,
             controller,
@@ -112,13 +115,13 @@ impl ReplicaFetcherManager {
 /// One fetch state sent for a partition.
 struct Sent {
     partition: Arc<Partition>,
-    fetch_offset: i64,
-    leader_epoch: i32,
+    fetch_offset: Offset,
+    leader_epoch: LeaderEpoch,
 }
 
 async fn run_fetcher(
     config: Arc<BrokerConfig>,
-    controller: ControllerHandle,
+    controller: ControllerLink,
     broker_epoch: i64,
     leader: i32,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -134,17 +137,21 @@ async fn run_fetcher(
         let mut sent = Vec::with_capacity(parts.len());
         let mut by_topic: Vec<FetchTopic> = Vec::new();
         for p in parts {
-            let Some((fetch_offset, last_epoch, log_start, leader_epoch)) =
-                p.follower_fetch_state()
+            let Some(FollowerFetchState {
+                fetch_offset,
+                last_fetched_epoch,
+                log_start_offset,
+                leader_epoch,
+            }) = p.follower_fetch_state()
             else {
                 continue;
             };
             let fp = FetchPartition::default()
                 .with_partition(p.index)
-                .with_current_leader_epoch(leader_epoch)
-                .with_fetch_offset(fetch_offset)
-                .with_last_fetched_epoch(last_epoch)
-                .with_log_start_offset(log_start)
+                .with_current_leader_epoch(leader_epoch.get())
+                .with_fetch_offset(fetch_offset.get())
+                .with_last_fetched_epoch(LeaderEpoch::to_wire(last_fetched_epoch))
+                .with_log_start_offset(log_start_offset.get())
                 .with_partition_max_bytes(config.replica_fetch_max_bytes);
             match by_topic.iter_mut().find(|t| t.topic_id == p.topic_id) {
                 Some(t) => t.partitions.push(fp),
@@ -242,19 +249,24 @@ async fn run_fetcher(
             wait_or_wake(&wake, backoff).await;
             continue;
         }
-        let mut failed = 0usize;
-        for t in resp.responses {
-            for pd in t.partitions {
-                let Some(s) = sent.iter().find(|s| {
-                    s.partition.topic_id == t.topic_id && s.partition.index == pd.partition_index
-                }) else {
-                    continue;
-                };
-                if !handle_partition(s, pd) {
-                    failed += 1;
+        // Appends and truncations write the log.
+        let failed = crate::disk::run(|| {
+            let mut failed = 0usize;
+            for t in resp.responses {
+                for pd in t.partitions {
+                    let Some(s) = sent.iter().find(|s| {
+                        s.partition.topic_id == t.topic_id
+                            && s.partition.index == pd.partition_index
+                    }) else {
+                        continue;
+                    };
+                    if !handle_partition(s, pd) {
+                        failed += 1;
+                    }
                 }
             }
-        }
+            failed
+        });
         if failed == sent.len() {
             // Nothing usable (e.g. the leader has not seen its new epoch yet).
             wait_or_wake(&wake, backoff).await;
@@ -272,9 +284,12 @@ fn handle_partition(s: &Sent, pd: kafka_protocol::messages::fetch_response::Part
     let p = &s.partition;
     let fetched = FetchedPartition {
         error: ErrorCode::try_from_code(pd.error_code),
-        diverging_epoch: (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset),
-        high_watermark: pd.high_watermark,
-        log_start_offset: pd.log_start_offset,
+        diverging_epoch: DivergingEpoch::from_wire(
+            pd.diverging_epoch.epoch,
+            pd.diverging_epoch.end_offset,
+        ),
+        high_watermark: Offset::from_wire(pd.high_watermark),
+        log_start_offset: Offset::from_wire(pd.log_start_offset),
     };
     if let Some(code) = fetched.error.filter(|c| *c != ErrorCode::OffsetOutOfRange) {
         tracing::debug!(topic = %p.topic, partition = p.index, ?code, "follower fetch error");

@@ -4,22 +4,28 @@
 //! when an internal partition is led here or goes away.
 
 use crate::config::BrokerConfig;
+use crate::controller_link::ControllerLink;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strand_controller::manager::replication::AlterPartitionRequest;
-use strand_controller::ControllerHandle;
 use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config};
+use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
+use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch};
 use uuid::Uuid;
 
 use strand_partition::{
     delete_dir, read_partition_metadata, Partition, PartitionSettings, ReplicaState, DELETE_SUFFIX,
 };
+/// The image's broker ids (never negative in a registration).
+fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().map(|&id| BrokerId::new(id)).collect()
+}
+
 /// Derives a partition's settings from its topic's configs and the broker's static config.
 pub fn partition_settings(
     config: &BrokerConfig,
@@ -84,7 +90,7 @@ pub trait PartitionListener: Send + Sync {
 
 pub struct ReplicaManager {
     pub config: Arc<BrokerConfig>,
-    pub controller: ControllerHandle,
+    pub controller: ControllerLink,
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
@@ -107,7 +113,7 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     pub fn new(
         config: Arc<BrokerConfig>,
-        controller: ControllerHandle,
+        controller: ControllerLink,
         broker_epoch: i64,
     ) -> ReplicaManager {
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
@@ -152,16 +158,20 @@ impl ReplicaManager {
                     broker_epoch,
                     topic_id: partition.topic_id,
                     partition: partition.index,
-                    leader_epoch: proposal.leader_epoch,
-                    partition_epoch: proposal.partition_epoch,
-                    new_isr: proposal.new_isr.clone(),
-                    broker_epochs: proposal.broker_epochs.clone(),
+                    leader_epoch: proposal.leader_epoch.get(),
+                    partition_epoch: proposal.partition_epoch.get(),
+                    new_isr: proposal.new_isr.iter().map(|b| b.get()).collect(),
+                    broker_epochs: proposal
+                        .broker_epochs
+                        .iter()
+                        .map(|(b, e)| (b.get(), e.get()))
+                        .collect(),
                 };
                 let result = match controller.alter_partition(req).await {
                     Ok(s) => AlterPartitionResult::Ok {
-                        leader_epoch: s.leader_epoch,
-                        partition_epoch: s.partition_epoch,
-                        isr: s.isr,
+                        leader_epoch: LeaderEpoch::new(s.leader_epoch),
+                        partition_epoch: PartitionEpoch::new(s.partition_epoch),
+                        isr: broker_ids(&s.isr),
                     },
                     Err(e) => AlterPartitionResult::Err(e.code),
                 };
@@ -179,7 +189,7 @@ impl ReplicaManager {
     /// The periodic ISR shrink check over the partitions this broker leads.
     pub fn maybe_shrink_isrs(&self) {
         let image = self.image();
-        let eligible = |r: i32| image.is_active(r);
+        let eligible = |r: BrokerId| image.is_active(r.get());
         for p in self.all_partitions() {
             if let Some(proposal) = p.maybe_shrink_isr(&eligible) {
                 self.send_alter_partition(p, proposal);
@@ -250,7 +260,7 @@ impl ReplicaManager {
         &self,
         topic: &str,
         index: i32,
-        current_leader_epoch: i32,
+        current_leader_epoch: Option<LeaderEpoch>,
     ) -> Result<Arc<Partition>, ErrorCode> {
         let p = self.leader_partition(topic, index)?;
         p.check_leader_epoch(current_leader_epoch)?;
@@ -262,7 +272,17 @@ impl ReplicaManager {
     ///
     /// Always works from the latest published image, taken under the lock, so
     /// an older image can never undo what a newer one did.
+    ///
+    /// Opening a topic's partitions creates files and syncs them (hundreds
+    /// of partitions take seconds on a slow disk), and a second caller waits
+    /// for the first: the work runs through [`disk::run`], never holding up
+    /// an async worker's other tasks (heartbeats, followers' fetches).
     pub fn reconcile(&self) {
+        crate::disk::run(|| self.reconcile_now())
+    }
+
+    fn reconcile_now(&self) {
+        let started = std::time::Instant::now();
         let _guard = self.reconcile_lock.lock();
         if self.log_dir_failures.is_offline() {
             // Nothing is opened, led or followed on an offline directory.
@@ -277,11 +297,11 @@ impl ReplicaManager {
             for p in &topic.partitions {
                 if p.replicas.contains(&me) {
                     let replica = ReplicaState {
-                        leader_epoch: p.leader_epoch,
-                        partition_epoch: p.partition_epoch,
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        leader: p.leader,
+                        leader_epoch: LeaderEpoch::new(p.leader_epoch),
+                        partition_epoch: PartitionEpoch::new(p.partition_epoch),
+                        replicas: broker_ids(&p.replicas),
+                        isr: broker_ids(&p.isr),
+                        leader: BrokerId::from_wire(p.leader),
                     };
                     wanted.insert(
                         (name.clone(), p.partition),
@@ -342,8 +362,9 @@ impl ReplicaManager {
                 }
             }
         }
+        let opened_in = started.elapsed();
         // Lead or follow as the image says; followers fetch from their leader.
-        let eligible = |r: i32| image.is_active(r);
+        let eligible = |r: BrokerId| image.is_active(r.get());
         let mut follow: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
         let parts: Vec<(PartitionKey, Arc<Partition>)> = self
             .partitions
@@ -355,10 +376,11 @@ impl ReplicaManager {
             let Some((_, replica, settings)) = wanted.get(&key) else {
                 continue;
             };
-            let leader = replica.leader;
             let config = self.leader_config(settings);
-            if part.apply_registration(replica.clone(), config, &eligible, me) {
-                follow.entry(leader).or_default().push(part.clone());
+            let following =
+                part.apply_registration(replica.clone(), config, &eligible, BrokerId::new(me));
+            if let (true, Some(leader)) = (following, replica.leader) {
+                follow.entry(leader.get()).or_default().push(part.clone());
             }
         }
         self.fetchers.update(follow);
@@ -369,6 +391,15 @@ impl ReplicaManager {
             for l in listeners.iter().filter(|l| l.topic() == key.0) {
                 l.clone().on_partition(part);
             }
+        }
+        let total = started.elapsed();
+        if total > std::time::Duration::from_millis(200) {
+            tracing::info!(
+                partitions = self.partitions.read().len(),
+                opened_ms = opened_in.as_millis() as u64,
+                total_ms = total.as_millis() as u64,
+                "slow reconciliation with the image"
+            );
         }
     }
 

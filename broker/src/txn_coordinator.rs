@@ -7,6 +7,7 @@
 
 use crate::broker_client::BrokerConnPool;
 use crate::config::BrokerConfig;
+use crate::controller_link::ControllerLink;
 use crate::coordinator_runtime::{
     append_records, coordinator_partition, for_each_record, load_action, wait_committed, LoadAction,
 };
@@ -23,7 +24,6 @@ use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_controller::ControllerHandle;
 use strand_metadata::image::MetadataImage;
 use strand_partition::{now_ms, Partition};
 use strand_protocol::ErrorCode;
@@ -72,7 +72,7 @@ pub struct Coordinated {
 }
 
 pub struct TxnCoordinator {
-    controller: ControllerHandle,
+    controller: ControllerLink,
     partitions: Mutex<HashMap<i32, Load>>,
     txns: Mutex<HashMap<String, Arc<TxnEntry>>>,
     /// Connections to partition leaders for markers.
@@ -80,7 +80,7 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerHandle) -> Self {
+    pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink) -> Self {
         TxnCoordinator {
             controller,
             partitions: Mutex::new(HashMap::new()),
@@ -689,7 +689,9 @@ impl PartitionListener for TxnCoordinator {
     /// hosted here: loads one newly led (at a new epoch), unloads one no longer led.
     fn on_partition(self: Arc<Self>, partition: &Arc<Partition>) {
         let index = partition.index;
-        let leading = partition.is_leader().then(|| partition.leader_epoch());
+        let leading = partition
+            .is_leader()
+            .then(|| partition.leader_epoch().get());
         let mut parts = self.partitions.lock();
         let current = parts.get(&index).map(Load::epoch);
         match load_action(leading, current) {

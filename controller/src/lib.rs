@@ -19,116 +19,27 @@
 pub mod manager;
 pub mod raft;
 
-use manager::cluster::{
-    BrokerHeartbeats, BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
-};
-use manager::replication::{
-    AlterPartitionRequest, AlterPartitionState, ElectionResult, ElectionType,
-};
-use manager::{ApiError, ConfigOp, ControllerConfig, CreatedTopic, NewTopic};
+use manager::cluster::BrokerHeartbeats;
+use manager::replication::ElectionType;
+use manager::{ApiError, ControllerConfig};
 use openraft::BasicNode;
 use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
 use raft::store::StateMachineStore;
 use raft::{MetadataBatch, NodeId, Raft};
 use rand::Rng;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+pub use strand_metadata::controller_api::{
+    ControllerCall, ControllerClient, ControllerReply, ControllerRequest, PartitionGrowth,
+    QuorumInfo, TopicConfigOps,
+};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::MetadataRecord;
 use strand_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, watch};
 use uuid::Uuid;
-
-/// CreatePartitions for one topic: name, new total count, explicit assignments.
-pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
-/// AlterConfigs for one topic: name and (config, operation) pairs.
-pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
-
-/// A request to the controller, local or forwarded over the controller RPC.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ControllerRequest {
-    CreateTopics {
-        topics: Vec<NewTopic>,
-        validate_only: bool,
-    },
-    DeleteTopics {
-        names: Vec<String>,
-    },
-    CreatePartitions {
-        topics: Vec<PartitionGrowth>,
-        validate_only: bool,
-    },
-    AlterTopicConfigs {
-        topics: Vec<TopicConfigOps>,
-        incremental: bool,
-        validate_only: bool,
-    },
-    AllocateProducerIds {
-        broker_id: i32,
-        broker_epoch: Option<i64>,
-    },
-    RegisterBroker(BrokerRegistrationRequest),
-    Heartbeat(HeartbeatRequest),
-    /// A partition leader's ISR change.
-    AlterPartition(AlterPartitionRequest),
-    /// `election_type` is Kafka's wire value (0 preferred, 1 unclean);
-    /// `partitions` None means every partition.
-    ElectLeaders {
-        election_type: u8,
-        partitions: Option<Vec<(String, i32)>>,
-    },
-    /// Served by any controller from its committed image: how brokers that
-    /// are not controllers follow the metadata log.
-    FetchImage {
-        known_applied: u64,
-        max_wait_ms: u64,
-    },
-    /// The active controller's view of the quorum (DescribeQuorum).
-    DescribeQuorum,
-}
-
-/// The metadata quorum as the active controller sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuorumInfo {
-    pub leader_id: NodeId,
-    /// The Raft term: Kafka's leader epoch of the metadata partition.
-    pub leader_epoch: u64,
-    /// The committed (applied) log index.
-    pub high_watermark: u64,
-    /// Voters with the last log index the leader knows they hold.
-    pub voters: Vec<(NodeId, Option<u64>)>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum ControllerReply {
-    CreateTopics(Vec<Result<CreatedTopic, ApiError>>),
-    DeleteTopics(Vec<Result<Uuid, ApiError>>),
-    Each(Vec<Result<(), ApiError>>),
-    ProducerIds(Result<(i64, i64), ApiError>),
-    Registered(Result<i64, ApiError>),
-    Heartbeat(Result<HeartbeatReply, ApiError>),
-    AlterPartition(Result<AlterPartitionState, ApiError>),
-    ElectLeaders(Vec<ElectionResult>),
-    /// The image when it is newer than the caller's, else None after the wait.
-    Image(Option<Box<MetadataImage>>),
-    /// The records committed since the caller's image position (a delta).
-    Records(Vec<MetadataRecord>),
-    Quorum(QuorumInfo),
-    /// This node is not the active controller; the leader if known.
-    NotController {
-        leader_id: Option<NodeId>,
-    },
-}
-
-fn not_controller_error() -> ApiError {
-    ApiError::new(
-        ErrorCode::NotController,
-        "no active controller could be reached",
-    )
-}
 
 type Envelope = (ControllerRequest, oneshot::Sender<ControllerReply>);
 
@@ -154,6 +65,11 @@ impl ControllerHandle {
     /// A receiver that sees every image published here.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
         self.image.clone()
+    }
+
+    /// Typed calls through this handle.
+    pub fn client(&self) -> ControllerClient {
+        ControllerClient::new(Arc::new(self.clone()))
     }
 
     /// Sends a request to one node; RPC failures come back as NotController.
@@ -200,7 +116,7 @@ impl ControllerHandle {
             )
             .collect();
         if ids.is_empty() {
-            return Err(not_controller_error());
+            return Err(ApiError::not_controller());
         }
         let mut next = 0usize;
         loop {
@@ -220,148 +136,22 @@ impl ControllerHandle {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(not_controller_error());
+                return Err(ApiError::not_controller());
             }
             // Back off briefly while an election settles.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
 
-    pub async fn create_topics(
+impl ControllerCall for ControllerHandle {
+    fn call(
         &self,
-        topics: Vec<NewTopic>,
-        validate_only: bool,
-    ) -> Vec<Result<CreatedTopic, ApiError>> {
-        let n = topics.len();
-        match self
-            .call(ControllerRequest::CreateTopics {
-                topics,
-                validate_only,
-            })
-            .await
-        {
-            Ok(ControllerReply::CreateTopics(r)) => r,
-            Ok(_) => vec![Err(not_controller_error()); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    pub async fn delete_topics(&self, names: Vec<String>) -> Vec<Result<Uuid, ApiError>> {
-        let n = names.len();
-        match self.call(ControllerRequest::DeleteTopics { names }).await {
-            Ok(ControllerReply::DeleteTopics(r)) => r,
-            Ok(_) => vec![Err(not_controller_error()); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    async fn call_each(&self, request: ControllerRequest, n: usize) -> Vec<Result<(), ApiError>> {
-        match self.call(request).await {
-            Ok(ControllerReply::Each(r)) => r,
-            Ok(_) => vec![Err(not_controller_error()); n],
-            Err(e) => vec![Err(e); n],
-        }
-    }
-
-    pub async fn create_partitions(
-        &self,
-        topics: Vec<PartitionGrowth>,
-        validate_only: bool,
-    ) -> Vec<Result<(), ApiError>> {
-        let n = topics.len();
-        self.call_each(
-            ControllerRequest::CreatePartitions {
-                topics,
-                validate_only,
-            },
-            n,
-        )
-        .await
-    }
-
-    pub async fn alter_topic_configs(
-        &self,
-        topics: Vec<TopicConfigOps>,
-        incremental: bool,
-        validate_only: bool,
-    ) -> Vec<Result<(), ApiError>> {
-        let n = topics.len();
-        self.call_each(
-            ControllerRequest::AlterTopicConfigs {
-                topics,
-                incremental,
-                validate_only,
-            },
-            n,
-        )
-        .await
-    }
-
-    pub async fn allocate_producer_ids(
-        &self,
-        broker_id: i32,
-        broker_epoch: Option<i64>,
-    ) -> Result<(i64, i64), ApiError> {
-        match self
-            .call(ControllerRequest::AllocateProducerIds {
-                broker_id,
-                broker_epoch,
-            })
-            .await?
-        {
-            ControllerReply::ProducerIds(r) => r,
-            _ => Err(not_controller_error()),
-        }
-    }
-
-    pub async fn register_broker(&self, req: BrokerRegistrationRequest) -> Result<i64, ApiError> {
-        match self.call(ControllerRequest::RegisterBroker(req)).await? {
-            ControllerReply::Registered(r) => r,
-            _ => Err(not_controller_error()),
-        }
-    }
-
-    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ApiError> {
-        match self.call(ControllerRequest::DescribeQuorum).await? {
-            ControllerReply::Quorum(q) => Ok(q),
-            _ => Err(not_controller_error()),
-        }
-    }
-
-    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
-        match self.call(ControllerRequest::Heartbeat(req)).await? {
-            ControllerReply::Heartbeat(r) => r,
-            _ => Err(not_controller_error()),
-        }
-    }
-
-    /// AlterPartition for one partition: the state after the change (or the
-    /// current one when nothing changes).
-    pub async fn alter_partition(
-        &self,
-        req: AlterPartitionRequest,
-    ) -> Result<AlterPartitionState, ApiError> {
-        match self.call(ControllerRequest::AlterPartition(req)).await? {
-            ControllerReply::AlterPartition(r) => r,
-            _ => Err(not_controller_error()),
-        }
-    }
-
-    /// ElectLeaders; `partitions` None means every partition, and then only
-    /// the partitions that needed an election are in the results.
-    pub async fn elect_leaders(
-        &self,
-        election_type: ElectionType,
-        partitions: Option<Vec<(String, i32)>>,
-    ) -> Result<Vec<ElectionResult>, ApiError> {
-        let request = ControllerRequest::ElectLeaders {
-            election_type: election_type as u8,
-            partitions,
-        };
-        match self.call(request).await? {
-            ControllerReply::ElectLeaders(r) => Ok(r),
-            _ => Err(not_controller_error()),
-        }
+        request: ControllerRequest,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<ControllerReply, ApiError>> + Send + '_>,
+    > {
+        Box::pin(ControllerHandle::call(self, request))
     }
 }
 

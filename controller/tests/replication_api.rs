@@ -40,6 +40,7 @@ fn settings() -> QuorumSettings {
 
 async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: i64, want_fence: bool) {
     let reply = h
+        .client()
         .heartbeat(HeartbeatRequest {
             broker_id,
             broker_epoch,
@@ -70,6 +71,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     let mut epochs = BTreeMap::new();
     for id in BROKERS {
         let epoch = h
+            .client()
             .register_broker(BrokerRegistrationRequest {
                 broker_id: id,
                 incarnation_id: Uuid::new_v4(),
@@ -84,6 +86,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     }
     // replication_factor -1: default.replication.factor (3).
     let created = h
+        .client()
         .create_topics(
             vec![NewTopic {
                 name: "t".into(),
@@ -113,14 +116,15 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     // Shrink to the leader alone, then a retry of the same request is stale.
     let before = state(&h);
     let shrink = req(preferred, &before, &[preferred]);
-    let after = h.alter_partition(shrink.clone()).await.unwrap();
+    let after = h.client().alter_partition(shrink.clone()).await.unwrap();
     assert_eq!(after.isr, vec![preferred]);
     assert_eq!(after.partition_epoch, before.partition_epoch + 1);
     assert_eq!(state(&h), after);
-    let err = h.alter_partition(shrink).await.unwrap_err();
+    let err = h.client().alter_partition(shrink).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidUpdateVersion);
     // Expand back; the same set again writes nothing.
     let full = h
+        .client()
         .alter_partition(req(preferred, &after, &replicas))
         .await
         .unwrap();
@@ -129,6 +133,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
         (replicas.clone(), 2)
     );
     let same = h
+        .client()
         .alter_partition(req(preferred, &full, &replicas))
         .await
         .unwrap();
@@ -136,6 +141,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     assert_eq!(state(&h), full);
     // Only the leader may ask.
     let err = h
+        .client()
         .alter_partition(req(others[0], &full, &replicas))
         .await
         .unwrap_err();
@@ -143,13 +149,15 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
 
     // Nothing needs an election.
     assert_eq!(
-        h.elect_leaders(ElectionType::Preferred, None)
+        h.client()
+            .elect_leaders(ElectionType::Preferred, None)
             .await
             .unwrap(),
         vec![]
     );
     let tp = ("t".to_string(), 0);
     let r = h
+        .client()
         .elect_leaders(ElectionType::Preferred, Some(vec![tp.clone()]))
         .await
         .unwrap();
@@ -167,12 +175,14 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     let mut back = moved.isr.clone();
     back.push(preferred);
     let err = h
+        .client()
         .alter_partition(req(moved.leader, &moved, &back))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::IneligibleReplica);
     // Not in the ISR: no preferred election yet.
     let r = h
+        .client()
         .elect_leaders(ElectionType::Preferred, Some(vec![tp.clone()]))
         .await
         .unwrap();
@@ -183,11 +193,13 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     // Unfenced, the new leader adds it back, and it is elected again.
     heartbeat(&h, preferred, epochs[&preferred], false).await;
     let rejoined = h
+        .client()
         .alter_partition(req(moved.leader, &moved, &back))
         .await
         .unwrap();
     assert_eq!(rejoined.isr, back);
     let r = h
+        .client()
         .elect_leaders(ElectionType::Preferred, None)
         .await
         .unwrap();
@@ -197,6 +209,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     assert_eq!(elected.leader_epoch, rejoined.leader_epoch + 1);
     // The old leader's epoch is fenced now.
     let err = h
+        .client()
         .alter_partition(req(moved.leader, &rejoined, &back))
         .await
         .unwrap_err();
@@ -204,6 +217,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
 
     // Unclean: the partition is online; unknown partitions are reported.
     let r = h
+        .client()
         .elect_leaders(
             ElectionType::Unclean,
             Some(vec![tp.clone(), ("nope".into(), 0)]),

@@ -14,6 +14,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod configs;
+pub mod controller_api;
 pub mod image;
 pub mod records;
 pub mod topic_name;

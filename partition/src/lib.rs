@@ -31,11 +31,13 @@ use strand_replication::leader::{
     AlterOutcome, AlterPartitionResult, IsrProposal, LeaderConfig, LeaderState, MetadataOutcome,
     PartitionRegistration,
 };
-use strand_replication::rules::{self, AckDecision, Acks};
+use strand_replication::rules::{self, AckDecision, Acks, DivergingEpoch};
 use strand_txn::{
     CompletedTxn, ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
-use strand_types::{Clock, SystemClock};
+use strand_types::{
+    BrokerEpoch, BrokerId, Clock, LeaderEpoch, Offset, PartitionEpoch, SystemClock,
+};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -69,39 +71,59 @@ pub struct PartitionSettings {
 /// complete when the HW or LEO moves or leadership changes (never by polling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PartitionOffsets {
-    pub high_watermark: i64,
+    pub high_watermark: Offset,
     /// min(HW, first offset of every unstable transaction): what
     /// read_committed readers may see. Published with the HW, so a waiting
     /// read_committed fetch wakes when it moves.
-    pub last_stable_offset: i64,
-    pub log_end_offset: i64,
-    pub log_start_offset: i64,
-    /// The leader epoch this broker leads under; -1 while it follows.
-    pub leading_epoch: i32,
+    pub last_stable_offset: Offset,
+    pub log_end_offset: Offset,
+    pub log_start_offset: Offset,
+    /// The leader epoch this broker leads under; `None` while it follows.
+    pub leading_epoch: Option<LeaderEpoch>,
     /// The partition epoch the leader's ISR is at (wakes waiters on ISR changes).
-    pub partition_epoch: i32,
+    pub partition_epoch: Option<PartitionEpoch>,
+}
+
+/// An offset the log reports: the log crate still speaks integers, and its
+/// offsets are never negative.
+fn at(offset: i64) -> Offset {
+    Offset::new(offset)
 }
 
 /// The partition as the metadata image last described it.
 #[derive(Debug, Clone)]
 pub struct ReplicaState {
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    /// `None` while the partition has no leader.
+    pub leader: Option<BrokerId>,
 }
 
 impl ReplicaState {
-    fn registration(&self) -> PartitionRegistration {
+    fn registration(&self, leader: BrokerId) -> PartitionRegistration {
         PartitionRegistration {
-            leader: self.leader,
+            leader,
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
             replicas: self.replicas.clone(),
             isr: self.isr.clone(),
         }
     }
+}
+
+/// What a follower's fetch for one partition carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerFetchState {
+    /// Our LEO.
+    pub fetch_offset: Offset,
+    /// The epoch of our last batch (KIP-320's LastFetchedEpoch); `None`
+    /// for an empty log.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    pub log_start_offset: Offset,
+    /// The leader epoch we follow.
+    pub leader_epoch: LeaderEpoch,
 }
 
 pub struct Partition {
@@ -136,13 +158,14 @@ pub enum AppendOrigin {
 /// Outcome of appending one partition's records.
 #[derive(Debug, Clone, Copy)]
 pub struct AppendOutcome {
-    pub base_offset: i64,
+    pub base_offset: Offset,
     /// Offset the HW must reach for acks=all (last offset + 1).
-    pub required_offset: i64,
+    pub required_offset: Offset,
     /// The leader epoch that authorised the append.
-    pub leader_epoch: i32,
-    pub log_append_time: i64,
-    pub log_start_offset: i64,
+    pub leader_epoch: LeaderEpoch,
+    /// The broker's append time when the topic uses LogAppendTime.
+    pub log_append_time: Option<i64>,
+    pub log_start_offset: Offset,
 }
 
 /// Why a produce to one partition failed, with the message Kafka would give.
@@ -223,12 +246,12 @@ impl Partition {
             .clamp(0, log.log_end_offset());
         producers.on_high_watermark(hw);
         let offsets = PartitionOffsets {
-            high_watermark: hw,
-            last_stable_offset: producers.last_stable_offset(hw),
-            log_end_offset: log.log_end_offset(),
-            log_start_offset: log.log_start_offset(),
-            leading_epoch: -1,
-            partition_epoch: -1,
+            high_watermark: at(hw),
+            last_stable_offset: at(producers.last_stable_offset(hw)),
+            log_end_offset: at(log.log_end_offset()),
+            log_start_offset: at(log.log_start_offset()),
+            leading_epoch: None,
+            partition_epoch: None,
         };
         Ok(Partition {
             topic: topic.to_string(),
@@ -254,7 +277,7 @@ impl Partition {
         self.offsets.subscribe()
     }
 
-    pub fn leader_epoch(&self) -> i32 {
+    pub fn leader_epoch(&self) -> LeaderEpoch {
         self.replica.lock().leader_epoch
     }
 
@@ -263,12 +286,10 @@ impl Partition {
         self.leader.lock().is_some()
     }
 
-    /// Checks a client's current leader epoch against ours (KIP-320).
-    pub fn check_leader_epoch(&self, client_epoch: i32) -> Result<(), ErrorCode> {
-        rules::check_request_leader_epoch(
-            (client_epoch >= 0).then_some(client_epoch),
-            self.leader_epoch(),
-        )
+    /// Checks a client's current leader epoch against ours (KIP-320);
+    /// `None` (-1 on the wire) skips the check.
+    pub fn check_leader_epoch(&self, client_epoch: Option<LeaderEpoch>) -> Result<(), ErrorCode> {
+        rules::check_request_leader_epoch(client_epoch, self.leader_epoch())
     }
 
     /// Publishes offsets; waiters wake only if something changed. The LSO is
@@ -277,19 +298,19 @@ impl Partition {
     /// of producer state is followed by a publish, so the published LSO is
     /// always current. Callers must not hold the producer-state lock (order:
     /// leader, log, producers).
-    fn publish(&self, hw: i64, leo: i64, log_start: i64, leader: Option<&LeaderState>) {
+    fn publish(&self, hw: Offset, leo: Offset, log_start: Offset, leader: Option<&LeaderState>) {
         let lso = {
             let mut producers = self.producers.lock();
-            producers.on_high_watermark(hw);
-            producers.last_stable_offset(hw)
+            producers.on_high_watermark(hw.get());
+            producers.last_stable_offset(hw.get())
         };
         let next = PartitionOffsets {
             high_watermark: hw,
-            last_stable_offset: lso,
+            last_stable_offset: at(lso),
             log_end_offset: leo,
             log_start_offset: log_start,
-            leading_epoch: leader.map_or(-1, |l| l.leader_epoch()),
-            partition_epoch: leader.map_or(-1, |l| l.partition_epoch()),
+            leading_epoch: leader.map(LeaderState::leader_epoch),
+            partition_epoch: leader.map(LeaderState::partition_epoch),
         };
         self.offsets.send_if_modified(|o| {
             let changed = *o != next;
@@ -301,8 +322,8 @@ impl Partition {
     fn publish_leader(&self, state: &LeaderState, log: &PartitionLog) {
         self.publish(
             state.hw(),
-            log.log_end_offset(),
-            log.log_start_offset(),
+            at(log.log_end_offset()),
+            at(log.log_start_offset()),
             Some(state),
         );
     }
@@ -313,20 +334,21 @@ impl Partition {
         &self,
         replica: ReplicaState,
         config: LeaderConfig,
-        eligible: &dyn Fn(i32) -> bool,
-        me: i32,
+        eligible: &dyn Fn(BrokerId) -> bool,
+        me: BrokerId,
     ) -> bool {
-        let reg = replica.registration();
+        let new_leader = replica.leader;
+        let reg = replica.registration(me);
         *self.replica.lock() = replica;
         let now = self.clock.now_ms();
         let mut leader = self.leader.lock();
-        if reg.leader != me {
+        if new_leader != Some(me) {
             if leader.take().is_some() {
-                tracing::info!(topic = %self.topic, partition = self.index, new_leader = reg.leader, epoch = reg.leader_epoch, "no longer leader; following");
+                tracing::info!(topic = %self.topic, partition = self.index, ?new_leader, epoch = %reg.leader_epoch, "no longer leader; following");
             }
             let o = self.offsets();
             self.publish(o.high_watermark, o.log_end_offset, o.log_start_offset, None);
-            return reg.leader >= 0;
+            return new_leader.is_some();
         }
         let mut log = self.log.write();
         if self.closed.load(Ordering::Acquire) {
@@ -350,12 +372,12 @@ impl Partition {
             let leo = log.log_end_offset();
             // The new epoch starts at our LEO: followers truncate anything
             // past it that they got from an older leader.
-            if let Err(e) = log.assign_epoch_start_offset(reg.leader_epoch, leo) {
+            if let Err(e) = log.assign_epoch_start_offset(reg.leader_epoch.get(), leo) {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "cannot record leader epoch start");
             }
             let hw = self.offsets().high_watermark;
-            tracing::info!(topic = %self.topic, partition = self.index, epoch = reg.leader_epoch, leo, hw, isr = ?reg.isr, "becoming leader");
-            *leader = Some(LeaderState::new(reg, config, leo, hw, now));
+            tracing::info!(topic = %self.topic, partition = self.index, epoch = %reg.leader_epoch, leo, %hw, isr = ?reg.isr, "becoming leader");
+            *leader = Some(LeaderState::new(reg, config, at(leo), hw, now));
         }
         if let Some(state) = leader.as_mut() {
             for &r in state.replicas().to_vec().iter() {
@@ -455,11 +477,11 @@ impl Partition {
                 Ok(SequenceCheck::Duplicate(meta)) => {
                     // Already appended: answer with the original offsets, append nothing.
                     return Ok(AppendOutcome {
-                        base_offset: meta.first_offset,
-                        required_offset: meta.last_offset + 1,
+                        base_offset: at(meta.first_offset),
+                        required_offset: at(meta.last_offset).next(),
                         leader_epoch,
-                        log_append_time: -1,
-                        log_start_offset: log.log_start_offset(),
+                        log_append_time: None,
+                        log_start_offset: at(log.log_start_offset()),
                     });
                 }
                 Err(e) => return Err(producer_error(e)),
@@ -469,7 +491,7 @@ impl Partition {
         let mut buf = BytesMut::from(&records[..]);
         let append_time = settings.log_append_time.then(now_ms);
         let info = log
-            .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
+            .append_as_leader(&mut buf, &headers, leader_epoch.get(), append_time)
             .map_err(storage_error)?;
         // Client batches are never control batches (checked above), so
         // nothing here closes a transaction.
@@ -479,16 +501,16 @@ impl Partition {
             }
         }
         drop(producers);
-        state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
+        state.on_leader_append(at(log.log_end_offset()), self.clock.now_ms());
         // Published under the log lock, so offsets are never overwritten by older ones.
         self.publish_leader(state, &log);
-        let log_start = log.log_start_offset();
+        let log_start = at(log.log_start_offset());
         drop(log);
         Ok(AppendOutcome {
-            base_offset: info.first_offset,
-            required_offset: info.last_offset + 1,
+            base_offset: at(info.first_offset),
+            required_offset: at(info.last_offset).next(),
             leader_epoch,
-            log_append_time: append_time.unwrap_or(-1),
+            log_append_time: append_time,
             log_start_offset: log_start,
         })
     }
@@ -544,7 +566,7 @@ impl Partition {
             .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let append_time = settings.log_append_time.then_some(now);
         let info = log
-            .append_as_leader(&mut batch, &headers, leader_epoch, append_time)
+            .append_as_leader(&mut batch, &headers, leader_epoch.get(), append_time)
             .map_err(storage_error)?;
         let marker_offset = info.first_offset;
         let completed = producers.record_end_txn_marker(
@@ -560,22 +582,26 @@ impl Partition {
             index_if_aborted(&mut log, &producers, &t).map_err(storage_error)?;
         }
         drop(producers);
-        state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
+        state.on_leader_append(at(log.log_end_offset()), self.clock.now_ms());
         self.publish_leader(state, &log);
-        let log_start = log.log_start_offset();
+        let log_start = at(log.log_start_offset());
         drop(log);
         Ok(AppendOutcome {
-            base_offset: marker_offset,
-            required_offset: marker_offset + 1,
+            base_offset: at(marker_offset),
+            required_offset: at(marker_offset).next(),
             leader_epoch,
-            log_append_time: append_time.unwrap_or(-1),
+            log_append_time: append_time,
             log_start_offset: log_start,
         })
     }
 
     /// The ack decision for an acks=all append authorised under
     /// `authority_epoch` (purgatory completion check).
-    pub fn ack_decision(&self, authority_epoch: i32, required_offset: i64) -> AckDecision {
+    pub fn ack_decision(
+        &self,
+        authority_epoch: LeaderEpoch,
+        required_offset: Offset,
+    ) -> AckDecision {
         match self.leader.lock().as_ref() {
             Some(state) => {
                 rules::ack_decision(&state.ack_observation(authority_epoch, required_offset))
@@ -611,9 +637,9 @@ impl Partition {
     /// ISR expansion to send to the controller, if one is due.
     pub fn on_follower_fetch(
         &self,
-        replica: i32,
-        broker_epoch: i64,
-        fetch_offset: i64,
+        replica: BrokerId,
+        broker_epoch: BrokerEpoch,
+        fetch_offset: Offset,
     ) -> Result<Option<IsrProposal>, ErrorCode> {
         let mut leader = self.leader.lock();
         let state = leader.as_mut().ok_or(ErrorCode::NotLeaderOrFollower)?;
@@ -628,16 +654,30 @@ impl Partition {
 
     /// KIP-320: when the fetcher's last fetched epoch ends before its fetch
     /// offset in our log, (epoch, end offset) tells it where to truncate.
+    ///
+    /// When we have no epoch at or below the follower's, the answer is
+    /// (-1, -1), the wire's "no divergence" (`None` here), yet the fetch
+    /// still moves no follower state (see [`Self::record_follower_fetch`]),
+    /// as in Kafka.
     pub fn diverging_epoch(
         &self,
-        last_fetched_epoch: i32,
-        fetch_offset: i64,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        fetch_offset: Offset,
+    ) -> Option<DivergingEpoch> {
+        let (epoch, end_offset) = self.divergence(last_fetched_epoch, fetch_offset)?;
+        DivergingEpoch::from_wire(epoch, end_offset)
+    }
+
+    /// Our (epoch, end offset) for the follower's last fetched epoch when
+    /// its log is not a prefix of ours, in the wire's integers.
+    fn divergence(
+        &self,
+        last_fetched_epoch: Option<LeaderEpoch>,
+        fetch_offset: Offset,
     ) -> Option<(i32, i64)> {
-        if last_fetched_epoch < 0 {
-            return None;
-        }
+        let last_fetched_epoch = last_fetched_epoch?.get();
         let (epoch, end_offset) = self.log.read().end_offset_for_epoch(last_fetched_epoch);
-        (epoch < 0 || end_offset < fetch_offset || epoch < last_fetched_epoch)
+        (epoch < 0 || end_offset < fetch_offset.get() || epoch < last_fetched_epoch)
             .then_some((epoch, end_offset))
     }
 
@@ -649,15 +689,12 @@ impl Partition {
     /// HW and log start.
     pub fn record_follower_fetch(
         &self,
-        replica: i32,
-        broker_epoch: i64,
-        fetch_offset: i64,
-        last_fetched_epoch: i32,
+        replica: BrokerId,
+        broker_epoch: BrokerEpoch,
+        fetch_offset: Offset,
+        last_fetched_epoch: Option<LeaderEpoch>,
     ) -> Result<Option<IsrProposal>, ErrorCode> {
-        if self
-            .diverging_epoch(last_fetched_epoch, fetch_offset)
-            .is_some()
-        {
+        if self.divergence(last_fetched_epoch, fetch_offset).is_some() {
             return Ok(None);
         }
         match self.on_follower_fetch(replica, broker_epoch, fetch_offset) {
@@ -670,19 +707,25 @@ impl Partition {
     /// batch with `min_one`), below `upper` (HW, LSO or, for followers, LEO).
     pub fn read(
         &self,
-        fetch_offset: i64,
+        fetch_offset: Offset,
         max_bytes: usize,
-        upper: i64,
+        upper: Offset,
         min_one: bool,
     ) -> Result<strand_log::ReadResult, LogError> {
         self.log
             .read()
-            .read(fetch_offset, max_bytes, upper, min_one)
+            .read(fetch_offset.get(), max_bytes, upper.get(), min_one)
+    }
+
+    /// Whether a write holds the log right now: a [`read`](Self::read)
+    /// would wait for it (and for the disk, if the write waits on one).
+    pub fn log_busy(&self) -> bool {
+        self.log.is_locked_exclusive()
     }
 
     /// The ISR the leader's HW counts (committed ISR plus a pending
     /// expansion, or before a pending shrink); None unless leading.
-    pub fn maximal_isr(&self) -> Option<Vec<i32>> {
+    pub fn maximal_isr(&self) -> Option<Vec<BrokerId>> {
         self.leader.lock().as_ref().map(LeaderState::maximal_isr)
     }
 
@@ -713,20 +756,25 @@ impl Partition {
         self.log.read().offset_for_timestamp(ts)
     }
 
-    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset).
-    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        self.log.read().end_offset_for_epoch(epoch)
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset),
+    /// either `None` where Kafka answers -1 (no such epoch).
+    pub fn end_offset_for_epoch(
+        &self,
+        epoch: LeaderEpoch,
+    ) -> (Option<LeaderEpoch>, Option<Offset>) {
+        let (epoch, end) = self.log.read().end_offset_for_epoch(epoch.get());
+        (LeaderEpoch::from_wire(epoch), Offset::from_wire(end))
     }
 
     /// The leader epoch of the batch that holds `offset`, from the epoch cache.
-    pub fn epoch_at(&self, offset: i64) -> Option<i32> {
+    pub fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
         self.log
             .read()
             .epoch_entries()
             .iter()
             .rev()
-            .find(|(_, start)| *start <= offset)
-            .map(|(e, _)| *e)
+            .find(|(_, start)| *start <= offset.get())
+            .and_then(|(e, _)| LeaderEpoch::from_wire(*e))
     }
 
     /// The log's size on disk (DescribeLogDirs).
@@ -735,7 +783,7 @@ impl Partition {
     }
 
     /// The periodic ISR shrink check.
-    pub fn maybe_shrink_isr(&self, eligible: &dyn Fn(i32) -> bool) -> Option<IsrProposal> {
+    pub fn maybe_shrink_isr(&self, eligible: &dyn Fn(BrokerId) -> bool) -> Option<IsrProposal> {
         let mut leader = self.leader.lock();
         let state = leader.as_mut()?;
         for &r in state.replicas().to_vec().iter() {
@@ -766,29 +814,28 @@ impl Partition {
         }
     }
 
-    /// What a follower fetch for this partition carries: (fetch offset = LEO,
-    /// last fetched epoch, log start offset, the leader epoch we follow).
-    /// None while this broker leads it or it is closed.
-    pub fn follower_fetch_state(&self) -> Option<(i64, i32, i64, i32)> {
+    /// What a follower fetch for this partition carries. None while this
+    /// broker leads it or it is closed.
+    pub fn follower_fetch_state(&self) -> Option<FollowerFetchState> {
         let leader = self.leader.lock();
         if leader.is_some() || self.closed.load(Ordering::Acquire) {
             return None;
         }
-        let epoch = self.replica.lock().leader_epoch;
+        let leader_epoch = self.replica.lock().leader_epoch;
         let log = self.log.read();
-        Some((
-            log.log_end_offset(),
-            log.latest_epoch().unwrap_or(-1),
-            log.log_start_offset(),
-            epoch,
-        ))
+        Some(FollowerFetchState {
+            fetch_offset: at(log.log_end_offset()),
+            last_fetched_epoch: log.latest_epoch().and_then(LeaderEpoch::from_wire),
+            log_start_offset: at(log.log_start_offset()),
+            leader_epoch,
+        })
     }
 
     /// Runs `f` on the log as a follower of `leader_epoch`; nothing (false)
     /// if this broker leads the partition now or follows another epoch.
     fn as_follower<R>(
         &self,
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         f: impl FnOnce(&mut PartitionLog, &mut ProducerStateManager) -> Result<R, LogError>,
     ) -> Result<Option<R>, LogError> {
         let leader = self.leader.lock();
@@ -811,14 +858,15 @@ impl Partition {
     /// and log start offset. Returns false if the fetch is stale.
     pub fn append_as_follower(
         &self,
-        leader_epoch: i32,
-        fetch_offset: i64,
+        leader_epoch: LeaderEpoch,
+        fetch_offset: Offset,
         records: &[u8],
-        leader_hw: i64,
-        leader_log_start: i64,
+        leader_hw: Offset,
+        leader_log_start: Offset,
     ) -> Result<bool, LogError> {
+        let leader_log_start = leader_log_start.get();
         let done = self.as_follower(leader_epoch, |log, producers| {
-            if log.log_end_offset() != fetch_offset {
+            if log.log_end_offset() != fetch_offset.get() {
                 return Ok(false);
             }
             if !records.is_empty() {
@@ -842,8 +890,8 @@ impl Partition {
         })?;
         if done == Some(true) {
             let log = self.log.read();
-            let hw = leader_hw.min(log.log_end_offset()).max(0);
-            self.publish(hw, log.log_end_offset(), log.log_start_offset(), None);
+            let leo = at(log.log_end_offset());
+            self.publish(leader_hw.min(leo), leo, at(log.log_start_offset()), None);
         }
         Ok(done == Some(true))
     }
@@ -851,11 +899,15 @@ impl Partition {
     /// Truncates our log to `offset` as a follower (a divergent suffix from an
     /// older leader epoch, or a log past the leader's end) and rebuilds the
     /// producer state.
-    pub fn truncate_as_follower(&self, leader_epoch: i32, offset: i64) -> Result<bool, LogError> {
+    pub fn truncate_as_follower(
+        &self,
+        leader_epoch: LeaderEpoch,
+        offset: Offset,
+    ) -> Result<bool, LogError> {
         let done = self.as_follower(leader_epoch, |log, producers| {
             let leo = log.log_end_offset();
             // Also when nothing is cut: drops epochs that start past `offset`.
-            log.truncate_to(offset)?;
+            log.truncate_to(offset.get())?;
             if log.log_end_offset() == leo {
                 return Ok(false);
             }
@@ -871,10 +923,14 @@ impl Partition {
     }
 
     /// The leader's log starts after our end: start again empty at its log start.
-    pub fn restart_as_follower_at(&self, leader_epoch: i32, offset: i64) -> Result<bool, LogError> {
+    pub fn restart_as_follower_at(
+        &self,
+        leader_epoch: LeaderEpoch,
+        offset: Offset,
+    ) -> Result<bool, LogError> {
         let done = self.as_follower(leader_epoch, |log, producers| {
-            tracing::info!(topic = %self.topic, partition = self.index, offset, "log behind the leader's log start; restarting it there");
-            log.truncate_fully_and_start_at(offset)?;
+            tracing::info!(topic = %self.topic, partition = self.index, %offset, "log behind the leader's log start; restarting it there");
+            log.truncate_fully_and_start_at(offset.get())?;
             *producers = ProducerStateManager::default();
             Ok(true)
         })?;
@@ -884,9 +940,9 @@ impl Partition {
 
     fn publish_after_truncation(&self) {
         let log = self.log.read();
-        let leo = log.log_end_offset();
+        let leo = at(log.log_end_offset());
         let hw = self.offsets().high_watermark.min(leo);
-        self.publish(hw, leo, log.log_start_offset(), None);
+        self.publish(hw, leo, at(log.log_start_offset()), None);
     }
 
     /// Applies the leader's answer for this partition to a follower fetch
@@ -895,8 +951,8 @@ impl Partition {
     /// longer at `fetch_offset`. True when the log changed.
     pub fn apply_fetched(
         &self,
-        leader_epoch: i32,
-        fetch_offset: i64,
+        leader_epoch: LeaderEpoch,
+        fetch_offset: Offset,
         fetched: &rules::FetchedPartition,
         records: &[u8],
     ) -> Result<bool, LogError> {
@@ -906,39 +962,48 @@ impl Partition {
         // retried or reordered fetch) would truncate or restart a log that
         // no longer diverges. The fetcher is the only writer of a follower's
         // log, so the check holds until the action runs.
-        if self.log.read().log_end_offset() != fetch_offset {
+        if self.log.read().log_end_offset() != fetch_offset.get() {
             return Ok(false);
         }
         match rules::follower_fetch_action(fetch_offset, fetched) {
-            TruncateToDivergence { epoch, end_offset } => {
-                let offset = self.divergence_truncation_offset(epoch, end_offset);
+            TruncateToDivergence(diverging) => {
+                let offset = self.divergence_truncation_offset(diverging);
                 self.truncate_as_follower(leader_epoch, offset)
             }
-            Append => self.append_as_follower(
-                leader_epoch,
-                fetch_offset,
-                records,
-                fetched.high_watermark,
-                fetched.log_start_offset,
-            ),
+            Append => {
+                let offsets = self.offsets();
+                self.append_as_follower(
+                    leader_epoch,
+                    fetch_offset,
+                    records,
+                    fetched.high_watermark.unwrap_or(offsets.high_watermark),
+                    fetched.log_start_offset.unwrap_or(offsets.log_start_offset),
+                )
+            }
             RestartAt(offset) => self.restart_as_follower_at(leader_epoch, offset),
             TruncateTo(offset) => self.truncate_as_follower(leader_epoch, offset),
             Retry => Ok(false),
         }
     }
 
-    /// Kafka's follower truncation on a diverging epoch in a fetch response:
-    /// the leader says its `epoch` ends at `end_offset`. Returns the offset
-    /// to truncate to.
-    pub fn divergence_truncation_offset(&self, epoch: i32, end_offset: i64) -> i64 {
+    /// Kafka's follower truncation on a diverging epoch in a fetch response.
+    /// Returns the offset to truncate to.
+    pub fn divergence_truncation_offset(&self, diverging: DivergingEpoch) -> Offset {
+        let hw = self.offsets().high_watermark;
         let log = self.log.read();
-        let local = (epoch >= 0).then(|| log.end_offset_for_epoch(epoch));
-        rules::follower_truncation_offset(epoch, end_offset, local, log.log_end_offset())
+        let local = diverging.epoch.and_then(|epoch| {
+            let (local_epoch, local_end) = log.end_offset_for_epoch(epoch.get());
+            Some((
+                LeaderEpoch::from_wire(local_epoch)?,
+                Offset::from_wire(local_end)?,
+            ))
+        });
+        rules::follower_truncation_offset(diverging, local, hw, at(log.log_end_offset()))
     }
 
     /// The highest offset a fetch may read to: HW, or the LSO under
     /// read_committed.
-    pub fn fetch_upper_bound(&self, read_committed: bool) -> i64 {
+    pub fn fetch_upper_bound(&self, read_committed: bool) -> Offset {
         if read_committed {
             self.last_stable_offset()
         } else {
@@ -948,14 +1013,16 @@ impl Partition {
 
     /// min(HW, first offset of every open transaction and of every completed
     /// one whose marker the HW has not passed).
-    pub fn last_stable_offset(&self) -> i64 {
+    pub fn last_stable_offset(&self) -> Offset {
         self.offsets().last_stable_offset
     }
 
     /// Aborted transactions overlapping `[start, upper)`, as (producer id,
     /// first offset), for a read_committed fetch response.
-    pub fn aborted_transactions(&self, start: i64, upper: i64) -> Vec<(i64, i64)> {
-        self.log.read().collect_aborted_txns(start, upper)
+    pub fn aborted_transactions(&self, start: Offset, upper: Offset) -> Vec<(i64, i64)> {
+        self.log
+            .read()
+            .collect_aborted_txns(start.get(), upper.get())
     }
 
     /// Whether `producer_id` at `producer_epoch` has a transaction open here
@@ -973,19 +1040,21 @@ impl Partition {
         v
     }
 
-    pub fn delete_records(&self, offset: i64) -> Result<i64, ErrorCode> {
+    /// DeleteRecords: the log starts at `offset` (`None`, -1 on the wire:
+    /// the HW); never past the HW. Returns the new log start offset.
+    pub fn delete_records(&self, offset: Option<Offset>) -> Result<Offset, ErrorCode> {
         let hw = self.offsets().high_watermark;
-        let target = if offset == -1 { hw } else { offset };
+        let target = offset.unwrap_or(hw);
         let mut log = self.log.write();
-        if target < 0 || target > hw {
+        if target > hw {
             return Err(ErrorCode::OffsetOutOfRange);
         }
-        if target <= log.log_start_offset() {
-            return Ok(log.log_start_offset());
+        if target.get() <= log.log_start_offset() {
+            return Ok(at(log.log_start_offset()));
         }
-        let start = log
-            .delete_records_before(target)
-            .map_err(|e| storage_error(e).code)?;
+        let start = at(log
+            .delete_records_before(target.get())
+            .map_err(|e| storage_error(e).code)?);
         self.offsets
             .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
         Ok(start)
@@ -1006,7 +1075,7 @@ impl Partition {
             return;
         }
         if checkpoint_hw {
-            if let Err(e) = log.checkpoint_high_watermark(self.offsets().high_watermark) {
+            if let Err(e) = log.checkpoint_high_watermark(self.offsets().high_watermark.get()) {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "HW checkpoint failed");
             }
         }
@@ -1034,9 +1103,9 @@ impl Partition {
             // at or below it (unreplicated data stays, as Kafka's
             // deletableSegments).
             let hw = self.offsets().high_watermark;
-            match log.apply_retention_below(now, hw) {
+            match log.apply_retention_below(now, hw.get()) {
                 Ok(n) if n > 0 => {
-                    let start = log.log_start_offset();
+                    let start = at(log.log_start_offset());
                     self.offsets
                         .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
                     drop(log);
@@ -1059,7 +1128,7 @@ impl Partition {
         let leo = log.log_end_offset();
         let snapshot = self.producers.lock().snapshot();
         log.write_producer_snapshot(leo, &snapshot)?;
-        log.checkpoint_high_watermark(self.offsets().high_watermark)?;
+        log.checkpoint_high_watermark(self.offsets().high_watermark.get())?;
         log.flush()?;
         log.close_clean()
     }
@@ -1380,12 +1449,14 @@ mod tests {
             storage: MemStorage::new().shared(),
             clock: Arc::new(ManualClock::starting_at(1_000)),
         };
+        let (b1, b2) = (BrokerId::new(1), BrokerId::new(2));
+        let epoch = LeaderEpoch::new(1);
         let replica = ReplicaState {
-            leader_epoch: 1,
-            partition_epoch: 0,
-            replicas: vec![1, 2],
-            isr: vec![1, 2],
-            leader: 2,
+            leader_epoch: epoch,
+            partition_epoch: PartitionEpoch::ZERO,
+            replicas: vec![b1, b2],
+            isr: vec![b1, b2],
+            leader: Some(b2),
         };
         let settings = PartitionSettings {
             log: LogConfig::default(),
@@ -1411,15 +1482,16 @@ mod tests {
             replica_lag_time_max_ms: 1_000,
         };
         assert!(
-            p.apply_registration(replica, config, &|_| true, 1),
+            p.apply_registration(replica, config, &|_| true, b1),
             "follows 2"
         );
-        let answer = |diverging| rules::FetchedPartition {
+        let answer = |diverging: (i32, i64)| rules::FetchedPartition {
             error: None,
-            diverging_epoch: diverging,
-            high_watermark: 3,
-            log_start_offset: 0,
+            diverging_epoch: DivergingEpoch::from_wire(diverging.0, diverging.1),
+            high_watermark: Some(Offset::new(3)),
+            log_start_offset: Some(Offset::ZERO),
         };
+        let o = Offset::new;
         let mut records = Vec::new();
         for offset in 0..3 {
             let mut b = encode_records_txn(
@@ -1433,14 +1505,16 @@ mod tests {
             assign_offset_and_epoch(&mut b, offset, 1);
             records.extend_from_slice(&b);
         }
-        assert!(p.apply_fetched(1, 0, &answer((-1, -1)), &records).unwrap());
-        assert_eq!(p.offsets().log_end_offset, 3);
+        assert!(p
+            .apply_fetched(epoch, o(0), &answer((-1, -1)), &records)
+            .unwrap());
+        assert_eq!(p.offsets().log_end_offset, o(3));
         // The answer to a fetch made at offset 1 arrives late.
-        assert!(!p.apply_fetched(1, 1, &answer((0, 1)), &[]).unwrap());
-        assert_eq!(p.offsets().log_end_offset, 3, "nothing truncated");
+        assert!(!p.apply_fetched(epoch, o(1), &answer((0, 1)), &[]).unwrap());
+        assert_eq!(p.offsets().log_end_offset, o(3), "nothing truncated");
         // The answer to the current fetch does apply.
-        assert!(p.apply_fetched(1, 3, &answer((1, 2)), &[]).unwrap());
-        assert_eq!(p.offsets().log_end_offset, 2);
+        assert!(p.apply_fetched(epoch, o(3), &answer((1, 2)), &[]).unwrap());
+        assert_eq!(p.offsets().log_end_offset, o(2));
     }
 
     /// A follower indexes abort markers as it appends them; after a

@@ -12,7 +12,7 @@
 //! - HW = min LEO over the maximal ISR (committed ISR plus a pending addition),
 //!   also waiting for followers outside it that are caught up and eligible to
 //!   join (Kafka's `shouldWaitForReplicaToJoinIsr`). It never moves backwards,
-//!   a follower whose LEO is unknown (-1) holds it where it is, and it does not
+//!   a follower whose LEO is unknown holds it where it is, and it does not
 //!   advance while the committed ISR is smaller than the effective min ISR.
 //! - One ISR change in flight at a time. An expansion counts in the maximal ISR
 //!   at once (stricter, so safe if it fails); a shrink does not count until the
@@ -27,12 +27,9 @@
 use std::collections::BTreeMap;
 
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch};
 
 use crate::rules::{self, AckObservation, Acks, FollowerState, PartitionAckState};
-
-/// An offset the leader does not know, e.g. the LEO of a follower that has
-/// not fetched in this leader epoch.
-pub const UNKNOWN_OFFSET: i64 = -1;
 
 /// Kafka's default `replica.lag.time.max.ms`.
 pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
@@ -41,13 +38,13 @@ pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
 /// partition-change delta applied to the metadata image).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionRegistration {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
     /// Assignment order.
-    pub replicas: Vec<i32>,
+    pub replicas: Vec<BrokerId>,
     /// Committed ISR, leader included.
-    pub isr: Vec<i32>,
+    pub isr: Vec<BrokerId>,
 }
 
 /// Topic and broker configuration the leader state depends on.
@@ -71,22 +68,22 @@ impl Default for LeaderConfig {
 /// What the leader knows about one follower (Kafka `ReplicaState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowerProgress {
-    /// The offset of the follower's last fetch; [`UNKNOWN_OFFSET`] before its
-    /// first fetch in this leader epoch.
-    pub leo: i64,
+    /// The offset of the follower's last fetch; `None` before its first
+    /// fetch in this leader epoch.
+    pub leo: Option<Offset>,
     /// Last time the follower was caught up with the leader; `None` = not in
     /// this leader epoch (Kafka's 0 for followers outside the ISR).
     pub last_caught_up_ms: Option<i64>,
     /// Time of the follower's last fetch.
     pub last_fetch_ms: Option<i64>,
-    /// The highest leader LEO seen at one of its fetches ([`UNKNOWN_OFFSET`] if none).
-    pub last_fetch_leader_leo: i64,
+    /// The highest leader LEO seen at one of its fetches (`None` if none).
+    pub last_fetch_leader_leo: Option<Offset>,
     /// May join the ISR (Kafka `isReplicaIsrEligible`: broker not fenced, not
     /// shutting down, broker epoch current). The caller owns this fact.
     pub isr_eligible: bool,
     /// The broker epoch of its last fetch (KIP-903): named for it when the
     /// leader proposes adding it to the ISR.
-    pub broker_epoch: Option<i64>,
+    pub broker_epoch: Option<BrokerEpoch>,
 }
 
 impl FollowerProgress {
@@ -95,16 +92,16 @@ impl FollowerProgress {
     /// so that they get `replica.lag.time.max.ms` to fetch before being dropped.
     fn on_new_leader(in_isr: bool, now_ms: i64) -> Self {
         FollowerProgress {
-            leo: UNKNOWN_OFFSET,
+            leo: None,
             last_caught_up_ms: in_isr.then_some(now_ms),
             last_fetch_ms: None,
-            last_fetch_leader_leo: UNKNOWN_OFFSET,
+            last_fetch_leader_leo: None,
             isr_eligible: true,
             broker_epoch: None,
         }
     }
 
-    fn rule_state(&self, replica_id: i32) -> FollowerState {
+    fn rule_state(&self, replica_id: BrokerId) -> FollowerState {
         FollowerState {
             replica_id,
             last_caught_up_time_ms: self.last_caught_up_ms.unwrap_or(i64::MIN),
@@ -117,25 +114,25 @@ impl FollowerProgress {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IsrChange {
     /// Add one follower that caught up to the HW in this leader epoch.
-    Expand { replica: i32 },
+    Expand { replica: BrokerId },
     /// Remove followers that have not caught up for `replica.lag.time.max.ms`.
-    Shrink { removed: Vec<i32> },
+    Shrink { removed: Vec<BrokerId> },
 }
 
 /// An ISR change to send to the controller with AlterPartition. While it is
 /// pending no other change is proposed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrProposal {
-    pub leader_id: i32,
-    pub leader_epoch: i32,
+    pub leader_id: BrokerId,
+    pub leader_epoch: LeaderEpoch,
     /// The partition epoch the change is based on (AlterPartition `PartitionEpoch`);
     /// the controller refuses it with `INVALID_UPDATE_VERSION` if it is stale.
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<BrokerId>,
     pub change: IsrChange,
     /// The broker epoch each follower in `new_isr` last fetched at, as
     /// AlterPartition names them (Kafka's NewIsrWithEpochs).
-    pub broker_epochs: BTreeMap<i32, i64>,
+    pub broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
 }
 
 /// The controller's answer to an AlterPartition for one partition.
@@ -143,9 +140,9 @@ pub struct IsrProposal {
 pub enum AlterPartitionResult {
     /// The partition state after the request (which may differ from the proposal).
     Ok {
-        leader_epoch: i32,
-        partition_epoch: i32,
-        isr: Vec<i32>,
+        leader_epoch: LeaderEpoch,
+        partition_epoch: PartitionEpoch,
+        isr: Vec<BrokerId>,
     },
     /// The partition-level (or request-level) error.
     Err(ErrorCode),
@@ -155,11 +152,11 @@ pub enum AlterPartitionResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AlterOutcome {
     /// The controller's ISR and partition epoch are now the committed state.
-    Committed { hw_advanced: Option<i64> },
+    Committed { hw_advanced: Option<Offset> },
     /// `OPERATION_NOT_ATTEMPTED` / `INELIGIBLE_REPLICA`: the controller says the
     /// request was not applied; back to the committed state, a new change may be
     /// proposed.
-    Reverted { hw_advanced: Option<i64> },
+    Reverted { hw_advanced: Option<Offset> },
     /// Our view is stale (`FENCED_LEADER_EPOCH`, `INVALID_UPDATE_VERSION`,
     /// `UNKNOWN_TOPIC_OR_PARTITION`, `UNKNOWN_TOPIC_ID`, `INVALID_REQUEST`,
     /// `NEW_LEADER_ELECTED`, or a success for another leader epoch or an older
@@ -176,7 +173,7 @@ pub enum AlterOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FetchOutcome {
     /// The new HW if this fetch advanced it.
-    pub hw_advanced: Option<i64>,
+    pub hw_advanced: Option<Offset>,
     /// An ISR expansion to send with AlterPartition.
     pub proposal: Option<IsrProposal>,
 }
@@ -188,7 +185,7 @@ pub enum MetadataOutcome {
     Stale,
     /// Same leader and leader epoch: replicas and ISR replaced, any pending
     /// change dropped (the committed state wins).
-    Updated { hw_advanced: Option<i64> },
+    Updated { hw_advanced: Option<Offset> },
     /// Another leader or a new leader epoch: stop leading under this state.
     Resign,
 }
@@ -196,18 +193,18 @@ pub enum MetadataOutcome {
 /// One partition on its leader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderState {
-    leader_id: i32,
-    leader_epoch: i32,
-    partition_epoch: i32,
-    replicas: Vec<i32>,
+    leader_id: BrokerId,
+    leader_epoch: LeaderEpoch,
+    partition_epoch: PartitionEpoch,
+    replicas: Vec<BrokerId>,
     /// Committed ISR (leader included).
-    isr: Vec<i32>,
+    isr: Vec<BrokerId>,
     pending: Option<IsrProposal>,
-    followers: BTreeMap<i32, FollowerProgress>,
-    hw: i64,
-    leader_leo: i64,
+    followers: BTreeMap<BrokerId, FollowerProgress>,
+    hw: Offset,
+    leader_leo: Offset,
     /// The leader's LEO when it took this leader epoch.
-    leader_epoch_start_offset: i64,
+    leader_epoch_start_offset: Offset,
     config: LeaderConfig,
 }
 
@@ -219,11 +216,10 @@ impl LeaderState {
     pub fn new(
         registration: PartitionRegistration,
         config: LeaderConfig,
-        leader_leo: i64,
-        hw: i64,
+        leader_leo: Offset,
+        hw: Offset,
         now_ms: i64,
     ) -> Self {
-        assert!(leader_leo >= 0, "leader LEO {leader_leo} < 0");
         let followers = registration
             .replicas
             .iter()
@@ -241,7 +237,7 @@ impl LeaderState {
             isr: registration.isr,
             pending: None,
             followers,
-            hw: hw.clamp(0, leader_leo),
+            hw: hw.min(leader_leo),
             leader_leo,
             leader_epoch_start_offset: leader_leo,
             config,
@@ -250,24 +246,24 @@ impl LeaderState {
         state
     }
 
-    pub fn leader_id(&self) -> i32 {
+    pub fn leader_id(&self) -> BrokerId {
         self.leader_id
     }
 
-    pub fn leader_epoch(&self) -> i32 {
+    pub fn leader_epoch(&self) -> LeaderEpoch {
         self.leader_epoch
     }
 
-    pub fn partition_epoch(&self) -> i32 {
+    pub fn partition_epoch(&self) -> PartitionEpoch {
         self.partition_epoch
     }
 
-    pub fn replicas(&self) -> &[i32] {
+    pub fn replicas(&self) -> &[BrokerId] {
         &self.replicas
     }
 
     /// The committed ISR.
-    pub fn isr(&self) -> &[i32] {
+    pub fn isr(&self) -> &[BrokerId] {
         &self.isr
     }
 
@@ -276,19 +272,19 @@ impl LeaderState {
         self.pending.as_ref()
     }
 
-    pub fn follower(&self, replica: i32) -> Option<&FollowerProgress> {
+    pub fn follower(&self, replica: BrokerId) -> Option<&FollowerProgress> {
         self.followers.get(&replica)
     }
 
-    pub fn hw(&self) -> i64 {
+    pub fn hw(&self) -> Offset {
         self.hw
     }
 
-    pub fn leader_leo(&self) -> i64 {
+    pub fn leader_leo(&self) -> Offset {
         self.leader_leo
     }
 
-    pub fn leader_epoch_start_offset(&self) -> i64 {
+    pub fn leader_epoch_start_offset(&self) -> Offset {
         self.leader_epoch_start_offset
     }
 
@@ -304,7 +300,7 @@ impl LeaderState {
 
     /// Marks a follower (in)eligible to join the ISR (fenced, shutting down,
     /// stale broker epoch). Unknown replicas are ignored.
-    pub fn set_isr_eligible(&mut self, replica: i32, eligible: bool) {
+    pub fn set_isr_eligible(&mut self, replica: BrokerId, eligible: bool) {
         if let Some(f) = self.followers.get_mut(&replica) {
             f.isr_eligible = eligible;
         }
@@ -318,7 +314,7 @@ impl LeaderState {
 
     /// The committed ISR plus a pending addition. A pending shrink keeps the
     /// committed (larger) ISR until the controller commits it.
-    pub fn maximal_isr(&self) -> Vec<i32> {
+    pub fn maximal_isr(&self) -> Vec<BrokerId> {
         let mut isr = self.isr.clone();
         if let Some(IsrProposal {
             change: IsrChange::Expand { replica },
@@ -347,7 +343,7 @@ impl LeaderState {
 
     /// A DelayedProduce partition's state for `required_offset` (last offset of
     /// the append + 1), judged on the maximal ISR.
-    pub fn ack_state(&self, required_offset: i64) -> PartitionAckState {
+    pub fn ack_state(&self, required_offset: Offset) -> PartitionAckState {
         rules::produce_partition_state(
             self.hw,
             required_offset,
@@ -358,7 +354,11 @@ impl LeaderState {
 
     /// The observation [`rules::ack_decision`] needs for an append authorised
     /// under `authority_epoch`, as seen by this (current) leader.
-    pub fn ack_observation(&self, authority_epoch: i32, required_offset: i64) -> AckObservation {
+    pub fn ack_observation(
+        &self,
+        authority_epoch: LeaderEpoch,
+        required_offset: Offset,
+    ) -> AckObservation {
         AckObservation {
             authority_epoch,
             current_leader_epoch: self.leader_epoch,
@@ -373,7 +373,7 @@ impl LeaderState {
 
     /// The local log's LEO grew to `new_leo` (an append as leader). Returns the
     /// new HW if it advanced (e.g. the ISR is the leader alone).
-    pub fn on_leader_append(&mut self, new_leo: i64, now_ms: i64) -> Option<i64> {
+    pub fn on_leader_append(&mut self, new_leo: Offset, now_ms: i64) -> Option<Offset> {
         assert!(
             new_leo >= self.leader_leo,
             "leader LEO moved back from {} to {new_leo}",
@@ -389,12 +389,12 @@ impl LeaderState {
     ///
     /// Errors (nothing recorded): `NOT_LEADER_OR_FOLLOWER` if `replica` is not
     /// a follower of this partition, `OFFSET_OUT_OF_RANGE` if `fetch_offset` is
-    /// negative or past the leader's LEO.
+    /// past the leader's LEO.
     pub fn on_follower_fetch(
         &mut self,
-        replica: i32,
-        broker_epoch: i64,
-        fetch_offset: i64,
+        replica: BrokerId,
+        broker_epoch: BrokerEpoch,
+        fetch_offset: Offset,
         now_ms: i64,
     ) -> Result<FetchOutcome, ErrorCode> {
         let leader_leo = self.leader_leo;
@@ -402,22 +402,23 @@ impl LeaderState {
             .followers
             .get_mut(&replica)
             .ok_or(ErrorCode::NotLeaderOrFollower)?;
-        if fetch_offset < 0 || fetch_offset > leader_leo {
+        if fetch_offset > leader_leo {
             return Err(ErrorCode::OffsetOutOfRange);
         }
         // Kafka `Replica.updateFetchStateOrThrow`.
         let caught_up_at = if fetch_offset >= leader_leo {
             Some(now_ms)
-        } else if f.last_fetch_leader_leo != UNKNOWN_OFFSET
-            && fetch_offset >= f.last_fetch_leader_leo
+        } else if f
+            .last_fetch_leader_leo
+            .is_some_and(|seen| fetch_offset >= seen)
         {
             f.last_fetch_ms
         } else {
             None
         };
         f.last_caught_up_ms = f.last_caught_up_ms.max(caught_up_at);
-        f.leo = fetch_offset;
-        f.last_fetch_leader_leo = f.last_fetch_leader_leo.max(leader_leo);
+        f.leo = Some(fetch_offset);
+        f.last_fetch_leader_leo = f.last_fetch_leader_leo.max(Some(leader_leo));
         f.last_fetch_ms = Some(now_ms);
         f.broker_epoch = Some(broker_epoch);
 
@@ -550,12 +551,13 @@ impl LeaderState {
     /// Kafka `maybeExpandIsr`: propose adding `replica` when nothing is pending,
     /// it is outside the ISR, eligible, and may rejoin (LEO >= HW and >= the
     /// start offset of this leader epoch).
-    fn maybe_expand_isr(&mut self, replica: i32) -> Option<IsrProposal> {
+    fn maybe_expand_isr(&mut self, replica: BrokerId) -> Option<IsrProposal> {
         let f = self.followers.get(&replica)?;
         if self.pending.is_some() || self.isr.contains(&replica) || !f.isr_eligible {
             return None;
         }
-        if !rules::can_rejoin_isr(f.leo, self.hw, Some(self.leader_epoch_start_offset)) {
+        let leo = f.leo?;
+        if !rules::can_rejoin_isr(leo, self.hw, Some(self.leader_epoch_start_offset)) {
             return None;
         }
         let mut new_isr = self.isr.clone();
@@ -563,7 +565,7 @@ impl LeaderState {
         Some(self.propose(new_isr, IsrChange::Expand { replica }))
     }
 
-    fn propose(&mut self, new_isr: Vec<i32>, change: IsrChange) -> IsrProposal {
+    fn propose(&mut self, new_isr: Vec<BrokerId>, change: IsrChange) -> IsrProposal {
         debug_assert!(self.pending.is_none());
         let broker_epochs = new_isr
             .iter()
@@ -585,14 +587,14 @@ impl LeaderState {
     /// the effective min ISR; else [`rules::advance_high_watermark`] over the
     /// LEOs of the maximal ISR's followers and of the caught-up, eligible
     /// followers about to join. Returns the new HW if it advanced.
-    fn maybe_advance_hw(&mut self, now_ms: i64) -> Option<i64> {
+    fn maybe_advance_hw(&mut self, now_ms: i64) -> Option<Offset> {
         let min_isr = self.effective_min_isr();
         if self.isr.len() < min_isr {
             return None;
         }
         let maximal = self.maximal_isr();
         let lag_ms = self.config.replica_lag_time_max_ms;
-        let mut holding: Vec<i64> = self
+        let mut holding: Vec<Option<Offset>> = self
             .followers
             .iter()
             .filter(|(id, f)| {
@@ -612,7 +614,7 @@ impl LeaderState {
             maximal
                 .iter()
                 .filter(|id| **id != self.leader_id && !self.followers.contains_key(id))
-                .map(|_| UNKNOWN_OFFSET),
+                .map(|_| None),
         );
         let new_hw = rules::advance_high_watermark(self.hw, self.leader_leo, &holding, min_isr);
         debug_assert!(new_hw >= self.hw && new_hw <= self.leader_leo);

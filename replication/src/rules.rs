@@ -3,6 +3,7 @@
 //! function is a decision from (state, observation).
 
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset};
 use thiserror::Error;
 
 /// `acks` of a produce request.
@@ -89,8 +90,8 @@ pub enum PartitionAckState {
 /// than left to time out: its records are in the leader's log but not
 /// acknowledged (the client may retry; an idempotent retry is deduplicated).
 pub fn produce_partition_state(
-    hw: i64,
-    required_offset: i64,
+    hw: Offset,
+    required_offset: Offset,
     maximal_isr_len: usize,
     effective_min_isr: usize,
 ) -> PartitionAckState {
@@ -106,39 +107,46 @@ pub fn produce_partition_state(
 /// The HW after an observation of the LEOs of the maximal ISR: min LEO over
 /// the ISR (leader included; `isr_follower_leos` are the LEOs of the other
 /// members, so |ISR| = `isr_follower_leos.len() + 1`). The HW never moves
-/// backwards and is not advanced while |ISR| < effective min ISR.
+/// backwards and is not advanced while |ISR| < effective min ISR; a member
+/// whose LEO is unknown (`None`) holds it where it is.
 pub fn advance_high_watermark(
-    current_hw: i64,
-    leader_leo: i64,
-    isr_follower_leos: &[i64],
+    current_hw: Offset,
+    leader_leo: Offset,
+    isr_follower_leos: &[Option<Offset>],
     effective_min_isr: usize,
-) -> i64 {
+) -> Offset {
     let isr_len = isr_follower_leos.len() + 1;
     if isr_len < effective_min_isr {
         return current_hw;
     }
-    let min_leo = isr_follower_leos.iter().copied().fold(leader_leo, i64::min);
-    current_hw.max(min_leo)
+    let min_leo = isr_follower_leos
+        .iter()
+        .try_fold(leader_leo, |min, leo| leo.map(|leo| min.min(leo)));
+    match min_leo {
+        Some(min_leo) => current_hw.max(min_leo),
+        None => current_hw,
+    }
 }
 
 /// What the leader knows about one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FollowerState {
-    pub replica_id: i32,
+    pub replica_id: BrokerId,
     /// Last time (ms) the follower's fetch reached the leader's LEO of that moment.
     pub last_caught_up_time_ms: i64,
-    pub log_end_offset: i64,
+    /// `None` before its first fetch in this leader epoch.
+    pub log_end_offset: Option<Offset>,
 }
 
 /// Kafka `Replica.isCaughtUp`: at the leader's LEO, or caught up within the last
 /// `replica_lag_time_max_ms`.
 pub fn is_caught_up(
     follower: &FollowerState,
-    leader_leo: i64,
+    leader_leo: Offset,
     now_ms: i64,
     replica_lag_time_max_ms: i64,
 ) -> bool {
-    follower.log_end_offset == leader_leo
+    follower.log_end_offset == Some(leader_leo)
         || now_ms.saturating_sub(follower.last_caught_up_time_ms) <= replica_lag_time_max_ms
 }
 
@@ -148,8 +156,8 @@ pub fn out_of_sync_replicas(
     now_ms: i64,
     replica_lag_time_max_ms: i64,
     isr_followers: &[FollowerState],
-    leader_leo: i64,
-) -> Vec<i32> {
+    leader_leo: Offset,
+) -> Vec<BrokerId> {
     isr_followers
         .iter()
         .filter(|f| !is_caught_up(f, leader_leo, now_ms, replica_lag_time_max_ms))
@@ -161,15 +169,50 @@ pub fn out_of_sync_replicas(
 /// may rejoin once its LEO >= HW and it has reached the start offset of the
 /// leader's current epoch (it has fetched in this epoch). `None` = the leader
 /// epoch's start offset is unknown: do not expand. Broker liveness (fenced or
-/// shutting down) is the caller's check.
-pub fn can_rejoin_isr(follower_leo: i64, hw: i64, leader_epoch_start_offset: Option<i64>) -> bool {
+/// shutting down) is the caller's check; so is a follower whose LEO is
+/// unknown (it has not fetched in this epoch), which never rejoins.
+pub fn can_rejoin_isr(
+    follower_leo: Offset,
+    hw: Offset,
+    leader_epoch_start_offset: Option<Offset>,
+) -> bool {
     follower_leo >= hw && leader_epoch_start_offset.is_some_and(|start| follower_leo >= start)
 }
 
+/// A leader's answer that the follower's log diverges from its own: the
+/// leader's `epoch` (the largest at or below the follower's last fetched
+/// epoch) ends at `end_offset`. Either may be unknown to the leader (-1 on
+/// the wire), not both: that is the wire's "no divergence".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DivergingEpoch {
+    pub epoch: Option<LeaderEpoch>,
+    pub end_offset: Option<Offset>,
+}
+
+impl DivergingEpoch {
+    /// The wire's (epoch, end offset); `None` when both are -1.
+    pub fn from_wire(epoch: i32, end_offset: i64) -> Option<DivergingEpoch> {
+        let d = DivergingEpoch {
+            epoch: LeaderEpoch::from_wire(epoch),
+            end_offset: Offset::from_wire(end_offset),
+        };
+        (d.epoch.is_some() || d.end_offset.is_some()).then_some(d)
+    }
+
+    /// The wire's (epoch, end offset) of an optional divergence.
+    pub fn to_wire(d: Option<DivergingEpoch>) -> (i32, i64) {
+        match d {
+            Some(d) => (LeaderEpoch::to_wire(d.epoch), Offset::to_wire(d.end_offset)),
+            None => (-1, -1),
+        }
+    }
+}
+
 /// Where a follower truncates when the leader answers its fetch with a
-/// diverging epoch (the leader's `epoch` ends at `leader_end_offset`; Kafka's
-/// `getOffsetTruncationState`). `local_end_for_epoch` is the follower's own
-/// (largest epoch <= `epoch`, its end offset), `None` when `epoch` < 0.
+/// diverging epoch (Kafka's `getOffsetTruncationState`).
+/// `local_end_for_epoch` is the follower's own (largest epoch <= the
+/// leader's epoch, its end offset), `None` when it has none.
+/// - leader end offset unknown: the follower's HW;
 /// - leader epoch unknown, or the follower has no epoch at or below it: the
 ///   leader's end offset;
 /// - the follower has the same epoch: the smaller of the two ends;
@@ -178,16 +221,18 @@ pub fn can_rejoin_isr(follower_leo: i64, hw: i64, leader_epoch_start_offset: Opt
 ///
 /// Never past the follower's LEO.
 pub fn follower_truncation_offset(
-    epoch: i32,
-    leader_end_offset: i64,
-    local_end_for_epoch: Option<(i32, i64)>,
-    leo: i64,
-) -> i64 {
-    let target = match local_end_for_epoch {
-        None => leader_end_offset,
-        Some((local_epoch, _)) if epoch < 0 || local_epoch < 0 => leader_end_offset,
-        Some((local_epoch, local_end)) if local_epoch == epoch => leader_end_offset.min(local_end),
-        Some((_, local_end)) => local_end,
+    diverging: DivergingEpoch,
+    local_end_for_epoch: Option<(LeaderEpoch, Offset)>,
+    hw: Offset,
+    leo: Offset,
+) -> Offset {
+    let target = match (diverging.end_offset, diverging.epoch, local_end_for_epoch) {
+        (None, _, _) => hw,
+        (Some(leader_end), None, _) | (Some(leader_end), _, None) => leader_end,
+        (Some(leader_end), Some(epoch), Some((local_epoch, local_end))) if local_epoch == epoch => {
+            leader_end.min(local_end)
+        }
+        (Some(_), Some(_), Some((_, local_end))) => local_end,
     };
     target.min(leo)
 }
@@ -199,16 +244,16 @@ pub fn follower_truncation_offset(
 pub enum FollowerFetchAction {
     /// The logs diverge: truncate to where they agree, computed from the
     /// leader's (epoch, end offset) by [`follower_truncation_offset`].
-    TruncateToDivergence { epoch: i32, end_offset: i64 },
+    TruncateToDivergence(DivergingEpoch),
     /// Append the records (possibly none) and take the leader's HW and log
     /// start offset.
     Append,
     /// The fetch offset is below the leader's log start: start the log
     /// over there.
-    RestartAt(i64),
+    RestartAt(Offset),
     /// The follower's log is longer than the leader's: cut it back to the
     /// leader's HW.
-    TruncateTo(i64),
+    TruncateTo(Offset),
     /// Nothing to apply; fetch again (an error the next fetch may clear).
     Retry,
 }
@@ -217,30 +262,28 @@ pub enum FollowerFetchAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchedPartition {
     pub error: Option<ErrorCode>,
-    /// (epoch, end offset); (-1, -1) when the logs agree.
-    pub diverging_epoch: (i32, i64),
-    pub high_watermark: i64,
-    pub log_start_offset: i64,
+    /// `None` when the logs agree.
+    pub diverging_epoch: Option<DivergingEpoch>,
+    /// `None` when the answer carries none (-1, as error answers may).
+    pub high_watermark: Option<Offset>,
+    pub log_start_offset: Option<Offset>,
 }
 
-pub fn follower_fetch_action(fetch_offset: i64, fetched: &FetchedPartition) -> FollowerFetchAction {
+pub fn follower_fetch_action(
+    fetch_offset: Offset,
+    fetched: &FetchedPartition,
+) -> FollowerFetchAction {
     use FollowerFetchAction::*;
     match fetched.error {
-        None => {
-            let (epoch, end_offset) = fetched.diverging_epoch;
-            if epoch >= 0 || end_offset >= 0 {
-                TruncateToDivergence { epoch, end_offset }
-            } else {
-                Append
-            }
-        }
+        None => match fetched.diverging_epoch {
+            Some(d) => TruncateToDivergence(d),
+            None => Append,
+        },
         Some(ErrorCode::OffsetOutOfRange) => {
-            if fetched.log_start_offset >= 0 && fetch_offset < fetched.log_start_offset {
-                RestartAt(fetched.log_start_offset)
-            } else if fetched.high_watermark >= 0 {
-                TruncateTo(fetched.high_watermark)
-            } else {
-                Retry
+            match (fetched.log_start_offset, fetched.high_watermark) {
+                (Some(start), _) if fetch_offset < start => RestartAt(start),
+                (_, Some(hw)) => TruncateTo(hw),
+                _ => Retry,
             }
         }
         Some(_) => Retry,
@@ -258,8 +301,8 @@ pub fn fetch_can_complete(bytes_available: usize, min_bytes: usize) -> bool {
 /// (Fetch, ListOffsets, OffsetForLeaderEpoch) against this replica's epoch.
 /// `None` (-1 on the wire) skips the check.
 pub fn check_request_leader_epoch(
-    request_epoch: Option<i32>,
-    current_leader_epoch: i32,
+    request_epoch: Option<LeaderEpoch>,
+    current_leader_epoch: LeaderEpoch,
 ) -> Result<(), ErrorCode> {
     match request_epoch {
         Some(e) if e < current_leader_epoch => Err(ErrorCode::FencedLeaderEpoch),
@@ -272,15 +315,15 @@ pub fn check_request_leader_epoch(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckObservation {
     /// Leader epoch under which the append was authorised.
-    pub authority_epoch: i32,
+    pub authority_epoch: LeaderEpoch,
     /// The partition's leader epoch now.
-    pub current_leader_epoch: i32,
+    pub current_leader_epoch: LeaderEpoch,
     /// This broker is the partition's leader now and holds write authority.
     pub is_leader: bool,
-    pub local_leo: i64,
-    pub hw: i64,
+    pub local_leo: Offset,
+    pub hw: Offset,
     /// Last offset of the append + 1.
-    pub required_offset: i64,
+    pub required_offset: Offset,
     /// |maximal ISR|, leader included.
     pub isr_len: usize,
     pub effective_min_isr: usize,
@@ -295,7 +338,10 @@ pub enum AckDecision {
     Wait,
     /// Acknowledge with the proven HW; `error` is `NOT_ENOUGH_REPLICAS_AFTER_APPEND`
     /// when the ISR shrank below min ISR.
-    Ack { hw: i64, error: Option<ErrorCode> },
+    Ack {
+        hw: Offset,
+        error: Option<ErrorCode>,
+    },
 }
 
 /// The ack decision as one pure function of one observation (brief, RocketMQ
@@ -333,7 +379,7 @@ pub enum FetchOrigin {
     /// Read up to the HW (or LSO); moves no replica state.
     Consumer,
     /// A follower replica: reads up to the LEO and reports its LEO.
-    Follower(i32),
+    Follower(BrokerId),
 }
 
 /// KIP-903, strictly: only a Fetch v15+ whose ReplicaState names a
@@ -344,17 +390,21 @@ pub enum FetchOrigin {
 /// (a stale or spoofed follower) is refused with STALE_BROKER_EPOCH. A
 /// spoofed follower could otherwise move a follower's LEO, and so the HW
 /// that acks=all answers on.
+///
+/// `replica_id` and `replica_epoch` are the request's, `None` where it
+/// carries -1.
 pub fn fetch_origin(
     version: i16,
-    replica_id: i32,
-    replica_epoch: i64,
-    registered_epoch: Option<i64>,
+    replica_id: Option<BrokerId>,
+    replica_epoch: Option<BrokerEpoch>,
+    registered_epoch: Option<BrokerEpoch>,
 ) -> Result<FetchOrigin, ErrorCode> {
-    if version < 15 || replica_id < 0 {
-        return Ok(FetchOrigin::Consumer);
-    }
-    match registered_epoch {
-        Some(e) if e == replica_epoch && replica_epoch >= 0 => {
+    let replica_id = match replica_id {
+        Some(id) if version >= 15 => id,
+        _ => return Ok(FetchOrigin::Consumer),
+    };
+    match (registered_epoch, replica_epoch) {
+        (Some(registered), Some(claimed)) if registered == claimed => {
             Ok(FetchOrigin::Follower(replica_id))
         }
         _ => Err(ErrorCode::StaleBrokerEpoch),

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use strand_protocol::ErrorCode;
-use strand_replication::leader::UNKNOWN_OFFSET;
 use strand_replication::*;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch};
 
 const LAG: i64 = 10_000;
 const NEAR: PartitionAckState =
@@ -15,13 +15,37 @@ const NEAR: PartitionAckState =
 const ACKED: PartitionAckState = PartitionAckState::Done(None);
 const WAIT: PartitionAckState = PartitionAckState::Pending;
 
+fn o(v: i64) -> Offset {
+    Offset::new(v)
+}
+
+fn b(v: i32) -> BrokerId {
+    BrokerId::new(v)
+}
+
+fn ids(v: &[i32]) -> Vec<BrokerId> {
+    v.iter().copied().map(b).collect()
+}
+
+fn le(v: i32) -> LeaderEpoch {
+    LeaderEpoch::new(v)
+}
+
+fn pe(v: i32) -> PartitionEpoch {
+    PartitionEpoch::new(v)
+}
+
+fn be(v: i64) -> BrokerEpoch {
+    BrokerEpoch::new(v)
+}
+
 fn registration(replicas: &[i32], isr: &[i32]) -> PartitionRegistration {
     PartitionRegistration {
-        leader: 0,
-        leader_epoch: 5,
-        partition_epoch: 10,
-        replicas: replicas.to_vec(),
-        isr: isr.to_vec(),
+        leader: b(0),
+        leader_epoch: le(5),
+        partition_epoch: pe(10),
+        replicas: ids(replicas),
+        isr: ids(isr),
     }
 }
 
@@ -33,27 +57,33 @@ fn config(min_insync_replicas: i32) -> LeaderConfig {
 }
 
 /// The broker epoch the followers of these tests fetch at.
-const FETCH_EPOCH: i64 = 41;
+const FETCH_EPOCH: BrokerEpoch = BrokerEpoch::new(41);
 
 fn leader(replicas: &[i32], isr: &[i32], min_isr: i32, leo: i64, hw: i64) -> LeaderState {
-    LeaderState::new(registration(replicas, isr), config(min_isr), leo, hw, 0)
+    LeaderState::new(
+        registration(replicas, isr),
+        config(min_isr),
+        o(leo),
+        o(hw),
+        0,
+    )
 }
 
 /// The controller's success answer to `proposal`.
 fn accepted(proposal: &IsrProposal) -> AlterPartitionResult {
     AlterPartitionResult::Ok {
         leader_epoch: proposal.leader_epoch,
-        partition_epoch: proposal.partition_epoch + 1,
+        partition_epoch: proposal.partition_epoch.next(),
         isr: proposal.new_isr.clone(),
     }
 }
 
 /// Same leader and leader epoch, next partition epoch, this ISR.
-fn isr_update(state: &LeaderState, isr: &[i32]) -> PartitionRegistration {
+fn isr_update(state: &LeaderState, isr: &[BrokerId]) -> PartitionRegistration {
     PartitionRegistration {
         leader: state.leader_id(),
         leader_epoch: state.leader_epoch(),
-        partition_epoch: state.partition_epoch() + 1,
+        partition_epoch: state.partition_epoch().next(),
         replicas: state.replicas().to_vec(),
         isr: isr.to_vec(),
     }
@@ -110,11 +140,11 @@ fn run(case: &Case) {
         match step.clone() {
             Append(leo, t) => {
                 now = t;
-                state.on_leader_append(leo, now);
+                state.on_leader_append(o(leo), now);
             }
             Fetch(replica, offset, t) => {
                 now = t;
-                let outcome = state.on_follower_fetch(replica, FETCH_EPOCH, offset, now);
+                let outcome = state.on_follower_fetch(b(replica), FETCH_EPOCH, o(offset), now);
                 proposed = outcome.expect(&at).proposal;
             }
             Shrink(t) => {
@@ -142,20 +172,20 @@ fn run(case: &Case) {
                 assert_eq!(got, answer, "{at}");
             }
             Isr(isr) => {
-                let update = isr_update(&state, isr);
+                let update = isr_update(&state, &ids(isr));
                 let outcome = state.on_metadata(&update, now);
                 assert!(
                     matches!(outcome, MetadataOutcome::Updated { .. }),
                     "{at}: {outcome:?}"
                 );
             }
-            Hw(hw) => assert_eq!(state.hw(), hw, "{at}"),
-            Ack(required, expected) => assert_eq!(state.ack_state(required), expected, "{at}"),
-            Committed(isr) => assert_eq!(state.isr(), isr, "{at}"),
-            Maximal(isr) => assert_eq!(state.maximal_isr(), isr, "{at}"),
+            Hw(hw) => assert_eq!(state.hw(), o(hw), "{at}"),
+            Ack(required, expected) => assert_eq!(state.ack_state(o(required)), expected, "{at}"),
+            Committed(isr) => assert_eq!(state.isr(), ids(isr), "{at}"),
+            Maximal(isr) => assert_eq!(state.maximal_isr(), ids(isr), "{at}"),
             Proposed(isr) => {
-                let got = proposed.as_ref().map(|p| p.new_isr.as_slice());
-                assert_eq!(got, isr, "{at}");
+                let got = proposed.as_ref().map(|p| p.new_isr.clone());
+                assert_eq!(got, isr.map(ids), "{at}");
             }
         }
     }
@@ -450,20 +480,20 @@ fn becoming_leader() {
     // A single-member ISR advances the HW at once; a checkpoint above the
     // LEO is clamped.
     let state = leader(&[0, 1], &[0], 1, 100, 40);
-    assert_eq!(state.hw(), 100);
+    assert_eq!(state.hw(), o(100));
     // ... unless it is under min ISR.
     let state = leader(&[0, 1], &[0], 2, 100, 40);
-    assert_eq!(state.hw(), 40);
+    assert_eq!(state.hw(), o(40));
     let state = leader(&[0, 1], &[0, 1], 1, 100, 140);
-    assert_eq!(state.hw(), 100);
-    assert_eq!(state.leader_epoch_start_offset(), 100);
-    let f = *state.follower(1).unwrap();
-    assert_eq!(f.leo, UNKNOWN_OFFSET);
+    assert_eq!(state.hw(), o(100));
+    assert_eq!(state.leader_epoch_start_offset(), o(100));
+    let f = *state.follower(b(1)).unwrap();
+    assert_eq!(f.leo, None);
     assert_eq!(f.last_caught_up_ms, Some(0));
     let state = leader(&[0, 1, 2], &[0, 1], 1, 100, 40);
-    assert_eq!(state.follower(2).unwrap().last_caught_up_ms, None);
-    assert_eq!(state.hw(), 40);
-    assert!(state.follower(0).is_none());
+    assert_eq!(state.follower(b(2)).unwrap().last_caught_up_ms, None);
+    assert_eq!(state.hw(), o(40));
+    assert!(state.follower(b(0)).is_none());
 }
 
 #[test]
@@ -471,21 +501,20 @@ fn fetch_errors_record_nothing() {
     let mut state = leader(&[0, 1, 2], &[0, 1, 2], 1, 100, 90);
     let before = state.clone();
     assert_eq!(
-        state.on_follower_fetch(7, FETCH_EPOCH, 100, 1),
+        state.on_follower_fetch(b(7), FETCH_EPOCH, o(100), 1),
         Err(ErrorCode::NotLeaderOrFollower)
     );
     assert_eq!(
-        state.on_follower_fetch(0, FETCH_EPOCH, 100, 1),
+        state.on_follower_fetch(b(0), FETCH_EPOCH, o(100), 1),
         Err(ErrorCode::NotLeaderOrFollower)
     );
     assert_eq!(
-        state.on_follower_fetch(1, FETCH_EPOCH, 101, 1),
+        state.on_follower_fetch(b(1), FETCH_EPOCH, o(101), 1),
         Err(ErrorCode::OffsetOutOfRange)
     );
-    assert_eq!(
-        state.on_follower_fetch(1, FETCH_EPOCH, -1, 1),
-        Err(ErrorCode::OffsetOutOfRange)
-    );
+    // A negative fetch offset (formerly refused here with OFFSET_OUT_OF_RANGE)
+    // is no longer an `Offset`: the wire's -1 reads as none.
+    assert_eq!(Offset::from_wire(-1), None);
     assert_eq!(state, before);
 }
 
@@ -494,43 +523,61 @@ fn caught_up_at_previous_fetch_time() {
     // Kafka's rule: a fetch that reaches the leader LEO seen at the
     // previous fetch proves the follower was caught up at that time.
     let mut state = leader(&[0, 1, 2], &[0, 1, 2], 1, 100, 100);
-    assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(0));
-    state.on_follower_fetch(1, FETCH_EPOCH, 80, 5).unwrap(); // behind; no previous fetch
-    assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(0));
-    state.on_leader_append(200, 6);
-    state.on_follower_fetch(1, FETCH_EPOCH, 150, 10).unwrap(); // >= 100, the leader LEO at t=5
-    assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(5));
-    state.on_follower_fetch(1, FETCH_EPOCH, 180, 20).unwrap(); // < 200, the leader LEO at t=10
-    assert_eq!(state.follower(1).unwrap().last_caught_up_ms, Some(5));
-    state.on_follower_fetch(1, FETCH_EPOCH, 200, 30).unwrap(); // at the leader's LEO now
-    let f = *state.follower(1).unwrap();
+    assert_eq!(state.follower(b(1)).unwrap().last_caught_up_ms, Some(0));
+    // behind; no previous fetch
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(80), 5)
+        .unwrap();
+    assert_eq!(state.follower(b(1)).unwrap().last_caught_up_ms, Some(0));
+    state.on_leader_append(o(200), 6);
+    // >= 100, the leader LEO at t=5
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(150), 10)
+        .unwrap();
+    assert_eq!(state.follower(b(1)).unwrap().last_caught_up_ms, Some(5));
+    // < 200, the leader LEO at t=10
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(180), 20)
+        .unwrap();
+    assert_eq!(state.follower(b(1)).unwrap().last_caught_up_ms, Some(5));
+    // at the leader's LEO now
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(200), 30)
+        .unwrap();
+    let f = *state.follower(b(1)).unwrap();
     assert_eq!(
         (f.leo, f.last_caught_up_ms, f.last_fetch_ms),
-        (200, Some(30), Some(30))
+        (Some(o(200)), Some(30), Some(30))
     );
-    assert_eq!(f.last_fetch_leader_leo, 200);
+    assert_eq!(f.last_fetch_leader_leo, Some(o(200)));
 }
 
 #[test]
 fn ineligible_follower_neither_joins_nor_holds_the_hw() {
     let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
-    state.set_isr_eligible(2, false);
-    state.on_follower_fetch(1, FETCH_EPOCH, 100, 0).unwrap();
+    state.set_isr_eligible(b(2), false);
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(100), 0)
+        .unwrap();
     assert_eq!(
         state
-            .on_follower_fetch(2, FETCH_EPOCH, 100, 0)
+            .on_follower_fetch(b(2), FETCH_EPOCH, o(100), 0)
             .unwrap()
             .proposal,
         None
     );
-    state.on_leader_append(200, 1);
-    let outcome = state.on_follower_fetch(1, FETCH_EPOCH, 200, 1).unwrap();
-    assert_eq!(outcome.hw_advanced, Some(200));
-    state.set_isr_eligible(2, true);
-    let outcome = state.on_follower_fetch(2, FETCH_EPOCH, 200, 2).unwrap();
+    state.on_leader_append(o(200), 1);
+    let outcome = state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(200), 1)
+        .unwrap();
+    assert_eq!(outcome.hw_advanced, Some(o(200)));
+    state.set_isr_eligible(b(2), true);
+    let outcome = state
+        .on_follower_fetch(b(2), FETCH_EPOCH, o(200), 2)
+        .unwrap();
     assert_eq!(
         outcome.proposal.unwrap().change,
-        IsrChange::Expand { replica: 2 }
+        IsrChange::Expand { replica: b(2) }
     );
 }
 
@@ -540,16 +587,22 @@ fn ineligible_follower_neither_joins_nor_holds_the_hw() {
 #[test]
 fn expansion_names_the_broker_epochs_fetched_at() {
     let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
-    state.on_follower_fetch(1, 5, 100, 0).unwrap();
-    assert_eq!(state.on_follower_fetch(2, 8, 50, 1).unwrap().proposal, None);
+    state.on_follower_fetch(b(1), be(5), o(100), 0).unwrap();
+    assert_eq!(
+        state
+            .on_follower_fetch(b(2), be(8), o(50), 1)
+            .unwrap()
+            .proposal,
+        None
+    );
     let proposal = state
-        .on_follower_fetch(2, 9, 100, 2)
+        .on_follower_fetch(b(2), be(9), o(100), 2)
         .unwrap()
         .proposal
         .unwrap();
-    assert_eq!(proposal.new_isr, vec![0, 1, 2]);
-    let named: Vec<(i32, i64)> = proposal.broker_epochs.into_iter().collect();
-    assert_eq!(named, vec![(1, 5), (2, 9)]);
+    assert_eq!(proposal.new_isr, ids(&[0, 1, 2]));
+    let named: Vec<(BrokerId, BrokerEpoch)> = proposal.broker_epochs.into_iter().collect();
+    assert_eq!(named, vec![(b(1), be(5)), (b(2), be(9))]);
 }
 
 #[test]
@@ -558,13 +611,13 @@ fn metadata_transitions() {
     let current = registration(&[0, 1, 2], &[0, 1, 2]);
 
     let older = PartitionRegistration {
-        partition_epoch: 9,
+        partition_epoch: pe(9),
         ..current.clone()
     };
     assert_eq!(state.on_metadata(&older, 0), MetadataOutcome::Stale);
     let older = PartitionRegistration {
-        leader_epoch: 4,
-        partition_epoch: 20,
+        leader_epoch: le(4),
+        partition_epoch: pe(20),
         ..current.clone()
     };
     assert_eq!(state.on_metadata(&older, 0), MetadataOutcome::Stale);
@@ -576,7 +629,7 @@ fn metadata_transitions() {
     ));
 
     let newer_epoch = PartitionRegistration {
-        leader_epoch: 6,
+        leader_epoch: le(6),
         ..current.clone()
     };
     assert_eq!(
@@ -584,9 +637,9 @@ fn metadata_transitions() {
         MetadataOutcome::Resign
     );
     let other_leader = PartitionRegistration {
-        leader: 1,
-        leader_epoch: 6,
-        partition_epoch: 11,
+        leader: b(1),
+        leader_epoch: le(6),
+        partition_epoch: pe(11),
         ..current.clone()
     };
     assert_eq!(
@@ -595,24 +648,29 @@ fn metadata_transitions() {
     );
 
     // Reassignment: 3 added (unknown, outside the ISR), 2 removed.
-    state.on_follower_fetch(1, FETCH_EPOCH, 100, 1).unwrap();
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(100), 1)
+        .unwrap();
     let moved = PartitionRegistration {
-        partition_epoch: 11,
-        replicas: vec![0, 1, 3],
-        isr: vec![0, 1],
+        partition_epoch: pe(11),
+        replicas: ids(&[0, 1, 3]),
+        isr: ids(&[0, 1]),
         ..current
     };
     assert!(matches!(
         state.on_metadata(&moved, 2),
         MetadataOutcome::Updated { .. }
     ));
-    assert!(state.follower(2).is_none());
-    assert_eq!(state.follower(1).unwrap().leo, 100);
-    let f3 = *state.follower(3).unwrap();
-    assert_eq!((f3.leo, f3.last_caught_up_ms), (UNKNOWN_OFFSET, None));
-    assert_eq!((state.isr(), state.partition_epoch()), (&[0, 1][..], 11));
+    assert!(state.follower(b(2)).is_none());
+    assert_eq!(state.follower(b(1)).unwrap().leo, Some(o(100)));
+    let f3 = *state.follower(b(3)).unwrap();
+    assert_eq!((f3.leo, f3.last_caught_up_ms), (None, None));
     assert_eq!(
-        state.on_follower_fetch(2, FETCH_EPOCH, 100, 3),
+        (state.isr(), state.partition_epoch()),
+        (&ids(&[0, 1])[..], pe(11))
+    );
+    assert_eq!(
+        state.on_follower_fetch(b(2), FETCH_EPOCH, o(100), 3),
         Err(ErrorCode::NotLeaderOrFollower)
     );
 }
@@ -621,29 +679,29 @@ fn metadata_transitions() {
 fn alter_partition_answers() {
     let mut state = leader(&[0, 1, 2], &[0, 1], 1, 100, 100);
     let sent = state
-        .on_follower_fetch(2, FETCH_EPOCH, 100, 1)
+        .on_follower_fetch(b(2), FETCH_EPOCH, o(100), 1)
         .unwrap()
         .proposal
         .unwrap();
     assert_eq!(
         (sent.leader_id, sent.leader_epoch, sent.partition_epoch),
-        (0, 5, 10)
+        (b(0), le(5), pe(10))
     );
 
     // A success for another leader epoch or an older partition epoch is stale.
     let other_epoch = AlterPartitionResult::Ok {
-        leader_epoch: 6,
-        partition_epoch: 11,
-        isr: vec![0, 1, 2],
+        leader_epoch: le(6),
+        partition_epoch: pe(11),
+        isr: ids(&[0, 1, 2]),
     };
     assert_eq!(
         state.on_alter_partition_result(&sent, other_epoch, 1),
         AlterOutcome::AwaitingMetadata
     );
     let older = AlterPartitionResult::Ok {
-        leader_epoch: 5,
-        partition_epoch: 9,
-        isr: vec![0, 1, 2],
+        leader_epoch: le(5),
+        partition_epoch: pe(9),
+        isr: ids(&[0, 1, 2]),
     };
     assert_eq!(
         state.on_alter_partition_result(&sent, older, 1),
@@ -653,15 +711,15 @@ fn alter_partition_answers() {
 
     // The controller's ISR is what is committed, even if it differs.
     let other_isr = AlterPartitionResult::Ok {
-        leader_epoch: 5,
-        partition_epoch: 12,
-        isr: vec![0, 2],
+        leader_epoch: le(5),
+        partition_epoch: pe(12),
+        isr: ids(&[0, 2]),
     };
     let outcome = state.on_alter_partition_result(&sent, other_isr, 1);
     assert!(matches!(outcome, AlterOutcome::Committed { .. }));
     assert_eq!(
         (state.isr(), state.partition_epoch(), state.pending()),
-        (&[0, 2][..], 12, None)
+        (&ids(&[0, 2])[..], pe(12), None)
     );
 
     // An answer for a proposal no longer pending changes nothing.
@@ -674,33 +732,38 @@ fn alter_partition_answers() {
 
     // Metadata overtaking a pending proposal supersedes it.
     let next = state
-        .on_follower_fetch(1, FETCH_EPOCH, 100, 3)
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(100), 3)
         .unwrap()
         .proposal
         .unwrap();
-    assert_eq!(next.partition_epoch, 12);
-    let update = isr_update(&state, &[0, 2]);
+    assert_eq!(next.partition_epoch, pe(12));
+    let update = isr_update(&state, &ids(&[0, 2]));
     state.on_metadata(&update, 3);
     assert_eq!(
         state.on_alter_partition_result(&next, accepted(&next), 3),
         AlterOutcome::Superseded
     );
-    assert_eq!(state.isr(), &[0, 2]);
+    assert_eq!(state.isr(), ids(&[0, 2]));
 }
 
 #[test]
 fn ack_helpers_feed_the_rules() {
     let mut state = leader(&[0, 1, 2], &[0, 1, 2], 2, 100, 100);
     assert_eq!(state.check_min_isr_before_append(Acks::All), Ok(()));
-    state.on_leader_append(105, 1);
-    let decide = |s: &LeaderState, epoch| rules::ack_decision(&s.ack_observation(epoch, 105));
+    state.on_leader_append(o(105), 1);
+    let decide =
+        |s: &LeaderState, epoch| rules::ack_decision(&s.ack_observation(le(epoch), o(105)));
     assert_eq!(decide(&state, 5), rules::AckDecision::Wait);
-    state.on_follower_fetch(1, FETCH_EPOCH, 105, 2).unwrap();
-    state.on_follower_fetch(2, FETCH_EPOCH, 105, 2).unwrap();
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(105), 2)
+        .unwrap();
+    state
+        .on_follower_fetch(b(2), FETCH_EPOCH, o(105), 2)
+        .unwrap();
     assert_eq!(
         decide(&state, 5),
         rules::AckDecision::Ack {
-            hw: 105,
+            hw: o(105),
             error: None
         }
     );
@@ -709,7 +772,7 @@ fn ack_helpers_feed_the_rules() {
         rules::AckDecision::Reject(ErrorCode::NotLeaderOrFollower)
     );
 
-    let update = isr_update(&state, &[0]);
+    let update = isr_update(&state, &ids(&[0]));
     state.on_metadata(&update, 3);
     assert_eq!(
         state.check_min_isr_before_append(Acks::All),
@@ -719,7 +782,7 @@ fn ack_helpers_feed_the_rules() {
     let error = Some(ErrorCode::NotEnoughReplicasAfterAppend);
     assert_eq!(
         decide(&state, 5),
-        rules::AckDecision::Ack { hw: 105, error }
+        rules::AckDecision::Ack { hw: o(105), error }
     );
 }
 
@@ -734,9 +797,11 @@ fn min_isr_above_replication_factor_refuses_acks_all() {
         Err(ErrorCode::NotEnoughReplicas)
     );
     assert_eq!(state.check_min_isr_before_append(Acks::Leader), Ok(()));
-    state.on_leader_append(101, 1);
-    state.on_follower_fetch(1, FETCH_EPOCH, 101, 2).unwrap();
-    assert_eq!(state.hw(), 101, "acks=1 data becomes visible");
+    state.on_leader_append(o(101), 1);
+    state
+        .on_follower_fetch(b(1), FETCH_EPOCH, o(101), 2)
+        .unwrap();
+    assert_eq!(state.hw(), o(101), "acks=1 data becomes visible");
     let single = leader(&[0], &[0], 2, 0, 0);
     assert_eq!(
         single.check_min_isr_before_append(Acks::All),
@@ -807,7 +872,7 @@ struct World {
     now: i64,
     /// Per follower: the lowest offset it may fetch from (LEOs only grow;
     /// ISR members start at the HW, as they hold every committed record).
-    floor: BTreeMap<i32, i64>,
+    floor: BTreeMap<i32, Offset>,
     old_proposals: Vec<IsrProposal>,
 }
 
@@ -818,7 +883,7 @@ impl World {
         let pending_before = s.pending().cloned();
         match *op {
             Op::Append(n) => {
-                s.on_leader_append(s.leader_leo() + n, self.now);
+                s.on_leader_append(s.leader_leo().plus(n), self.now);
             }
             Op::Fetch {
                 replica,
@@ -829,16 +894,21 @@ impl World {
                 let offset = if to_leo {
                     s.leader_leo()
                 } else {
-                    (floor + step).min(s.leader_leo())
+                    floor.plus(step).min(s.leader_leo())
                 };
                 let hw_before = s.hw();
                 let outcome = s
-                    .on_follower_fetch(replica, FETCH_EPOCH, offset, self.now)
+                    .on_follower_fetch(b(replica), FETCH_EPOCH, offset, self.now)
                     .unwrap();
                 self.floor.insert(replica, offset);
                 if let Some(p) = &outcome.proposal {
                     assert!(pending_before.is_none(), "second proposal {p:?}");
-                    assert_eq!(p.change, IsrChange::Expand { replica });
+                    assert_eq!(
+                        p.change,
+                        IsrChange::Expand {
+                            replica: b(replica)
+                        }
+                    );
                     assert!(offset >= hw_before && offset >= s.leader_epoch_start_offset());
                     self.old_proposals.push(p.clone());
                 }
@@ -846,13 +916,13 @@ impl World {
             Op::BadFetch { replica, past_leo } => {
                 let before = s.clone();
                 let offset = if past_leo {
-                    s.leader_leo() + 1
+                    s.leader_leo().next()
                 } else {
                     s.leader_leo()
                 };
                 if past_leo || replica == 0 || replica == 9 {
                     assert!(s
-                        .on_follower_fetch(replica, FETCH_EPOCH, offset, self.now)
+                        .on_follower_fetch(b(replica), FETCH_EPOCH, offset, self.now)
                         .is_err());
                     assert_eq!(*s, before);
                 }
@@ -869,7 +939,11 @@ impl World {
                 if let Some(sent) = pending_before {
                     let result = AlterPartitionResult::Ok {
                         leader_epoch: sent.leader_epoch,
-                        partition_epoch: sent.partition_epoch + i32::from(bump),
+                        partition_epoch: if bump {
+                            sent.partition_epoch.next()
+                        } else {
+                            sent.partition_epoch
+                        },
                         isr: sent.new_isr.clone(),
                     };
                     let outcome = s.on_alter_partition_result(&sent, result, self.now);
@@ -891,11 +965,11 @@ impl World {
                 }
             }
             Op::DropFromIsr(mask) => {
-                let isr: Vec<i32> = s
+                let isr: Vec<BrokerId> = s
                     .isr()
                     .iter()
                     .copied()
-                    .filter(|&id| id == 0 || mask & (1 << id) == 0)
+                    .filter(|&id| id == b(0) || mask & (1 << id.get()) == 0)
                     .collect();
                 let update = isr_update(s, &isr);
                 assert!(matches!(
@@ -904,10 +978,10 @@ impl World {
                 ));
                 assert!(s.pending().is_none());
             }
-            Op::Eligible(replica, eligible) => s.set_isr_eligible(replica, eligible),
+            Op::Eligible(replica, eligible) => s.set_isr_eligible(b(replica), eligible),
             Op::NewLeaderEpoch => {
                 let update = PartitionRegistration {
-                    leader_epoch: s.leader_epoch() + 1,
+                    leader_epoch: s.leader_epoch().next(),
                     ..isr_update(s, s.isr())
                 };
                 assert_eq!(s.on_metadata(&update, self.now), MetadataOutcome::Resign);
@@ -917,7 +991,7 @@ impl World {
         true
     }
 
-    fn check(&self, hw_before: i64, under_min_before: bool) {
+    fn check(&self, hw_before: Offset, under_min_before: bool) {
         let s = &self.state;
         assert!(
             s.hw() >= hw_before,
@@ -932,10 +1006,11 @@ impl World {
         // Over the maximal ISR: a pending addition reached the HW when proposed
         // and holds it since.
         for &id in s.maximal_isr().iter().filter(|&&id| id != s.leader_id()) {
-            let leo = s.follower(id).map_or(UNKNOWN_OFFSET, |f| f.leo);
+            // An untracked member or one that has not fetched: LEO unknown.
+            let leo = s.follower(id).and_then(|f| f.leo);
             assert!(
-                leo == UNKNOWN_OFFSET || s.hw() <= leo,
-                "HW {} past ISR member {id} at {leo}",
+                leo.is_none_or(|leo| s.hw() <= leo),
+                "HW {} past ISR member {id} at {leo:?}",
                 s.hw()
             );
         }
@@ -974,7 +1049,9 @@ proptest! {
         isr.extend((1..=3).filter(|&id| in_isr[id as usize - 1]));
         let hw = (leo - hw_back).max(0);
         let state = leader(&[0, 1, 2, 3], &isr, min_isr, leo, hw);
-        let floor = (1..=3).map(|id| (id, if isr.contains(&id) { state.hw() } else { 0 })).collect();
+        let floor = (1..=3)
+            .map(|id| (id, if isr.contains(&id) { state.hw() } else { Offset::ZERO }))
+            .collect();
         let mut world = World { state, now: 0, floor, old_proposals: Vec::new() };
         world.check(world.state.hw(), false);
         for op in &ops {

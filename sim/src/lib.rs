@@ -48,14 +48,18 @@ use strand_log::{LogConfig, LogError};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::MetadataRecord;
 use strand_partition::log_dir_failure::LogDirFailures;
-use strand_partition::{Partition, PartitionIo, PartitionSettings, ReplicaState};
+use strand_partition::{
+    FollowerFetchState, Partition, PartitionIo, PartitionSettings, ReplicaState,
+};
 use strand_protocol::batch::BatchIter;
 use strand_protocol::kafka_protocol::records::Compression;
 use strand_protocol::testing::encode_records_txn;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_replication::rules::{self, AckDecision, Acks, FetchOrigin, FetchedPartition};
-use strand_types::{Clock, ManualClock};
+use strand_types::{
+    BrokerEpoch, BrokerId, Clock, LeaderEpoch, ManualClock, Offset, PartitionEpoch,
+};
 use uuid::Uuid;
 
 /// Simulated wall-clock time at the start of every run.
@@ -65,6 +69,11 @@ const START_MS: i64 = 1_700_000_000_000;
 const HISTORY_SHOWN: usize = 40;
 const CONTROLLER: i32 = 0;
 const CLIENT: i32 = 100;
+
+/// The image's broker ids (never negative in a registration).
+fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().map(|&id| BrokerId::new(id)).collect()
+}
 const TOPIC: &str = "t";
 const DIR: &str = "/data/t-0";
 const TICK_MS: i64 = 10;
@@ -166,8 +175,8 @@ enum Msg {
     Fetch(FetchRequest),
     FetchReply {
         id: u64,
-        leader_epoch: i32,
-        fetch_offset: i64,
+        leader_epoch: LeaderEpoch,
+        fetch_offset: Offset,
         fetched: FetchedPartition,
         records: Bytes,
     },
@@ -183,7 +192,7 @@ enum Msg {
     },
     Reply {
         id: u64,
-        result: Result<i64, ErrorCode>,
+        result: Result<Offset, ErrorCode>,
     },
 }
 
@@ -221,18 +230,18 @@ impl Msg {
 #[derive(Debug, Clone, Copy)]
 struct FetchRequest {
     id: u64,
-    broker_epoch: i64,
-    leader_epoch: i32,
-    fetch_offset: i64,
-    last_fetched_epoch: i32,
+    broker_epoch: BrokerEpoch,
+    leader_epoch: LeaderEpoch,
+    fetch_offset: Offset,
+    last_fetched_epoch: Option<LeaderEpoch>,
 }
 
 /// An acks=all append (a produce or a marker) waiting for the HW.
 struct PendingAck {
     id: u64,
-    leader_epoch: i32,
-    base_offset: i64,
-    required_offset: i64,
+    leader_epoch: LeaderEpoch,
+    base_offset: Offset,
+    required_offset: Offset,
     deadline: i64,
 }
 
@@ -257,7 +266,7 @@ struct Node {
     alters: Vec<(IsrProposal, i64)>,
     pending: Vec<PendingAck>,
     /// Highest (HW, LSO) seen while leading in (incarnation, leader epoch).
-    leading_high: Option<(u128, i32, i64, i64)>,
+    leading_high: Option<(u128, LeaderEpoch, Offset, Offset)>,
 }
 
 struct Controller {
@@ -319,7 +328,7 @@ struct Sim {
     txn_epochs: BTreeMap<i64, i16>,
     txn_next_start: BTreeMap<i64, i64>,
     /// Which broker appended in each leader epoch.
-    appenders: BTreeMap<i32, i32>,
+    appenders: BTreeMap<LeaderEpoch, i32>,
     history: Vec<String>,
     events: u64,
     faults: usize,
@@ -749,9 +758,9 @@ impl Sim {
                     Ok((records, state)) => {
                         self.apply(records);
                         AlterPartitionResult::Ok {
-                            leader_epoch: state.leader_epoch,
-                            partition_epoch: state.partition_epoch,
-                            isr: state.isr,
+                            leader_epoch: LeaderEpoch::new(state.leader_epoch),
+                            partition_epoch: PartitionEpoch::new(state.partition_epoch),
+                            isr: broker_ids(&state.isr),
                         }
                     }
                     Err(e) => AlterPartitionResult::Err(e.code),
@@ -792,11 +801,11 @@ impl Sim {
             return;
         }
         let replica = ReplicaState {
-            leader_epoch: record.leader_epoch,
-            partition_epoch: record.partition_epoch,
-            replicas: record.replicas.clone(),
-            isr: record.isr.clone(),
-            leader: record.leader,
+            leader_epoch: LeaderEpoch::new(record.leader_epoch),
+            partition_epoch: PartitionEpoch::new(record.partition_epoch),
+            replicas: broker_ids(&record.replicas),
+            isr: broker_ids(&record.isr),
+            leader: BrokerId::from_wire(record.leader),
         };
         if n.partition.is_none() {
             let io = PartitionIo {
@@ -831,8 +840,8 @@ impl Sim {
             min_insync_replicas: 2,
             replica_lag_time_max_ms: LAG_TIME_MAX_MS,
         };
-        let eligible = |r: i32| image.is_active(r);
-        let follow = p.apply_registration(replica, config, &eligible, id);
+        let eligible = |r: BrokerId| image.is_active(r.get());
+        let follow = p.apply_registration(replica, config, &eligible, BrokerId::new(id));
         let leader = follow.then_some(record.leader);
         if n.following != leader {
             n.following = leader;
@@ -887,13 +896,18 @@ impl Sim {
                 .fetch
                 .is_none_or(|(_, at)| now - at >= FETCH_TIMEOUT_MS);
             if due {
-                if let Some((fetch_offset, last_fetched_epoch, _, leader_epoch)) =
-                    p.follower_fetch_state()
+                if let Some(FollowerFetchState {
+                    fetch_offset,
+                    last_fetched_epoch,
+                    leader_epoch,
+                    ..
+                }) = p.follower_fetch_state()
                 {
                     let fetch_id = self.next_id;
                     self.next_id += 1;
                     self.node(id).fetch = Some((fetch_id, now));
-                    let broker_epoch = self.node(id).broker_epoch;
+                    // A registered broker's epoch (it fetches only once registered).
+                    let broker_epoch = BrokerEpoch::new(self.node(id).broker_epoch);
                     self.send(
                         id,
                         leader,
@@ -910,7 +924,7 @@ impl Sim {
         }
         // Leader: ISR shrink, then the acks=all waits.
         let image = self.node(id).image.clone();
-        if let Some(proposal) = p.maybe_shrink_isr(&|r| image.is_active(r)) {
+        if let Some(proposal) = p.maybe_shrink_isr(&|r| image.is_active(r.get())) {
             self.send_alter(id, &p, proposal);
         }
         // An AlterPartition whose answer never came fails as the RPC would
@@ -973,10 +987,14 @@ impl Sim {
             broker_epoch: self.node(id).broker_epoch,
             topic_id: p.topic_id,
             partition: 0,
-            leader_epoch: proposal.leader_epoch,
-            partition_epoch: proposal.partition_epoch,
-            new_isr: proposal.new_isr.clone(),
-            broker_epochs: proposal.broker_epochs.clone(),
+            leader_epoch: proposal.leader_epoch.get(),
+            partition_epoch: proposal.partition_epoch.get(),
+            new_isr: proposal.new_isr.iter().map(|b| b.get()).collect(),
+            broker_epochs: proposal
+                .broker_epochs
+                .iter()
+                .map(|(b, e)| (b.get(), e.get()))
+                .collect(),
         };
         let now = self.now;
         self.node(id).alters.push((proposal.clone(), now));
@@ -1116,29 +1134,42 @@ impl Sim {
             last_fetched_epoch,
         } = req;
         let image = self.node(id).image.clone();
-        let registered = image.brokers.get(&from).map(|b| b.broker_epoch);
+        let registered = image
+            .brokers
+            .get(&from)
+            .and_then(|b| BrokerEpoch::from_wire(b.broker_epoch));
         let mut fetched = FetchedPartition {
             error: None,
-            diverging_epoch: (-1, -1),
-            high_watermark: -1,
-            log_start_offset: -1,
+            diverging_epoch: None,
+            high_watermark: None,
+            log_start_offset: None,
         };
         let mut records = Bytes::new();
-        let origin = rules::fetch_origin(15, from, broker_epoch, registered);
+        let origin = rules::fetch_origin(
+            15,
+            BrokerId::from_wire(from),
+            Some(broker_epoch),
+            registered,
+        );
         let partition = self.node(id).partition.clone();
         match (origin, partition) {
             (Err(code), _) => fetched.error = Some(code),
             (Ok(FetchOrigin::Consumer), _) | (_, None) => {
                 fetched.error = Some(ErrorCode::NotLeaderOrFollower)
             }
-            (Ok(FetchOrigin::Follower(_)), Some(p)) => {
+            (Ok(FetchOrigin::Follower(follower)), Some(p)) => {
                 let checked = if p.is_leader() {
-                    p.check_leader_epoch(leader_epoch)
+                    p.check_leader_epoch(Some(leader_epoch))
                 } else {
                     Err(ErrorCode::NotLeaderOrFollower)
                 };
                 let recorded = checked.and_then(|()| {
-                    p.record_follower_fetch(from, broker_epoch, fetch_offset, last_fetched_epoch)
+                    p.record_follower_fetch(
+                        follower,
+                        broker_epoch,
+                        fetch_offset,
+                        last_fetched_epoch,
+                    )
                 });
                 match recorded {
                     Err(code) => fetched.error = Some(code),
@@ -1147,10 +1178,10 @@ impl Sim {
                             self.send_alter(id, &p, proposal);
                         }
                         let offsets = p.offsets();
-                        fetched.high_watermark = offsets.high_watermark;
-                        fetched.log_start_offset = offsets.log_start_offset;
+                        fetched.high_watermark = Some(offsets.high_watermark);
+                        fetched.log_start_offset = Some(offsets.log_start_offset);
                         if let Some(d) = p.diverging_epoch(last_fetched_epoch, fetch_offset) {
-                            fetched.diverging_epoch = d;
+                            fetched.diverging_epoch = Some(d);
                         } else {
                             match p.read(
                                 fetch_offset,
@@ -1333,7 +1364,7 @@ impl Sim {
         };
         if let Some((_, batch)) = self.in_flight.remove(&id) {
             if let Ok(offset) = result {
-                self.acked.insert(offset, batch);
+                self.acked.insert(offset.get(), batch);
             }
             return;
         }
@@ -1341,7 +1372,7 @@ impl Sim {
         for t in &mut self.txns {
             if t.data_id == id && !t.data_answered {
                 t.data_answered = true;
-                t.acked_offset = result.ok();
+                t.acked_offset = result.ok().map(Offset::get);
             }
             if t.marker_id == Some(id) && result.is_ok() && !t.marker_done {
                 t.marker_done = true;
@@ -1374,7 +1405,7 @@ impl Sim {
             for r in isr {
                 let Some(rp) = self
                     .nodes
-                    .get((r - 1) as usize)
+                    .get((r.get() - 1) as usize)
                     .filter(|n| n.alive)
                     .and_then(|n| n.partition.clone())
                 else {
@@ -1386,7 +1417,8 @@ impl Sim {
                         self,
                         format!(
                             "leader {id} (epoch {}) has HW {} but ISR member {r} has LEO {leo}",
-                            o.leading_epoch, o.high_watermark
+                            LeaderEpoch::to_wire(o.leading_epoch),
+                            o.high_watermark
                         ),
                     );
                 }
@@ -1433,7 +1465,7 @@ impl Sim {
         let Some(lp) = self.nodes[(leader - 1) as usize].partition.clone() else {
             return false;
         };
-        if !lp.is_leader() || lp.leader_epoch() != record.leader_epoch {
+        if !lp.is_leader() || lp.leader_epoch().get() != record.leader_epoch {
             return false;
         }
         let lo = lp.offsets();
@@ -1489,10 +1521,10 @@ impl Sim {
                     break;
                 }
                 for (pos, h) in BatchIter::new(&r.records) {
-                    if h.base_offset >= offset {
+                    if h.base_offset >= offset.get() {
                         out.push((h.base_offset, r.records[pos..pos + h.total_size()].to_vec()));
                     }
-                    offset = offset.max(h.next_offset());
+                    offset = offset.max(Offset::new(h.next_offset()));
                 }
             }
             out
@@ -1581,7 +1613,7 @@ impl Sim {
             transactions: self.txns.len(),
             faults: self.faults,
             leader_epochs: self.appenders.len(),
-            final_hw: o.high_watermark,
+            final_hw: o.high_watermark.get(),
         })
     }
 }

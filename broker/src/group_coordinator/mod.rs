@@ -565,7 +565,9 @@ impl PartitionListener for GroupCoordinator {
     /// epoch), unloads one it no longer leads.
     fn on_partition(self: Arc<Self>, partition: &Arc<Partition>) {
         let index = partition.index;
-        let leading = partition.is_leader().then(|| partition.leader_epoch());
+        let leading = partition
+            .is_leader()
+            .then(|| partition.leader_epoch().get());
         let mut parts = self.partitions.lock();
         let current = parts
             .get(&index)

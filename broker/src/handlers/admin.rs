@@ -15,8 +15,8 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use strand_controller::manager::{ApiError, ConfigOp, NewTopic};
 use strand_metadata::configs::{resolve_topic_config, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use strand_metadata::controller_api::{ApiError, ConfigOp, NewTopic};
 use strand_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -346,7 +346,7 @@ async fn alter(
     incremental: bool,
     validate_only: bool,
 ) -> Vec<(i8, String, Result<(), ApiError>)> {
-    let topic_items: Vec<strand_controller::TopicConfigOps> = resources
+    let topic_items: Vec<strand_metadata::controller_api::TopicConfigOps> = resources
         .iter()
         .filter(|r| r.0 == RESOURCE_TOPIC)
         .map(|r| (r.1.clone(), r.2.clone()))
@@ -551,7 +551,7 @@ pub async fn elect_leaders(
     use kafka_protocol::messages::elect_leaders_response::{
         PartitionResult, ReplicaElectionResult,
     };
-    use strand_controller::manager::replication::ElectionType;
+    use strand_metadata::controller_api::ElectionType;
     let election_type = match req.election_type {
         0 => ElectionType::Preferred,
         1 => ElectionType::Unclean,

@@ -12,22 +12,24 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::Partition;
 use strand_protocol::batch::BatchIter;
 use strand_protocol::ErrorCode;
-use strand_replication::rules::{self, fetch_can_complete, FetchOrigin};
+use strand_replication::rules::{self, fetch_can_complete, DivergingEpoch, FetchOrigin};
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset};
 
 /// fetch.max.bytes (Kafka's default): the most one fetch response carries.
 const FETCH_MAX_BYTES: usize = 57_671_680;
 
 struct Target {
     topic: usize,
-    fetch_offset: i64,
+    /// `None`: the request's offset is negative (OFFSET_OUT_OF_RANGE).
+    fetch_offset: Option<Offset>,
     partition_max_bytes: usize,
-    last_fetched_epoch: i32,
+    last_fetched_epoch: Option<LeaderEpoch>,
     partition: Result<Arc<Partition>, ErrorCode>,
 }
 
@@ -40,14 +42,18 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
     let registered = image
         .brokers
         .get(&claimed.replica_id.0)
-        .map(|b| b.broker_epoch);
+        .and_then(|b| BrokerEpoch::from_wire(b.broker_epoch));
+    let claimed_epoch = BrokerEpoch::from_wire(claimed.replica_epoch);
     let follower = match rules::fetch_origin(
         version,
-        claimed.replica_id.0,
-        claimed.replica_epoch,
+        BrokerId::from_wire(claimed.replica_id.0),
+        claimed_epoch,
         registered,
     ) {
-        Ok(FetchOrigin::Follower(id)) => Some((id, claimed.replica_epoch)),
+        Ok(FetchOrigin::Follower(id)) => {
+            // fetch_origin names a follower only at its registered epoch.
+            claimed_epoch.map(|epoch| (id, epoch))
+        }
         Ok(FetchOrigin::Consumer) => None,
         Err(code) => {
             tracing::debug!(
@@ -72,14 +78,22 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
         for p in &t.partitions {
             let mut partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => broker.leader_partition_at_epoch(n, p.partition, p.current_leader_epoch),
+                Some(n) => broker.leader_partition_at_epoch(
+                    n,
+                    p.partition,
+                    LeaderEpoch::from_wire(p.current_leader_epoch),
+                ),
             };
-            if let (Some((replica, broker_epoch)), Ok(part)) = (follower, &partition) {
+            let fetch_offset = Offset::from_wire(p.fetch_offset);
+            let last_fetched_epoch = LeaderEpoch::from_wire(p.last_fetched_epoch);
+            if let (Some((replica, broker_epoch)), Ok(part), Some(fetch_offset)) =
+                (follower, &partition, fetch_offset)
+            {
                 match part.record_follower_fetch(
                     replica,
                     broker_epoch,
-                    p.fetch_offset,
-                    p.last_fetched_epoch,
+                    fetch_offset,
+                    last_fetched_epoch,
                 ) {
                     Ok(Some(proposal)) => broker.send_alter_partition(part.clone(), proposal),
                     Ok(None) => {}
@@ -91,9 +105,9 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
                 p.partition,
                 Target {
                     topic: ti,
-                    fetch_offset: p.fetch_offset,
+                    fetch_offset,
                     partition_max_bytes: p.partition_max_bytes.max(0) as usize,
-                    last_fetched_epoch: p.last_fetched_epoch,
+                    last_fetched_epoch,
                     partition,
                 },
             ));
@@ -113,16 +127,28 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
         .iter()
         .filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe()))
         .collect();
+    let follower_id = follower.map(|(id, _)| id);
+    // A read that finds a write holding its log waits behind it, and so
+    // behind the disk that write waits on: then it holds up no other task
+    // (`disk::run`). With no log held it is a `pread`, from the page cache
+    // unless the data is cold, and runs here: a hand-off on every fetch
+    // cost replication throughput (BENCHMARKS.md).
+    let read = || {
+        let busy = targets
+            .iter()
+            .any(|(_, _, t)| t.partition.as_ref().is_ok_and(|p| p.log_busy()));
+        let read = || read_all(&targets, max_bytes, read_committed, follower_id);
+        if busy {
+            crate::disk::run(read)
+        } else {
+            read()
+        }
+    };
     let parts = loop {
         for w in &mut watches {
             w.borrow_and_update();
         }
-        let (parts, bytes, errors) = read_all(
-            &targets,
-            max_bytes,
-            read_committed,
-            follower.map(|(id, _)| id),
-        );
+        let (parts, bytes, errors) = read();
         if errors
             || fetch_can_complete(bytes, min_bytes)
             || watches.is_empty()
@@ -132,12 +158,7 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
         }
         let changed = futures_any_changed(&mut watches);
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let (parts, _, _) = read_all(
-                &targets,
-                max_bytes,
-                read_committed,
-                follower.map(|(id, _)| id),
-            );
+            let (parts, _, _) = read();
             break parts;
         }
     };
@@ -169,7 +190,7 @@ fn read_all(
     targets: &[(i32, i32, Target)],
     max_bytes: usize,
     read_committed: bool,
-    follower: Option<i32>,
+    follower: Option<BrokerId>,
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
@@ -180,7 +201,7 @@ fn read_all(
             .with_high_watermark(-1)
             .with_last_stable_offset(-1)
             .with_log_start_offset(-1)
-            .with_preferred_read_replica(BrokerId(-1));
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1));
         match &t.partition {
             Err(code) => {
                 pd.error_code = code.code();
@@ -188,16 +209,22 @@ fn read_all(
             }
             Ok(p) => {
                 let offsets = p.offsets();
-                pd.high_watermark = offsets.high_watermark;
+                pd.high_watermark = offsets.high_watermark.get();
                 // Kafka reports the LSO whatever the isolation level.
-                pd.last_stable_offset = offsets.last_stable_offset;
-                pd.log_start_offset = offsets.log_start_offset;
+                pd.last_stable_offset = offsets.last_stable_offset.get();
+                pd.log_start_offset = offsets.log_start_offset.get();
                 // Kafka: an empty list under read_committed, null otherwise
                 // (the codec's default is an empty list).
                 pd.aborted_transactions = read_committed.then(Vec::new);
-                if let Some((epoch, end_offset)) =
-                    p.diverging_epoch(t.last_fetched_epoch, t.fetch_offset)
-                {
+                let Some(fetch_offset) = t.fetch_offset else {
+                    pd.error_code = ErrorCode::OffsetOutOfRange.code();
+                    pd.records = Some(Bytes::new());
+                    errors = true;
+                    out.push((t.topic, pd));
+                    continue;
+                };
+                if let Some(diverging) = p.diverging_epoch(t.last_fetched_epoch, fetch_offset) {
+                    let (epoch, end_offset) = DivergingEpoch::to_wire(Some(diverging));
                     pd.diverging_epoch = EpochEndOffset::default()
                         .with_epoch(epoch)
                         .with_end_offset(end_offset);
@@ -222,13 +249,13 @@ fn read_all(
                 // The log's read guard must be gone before the aborted
                 // transactions are looked up (a second read lock behind a
                 // waiting writer deadlocks: parking_lot is writer-fair).
-                let read = p.read(t.fetch_offset, limit, upper, min_one);
+                let read = p.read(fetch_offset, limit, upper, min_one);
                 match read {
                     Ok(r) => {
                         total += r.records.len();
                         if read_committed && follower.is_none() {
                             pd.aborted_transactions =
-                                Some(aborted_transactions(p, t.fetch_offset, &r.records));
+                                Some(aborted_transactions(p, fetch_offset, &r.records));
                         }
                         pd.records = Some(r.records);
                     }
@@ -255,10 +282,13 @@ fn read_all(
 /// (Kafka's upper bound is the offset after the fetched bytes).
 fn aborted_transactions(
     p: &Partition,
-    fetch_offset: i64,
+    fetch_offset: Offset,
     records: &[u8],
 ) -> Vec<AbortedTransaction> {
-    let Some(end) = BatchIter::new(records).last().map(|(_, h)| h.next_offset()) else {
+    let Some(end) = BatchIter::new(records)
+        .last()
+        .and_then(|(_, h)| Offset::from_wire(h.next_offset()))
+    else {
         return Vec::new();
     };
     p.aborted_transactions(fetch_offset, end)

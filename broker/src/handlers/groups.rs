@@ -27,8 +27,8 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use strand_controller::manager::NewTopic;
 use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
+use strand_metadata::controller_api::NewTopic;
 use strand_partition::now_ms;
 use strand_protocol::ErrorCode;
 
@@ -387,12 +387,14 @@ pub async fn txn_offset_commit(
         Ok(())
     } else {
         match broker.partition(OFFSETS_TOPIC, entry.partition) {
-            Some(p) => match crate::coordinator_runtime::append_txn_records(
-                &p,
-                &kvs,
-                req.producer_id.0,
-                req.producer_epoch,
-            ) {
+            Some(p) => match crate::disk::run(|| {
+                crate::coordinator_runtime::append_txn_records(
+                    &p,
+                    &kvs,
+                    req.producer_id.0,
+                    req.producer_epoch,
+                )
+            }) {
                 Ok(outcome) => {
                     crate::coordinator_runtime::wait_committed(
                         &p,

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
     DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use strand_controller::manager::NewTopic;
+use strand_metadata::controller_api::NewTopic;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::validate_topic_name;
 use strand_protocol::ErrorCode;

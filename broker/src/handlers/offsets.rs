@@ -13,6 +13,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::*;
 use strand_protocol::ErrorCode;
+use strand_types::{LeaderEpoch, Offset};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -42,7 +43,7 @@ pub fn list_offsets(
                     let part = match broker.leader_partition_at_epoch(
                         t.name.0.as_str(),
                         p.partition_index,
-                        p.current_leader_epoch,
+                        LeaderEpoch::from_wire(p.current_leader_epoch),
                     ) {
                         Ok(part) => part,
                         Err(code) => {
@@ -51,14 +52,14 @@ pub fn list_offsets(
                         }
                     };
                     let offsets = part.offsets();
-                    let upper = part.fetch_upper_bound(read_committed);
+                    let upper = part.fetch_upper_bound(read_committed).get();
                     let found = match p.timestamp {
                         LATEST => {
                             r.offset = upper;
-                            r.leader_epoch = part.leader_epoch();
+                            r.leader_epoch = part.leader_epoch().get();
                             return r;
                         }
-                        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset.get(), -1))),
                         MAX_TIMESTAMP => part.max_timestamp_and_offset(),
                         ts if ts >= 0 => part.offset_for_timestamp(ts),
                         _ => {
@@ -74,7 +75,9 @@ pub fn list_offsets(
                             r.offset = offset;
                             r.timestamp = ts;
                             // The epoch of the batch that holds the offset, as Kafka reports it.
-                            r.leader_epoch = part.epoch_at(offset).unwrap_or(-1);
+                            r.leader_epoch = LeaderEpoch::to_wire(
+                                Offset::from_wire(offset).and_then(|o| part.epoch_at(o)),
+                            );
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -111,11 +114,18 @@ pub fn delete_records(broker: &ReplicaManager, req: DeleteRecordsRequest) -> Del
                     let mut r = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    // -1 is the HW; other negative offsets are out of range.
+                    let offset = match p.offset {
+                        -1 => Ok(None),
+                        o => Offset::from_wire(o)
+                            .map(Some)
+                            .ok_or(ErrorCode::OffsetOutOfRange),
+                    };
                     match broker
                         .leader_partition(t.name.0.as_str(), p.partition_index)
-                        .and_then(|part| part.delete_records(p.offset))
+                        .and_then(|part| part.delete_records(offset?))
                     {
-                        Ok(low) => r.low_watermark = low,
+                        Ok(low) => r.low_watermark = low.get(),
                         Err(code) => r.error_code = code.code(),
                     }
                     r
@@ -148,12 +158,15 @@ pub fn offset_for_leader_epoch(
                     match broker.leader_partition_at_epoch(
                         t.topic.0.as_str(),
                         p.partition,
-                        p.current_leader_epoch,
+                        LeaderEpoch::from_wire(p.current_leader_epoch),
                     ) {
                         Ok(part) => {
-                            let (epoch, end) = part.end_offset_for_epoch(p.leader_epoch);
-                            r.leader_epoch = epoch;
-                            r.end_offset = end;
+                            // An unknown epoch (-1) has no end: (-1, -1).
+                            if let Some(requested) = LeaderEpoch::from_wire(p.leader_epoch) {
+                                let (epoch, end) = part.end_offset_for_epoch(requested);
+                                r.leader_epoch = LeaderEpoch::to_wire(epoch);
+                                r.end_offset = Offset::to_wire(end);
+                            }
                         }
                         Err(code) => r.error_code = code.code(),
                     }

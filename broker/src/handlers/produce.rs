@@ -93,9 +93,9 @@ pub async fn handle(
                 .with_log_start_offset(-1);
             match result {
                 Ok((partition, outcome)) => {
-                    resp.base_offset = outcome.base_offset;
-                    resp.log_append_time_ms = outcome.log_append_time;
-                    resp.log_start_offset = outcome.log_start_offset;
+                    resp.base_offset = outcome.base_offset.get();
+                    resp.log_append_time_ms = outcome.log_append_time.unwrap_or(-1);
+                    resp.log_start_offset = outcome.log_start_offset.get();
                     if acks == Acks::All {
                         pending.push(Pending {
                             topic: ti,
@@ -160,23 +160,12 @@ async fn append_one(
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(err(ErrorCode::CorruptMessage, "empty record set"));
     };
-    // Counting compressed records means decompressing them (streamed, in
-    // bounded memory), which can take a while: not on the async workers.
-    let headers = if strand_protocol::batch::has_compressed_batch(records) {
-        let r = records.clone();
-        tokio::task::spawn_blocking(move || validate_records(&r))
-            .await
-            .map_err(|e| {
-                err(
-                    ErrorCode::UnknownServerError,
-                    &format!("validation failed: {e}"),
-                )
-            })??
-    } else {
-        validate_records(records)?
-    };
-    let outcome =
-        partition.append_validated(records, headers, acks, version, AppendOrigin::Client)?;
+    // Validation (counting compressed records means decompressing them,
+    // streamed in bounded memory) and the append hold up no other task.
+    let outcome = crate::disk::run(|| {
+        let headers = validate_records(records)?;
+        partition.append_validated(records, headers, acks, version, AppendOrigin::Client)
+    })?;
     Ok((partition, outcome))
 }
 

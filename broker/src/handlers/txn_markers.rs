@@ -57,12 +57,15 @@ pub async fn write_txn_markers(
             let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
             for (pi, &index) in topic.partition_indexes.iter().enumerate() {
                 let appended = broker.leader_partition(name, index).and_then(|p| {
-                    p.write_txn_marker(
-                        producer_id,
-                        marker.producer_epoch,
-                        marker.coordinator_epoch,
-                        commit,
-                    )
+                    // The marker is a log write.
+                    crate::disk::run(|| {
+                        p.write_txn_marker(
+                            producer_id,
+                            marker.producer_epoch,
+                            marker.coordinator_epoch,
+                            commit,
+                        )
+                    })
                     .map(|outcome| (p, outcome))
                     .map_err(|e| {
                         tracing::debug!(topic = name, partition = index, producer_id, error = %e.message, "transaction marker refused");

@@ -3,9 +3,12 @@
 //! named by `STRAND_FAULTFS_CONTROL` holds a line `fsync PREFIX`, a call on
 //! a descriptor whose path starts with PREFIX fails with EIO, as a dying
 //! disk's would (the data may be gone from the page cache: the broker must
-//! never retry and believe). Every other call goes to the C library. The
-//! control file is read on each call, so a test turns faults on and off by
-//! writing it.
+//! never retry and believe). A line `stall PREFIX` makes such a call wait
+//! (a disk that stops answering) until the line is gone, then go on; each
+//! call that starts waiting appends a line to `<control>.stalled`, so a test
+//! can wait for the stalls it caused. Every other call goes to the C
+//! library. The control file is read on each call, so a test turns faults
+//! on and off by writing it.
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
@@ -26,8 +29,9 @@ fn next(name: &CStr) -> Option<SyncFn> {
     }
 }
 
-/// Whether the control file asks `fsync` of `fd` to fail.
-fn should_fail(fd: c_int) -> bool {
+/// Whether the control file has a `rule PREFIX` line whose prefix `fd`'s
+/// path starts with.
+fn rule_applies(rule: &str, fd: c_int) -> bool {
     let Some(control) = std::env::var_os("STRAND_FAULTFS_CONTROL") else {
         return false;
     };
@@ -40,12 +44,35 @@ fn should_fail(fd: c_int) -> bool {
     let path = path.to_string_lossy();
     rules
         .lines()
-        .filter_map(|l| l.strip_prefix("fsync "))
-        .any(|prefix| !prefix.is_empty() && path.starts_with(prefix.trim()))
+        .filter_map(|l| l.strip_prefix(rule)?.strip_prefix(' '))
+        .any(|prefix| !prefix.trim().is_empty() && path.starts_with(prefix.trim()))
+}
+
+/// While a `stall` rule covers `fd`, waits (recording the stall once).
+fn stall_while_asked(fd: c_int) {
+    if !rule_applies("stall", fd) {
+        return;
+    }
+    if let Some(control) = std::env::var_os("STRAND_FAULTFS_CONTROL") {
+        use std::io::Write;
+        let mut stalled = control;
+        stalled.push(".stalled");
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(stalled)
+        {
+            let _ = writeln!(f, "{fd}");
+        }
+    }
+    while rule_applies("stall", fd) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn interpose(fd: c_int, real: &OnceLock<Option<SyncFn>>, name: &CStr) -> c_int {
-    if should_fail(fd) {
+    stall_while_asked(fd);
+    if rule_applies("fsync", fd) {
         // SAFETY: errno is thread-local; setting it is what a failing call does.
         unsafe { *libc::__errno_location() = libc::EIO };
         return -1;

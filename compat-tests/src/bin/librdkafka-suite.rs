@@ -39,7 +39,8 @@ options:
                          may be repeated (the lists are joined)
   --timeout SECS         per-test time limit (default 300); on expiry the runner's
                          process group is killed and the test counts as FAIL
-  --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log, results.tsv
+  --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log (NNNN.nodeN.log
+                         with --nodes), results.tsv
                          (default target/librdkafka-results)
   --kafka-version V      TEST_KAFKA_VERSION (default 3.7.1)
   --timeout-multiplier F write test.timeout.multiplier=F into test.conf
@@ -509,6 +510,7 @@ fn main() -> ExitCode {
         if let Some(mut c) = cluster.take() {
             for id in c.broker_ids() {
                 broker_tail.push_str(&format!("--- node {id}\n{}", c.log_tail(id)));
+                let _ = fs::copy(c.log_path(id), logs.join(format!("{num}.node{id}.log")));
             }
             if let Err(e) = c.shutdown() {
                 eprintln!("  note: {e}");

@@ -24,10 +24,12 @@ use super::replication::{
     remove_broker_from_partitions,
 };
 use std::collections::BTreeMap;
+pub use strand_metadata::controller_api::{
+    BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
+};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{BrokerRecord, MetadataRecord};
 use strand_protocol::ErrorCode;
-use uuid::Uuid;
 
 /// What the controller remembers of one broker's heartbeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,16 +127,6 @@ impl BrokerHeartbeats {
     }
 }
 
-/// BrokerRegistration.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BrokerRegistrationRequest {
-    pub broker_id: i32,
-    pub incarnation_id: Uuid,
-    pub host: String,
-    pub port: u16,
-    pub rack: Option<String>,
-}
-
 /// The offset a broker must have applied (`current_metadata_offset`, in
 /// records applied) to have seen its own registration: the caught-up
 /// threshold `heartbeat` takes.
@@ -200,25 +192,6 @@ pub fn register_broker(
         },
     );
     Ok((records, broker_epoch))
-}
-
-/// BrokerHeartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct HeartbeatRequest {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
-    /// Records of the metadata log the broker has applied.
-    pub current_metadata_offset: u64,
-    pub want_fence: bool,
-    pub want_shutdown: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct HeartbeatReply {
-    pub is_caught_up: bool,
-    pub is_fenced: bool,
-    pub in_controlled_shutdown: bool,
-    pub should_shutdown: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +340,7 @@ pub fn fence_stale_brokers(
 mod tests {
     use super::*;
     use crate::manager::testutil::{add_topic, apply_all};
+    use uuid::Uuid;
 
     const TIMEOUT: u64 = 9000;
 

@@ -1,6 +1,7 @@
 //! What every manager shares: the error an item of a request gets, the
 //! settings decisions depend on, and the record budget of one operation.
 
+pub use strand_metadata::controller_api::ApiError;
 use strand_protocol::ErrorCode;
 
 /// Controller settings that decisions depend on.
@@ -16,40 +17,8 @@ pub struct ControllerConfig {
     pub max_replication_factor: usize,
 }
 
-/// Error codes travel between controllers as their wire numbers.
-mod error_code_serde {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use strand_protocol::ErrorCode;
-
-    pub fn serialize<S: Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_i16(code.code())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
-        let code = i16::deserialize(d)?;
-        Ok(ErrorCode::try_from_code(code).unwrap_or(ErrorCode::UnknownServerError))
-    }
-}
-
 /// Kafka's broker.session.timeout.ms default.
 pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 9000;
-
-/// An error for one item of a request, as Kafka reports it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ApiError {
-    #[serde(with = "error_code_serde")]
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            message: message.into(),
-        }
-    }
-}
 
 /// The most records one client operation may produce (Kafka's
 /// `MAX_RECORDS_PER_USER_OP`): one Raft entry stays far below the RPC frame

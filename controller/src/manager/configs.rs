@@ -6,6 +6,7 @@
 
 use super::common::ApiError;
 use strand_metadata::configs::validate_topic_config;
+pub use strand_metadata::controller_api::ConfigOp;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{ConfigResource, MetadataRecord};
 use strand_protocol::ErrorCode;
@@ -23,15 +24,6 @@ pub fn validate_new_topic_configs(configs: &[(String, Option<String>)]) -> Resul
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
     }
     Ok(())
-}
-
-/// How AlterConfigs changes one config.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ConfigOp {
-    Set(String),
-    Delete,
-    Append(String),
-    Subtract(String),
 }
 
 /// AlterConfigs (`incremental == false`: the given set replaces all overrides)

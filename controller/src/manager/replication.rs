@@ -18,12 +18,13 @@
 //!   leader and partition epochs it knows; members it adds must be active.
 
 use super::common::ApiError;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+pub use strand_metadata::controller_api::{
+    AlterPartitionRequest, AlterPartitionState, ElectionResult, ElectionType,
+};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{MetadataRecord, PartitionRecord, NO_LEADER};
 use strand_protocol::ErrorCode;
-use uuid::Uuid;
 
 /// How `partition_change` picks a leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,29 +37,6 @@ pub enum Election {
     /// As `Online`, then, with no eligible replica, the first acceptable
     /// replica even outside the ISR.
     Unclean,
-}
-
-/// ElectLeaders' election types, with Kafka's wire values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElectionType {
-    Preferred = 0,
-    Unclean = 1,
-}
-
-impl TryFrom<u8> for ElectionType {
-    type Error = ApiError;
-
-    /// From Kafka's wire value; anything else is INVALID_REQUEST.
-    fn try_from(v: u8) -> Result<Self, ApiError> {
-        match v {
-            0 => Ok(ElectionType::Preferred),
-            1 => Ok(ElectionType::Unclean),
-            _ => Err(ApiError::new(
-                ErrorCode::InvalidRequest,
-                format!("Unknown election type {v}"),
-            )),
-        }
-    }
 }
 
 /// The partition's next state given the ISR it should have (`target_isr`)
@@ -223,9 +201,6 @@ pub fn handle_controlled_shutdown(image: &MetadataImage, broker_id: i32) -> Vec<
     records
 }
 
-/// One ElectLeaders item's outcome.
-pub type ElectionResult = ((String, i32), Result<(), ApiError>);
-
 /// ElectLeaders. `partitions == None` means every partition, and then the
 /// partitions that need no election are left out of the results.
 pub fn elect_leaders(
@@ -309,47 +284,6 @@ fn elect_leader(
             failure,
             format!("Unable to elect a leader for {topic}-{partition}"),
         )),
-    }
-}
-
-/// One partition of an AlterPartition request: the leader `broker_id`
-/// (registered as `broker_epoch`) asks for `new_isr`, naming the epochs it knows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AlterPartitionRequest {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
-    pub topic_id: Uuid,
-    pub partition: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
-    /// The broker epoch each member of `new_isr` fetched at, as the leader
-    /// saw it (Kafka's NewIsrWithEpochs, KIP-903). A member being added must
-    /// be at its registered epoch: one that restarted since that fetch (and
-    /// may have lost what it had) does not join on its old incarnation's
-    /// word.
-    #[serde(default)]
-    pub broker_epochs: BTreeMap<i32, i64>,
-}
-
-/// The partition's state after an AlterPartition (AlterPartitionResponse's
-/// per-partition fields).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AlterPartitionState {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub isr: Vec<i32>,
-}
-
-impl From<&PartitionRecord> for AlterPartitionState {
-    fn from(p: &PartitionRecord) -> Self {
-        AlterPartitionState {
-            leader: p.leader,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            isr: p.isr.clone(),
-        }
     }
 }
 
@@ -508,6 +442,7 @@ pub fn alter_partition(
 mod tests {
     use super::*;
     use crate::manager::testutil::{add_topic, apply_all, image_with_brokers, topic_id};
+    use std::collections::BTreeMap;
     use strand_metadata::records::ConfigResource;
     use uuid::Uuid;
 

@@ -5,6 +5,7 @@
 use super::common::{check_record_budget, ApiError, ControllerConfig};
 use super::configs::validate_new_topic_configs;
 use super::placement::{place, validate_assignments};
+pub use strand_metadata::controller_api::{CreatedTopic, NewTopic};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{ConfigResource, MetadataRecord, PartitionRecord};
 use strand_metadata::METADATA_TOPIC;
@@ -15,26 +16,6 @@ use uuid::Uuid;
 pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     strand_metadata::validate_topic_name(name)
         .map_err(|e| ApiError::new(ErrorCode::InvalidTopicException, e.to_string()))
-}
-
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct NewTopic {
-    pub name: String,
-    /// -1 = num.partitions
-    pub num_partitions: i32,
-    /// -1 = default.replication.factor
-    pub replication_factor: i16,
-    /// Explicit (partition, replicas); when given, the counts above must be -1.
-    pub assignments: Vec<(i32, Vec<i32>)>,
-    pub configs: Vec<(String, Option<String>)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CreatedTopic {
-    pub name: String,
-    pub topic_id: Uuid,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
 }
 
 /// Partition records for `replica_sets` numbered from `first`: ISR = the

@@ -1,0 +1,433 @@
+//! The controller's API as the broker sees it: the requests a broker (or
+//! an admin handler) sends to the active controller and their answers,
+//! plain data that crosses the controller RPC as JSON, and
+//! [`ControllerClient`], the typed calls over any [`ControllerCall`]. The
+//! controller crate implements `ControllerCall` (its handle forwards to the
+//! active controller); the broker depends on this module only, so it links
+//! neither openraft nor RocksDB.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use strand_protocol::ErrorCode;
+use uuid::Uuid;
+
+use crate::image::MetadataImage;
+use crate::records::{MetadataRecord, PartitionRecord};
+
+/// A controller's node id (`node.id` of a controller, the Raft node id).
+pub type NodeId = u64;
+
+/// Error codes travel between controllers as their wire numbers.
+mod error_code_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use strand_protocol::ErrorCode;
+
+    pub fn serialize<S: Serializer>(code: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i16(code.code())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        let code = i16::deserialize(d)?;
+        Ok(ErrorCode::try_from_code(code).unwrap_or(ErrorCode::UnknownServerError))
+    }
+}
+
+/// An error for one item of a request, as Kafka reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    #[serde(with = "error_code_serde")]
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// NOT_CONTROLLER: no active controller could be reached in time.
+    pub fn not_controller() -> Self {
+        ApiError::new(
+            ErrorCode::NotController,
+            "no active controller could be reached",
+        )
+    }
+}
+
+/// A CreateTopics item.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1 = num.partitions
+    pub num_partitions: i32,
+    /// -1 = default.replication.factor
+    pub replication_factor: i16,
+    /// Explicit (partition, replicas); when given, the counts above must be -1.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedTopic {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+}
+
+/// How AlterConfigs changes one config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigOp {
+    Set(String),
+    Delete,
+    Append(String),
+    Subtract(String),
+}
+
+/// BrokerRegistration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerRegistrationRequest {
+    pub broker_id: i32,
+    pub incarnation_id: Uuid,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+/// BrokerHeartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    /// Records of the metadata log the broker has applied.
+    pub current_metadata_offset: u64,
+    pub want_fence: bool,
+    pub want_shutdown: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub in_controlled_shutdown: bool,
+    pub should_shutdown: bool,
+}
+
+/// ElectLeaders' election types, with Kafka's wire values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionType {
+    Preferred = 0,
+    Unclean = 1,
+}
+
+impl TryFrom<u8> for ElectionType {
+    type Error = ApiError;
+
+    /// From Kafka's wire value; anything else is INVALID_REQUEST.
+    fn try_from(v: u8) -> Result<Self, ApiError> {
+        match v {
+            0 => Ok(ElectionType::Preferred),
+            1 => Ok(ElectionType::Unclean),
+            _ => Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Unknown election type {v}"),
+            )),
+        }
+    }
+}
+
+/// One ElectLeaders item's outcome.
+pub type ElectionResult = ((String, i32), Result<(), ApiError>);
+
+/// One partition of an AlterPartition request: the leader `broker_id`
+/// (registered as `broker_epoch`) asks for `new_isr`, naming the epochs it knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    pub broker_id: i32,
+    pub broker_epoch: i64,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+    /// The broker epoch each member of `new_isr` fetched at, as the leader
+    /// saw it (Kafka's NewIsrWithEpochs, KIP-903). A member being added must
+    /// be at its registered epoch: one that restarted since that fetch (and
+    /// may have lost what it had) does not join on its old incarnation's
+    /// word.
+    #[serde(default)]
+    pub broker_epochs: BTreeMap<i32, i64>,
+}
+
+/// The partition's state after an AlterPartition (AlterPartitionResponse's
+/// per-partition fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartitionState {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}
+
+impl From<&PartitionRecord> for AlterPartitionState {
+    fn from(p: &PartitionRecord) -> Self {
+        AlterPartitionState {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: p.isr.clone(),
+        }
+    }
+}
+
+/// CreatePartitions for one topic: name, new total count, explicit assignments.
+pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
+/// AlterConfigs for one topic: name and (config, operation) pairs.
+pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
+
+/// A request to the controller, local or forwarded over the controller RPC.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+    },
+    CreatePartitions {
+        topics: Vec<PartitionGrowth>,
+        validate_only: bool,
+    },
+    AlterTopicConfigs {
+        topics: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    },
+    AllocateProducerIds {
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+    },
+    RegisterBroker(BrokerRegistrationRequest),
+    Heartbeat(HeartbeatRequest),
+    /// A partition leader's ISR change.
+    AlterPartition(AlterPartitionRequest),
+    /// `election_type` is Kafka's wire value (0 preferred, 1 unclean);
+    /// `partitions` None means every partition.
+    ElectLeaders {
+        election_type: u8,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// Served by any controller from its committed image: how brokers that
+    /// are not controllers follow the metadata log.
+    FetchImage {
+        known_applied: u64,
+        max_wait_ms: u64,
+    },
+    /// The active controller's view of the quorum (DescribeQuorum).
+    DescribeQuorum,
+}
+
+/// The metadata quorum as the active controller sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumInfo {
+    pub leader_id: NodeId,
+    /// The Raft term: Kafka's leader epoch of the metadata partition.
+    pub leader_epoch: u64,
+    /// The committed (applied) log index.
+    pub high_watermark: u64,
+    /// Voters with the last log index the leader knows they hold.
+    pub voters: Vec<(NodeId, Option<u64>)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerReply {
+    CreateTopics(Vec<Result<CreatedTopic, ApiError>>),
+    DeleteTopics(Vec<Result<Uuid, ApiError>>),
+    Each(Vec<Result<(), ApiError>>),
+    ProducerIds(Result<(i64, i64), ApiError>),
+    Registered(Result<i64, ApiError>),
+    Heartbeat(Result<HeartbeatReply, ApiError>),
+    AlterPartition(Result<AlterPartitionState, ApiError>),
+    ElectLeaders(Vec<ElectionResult>),
+    /// The image when it is newer than the caller's, else None after the wait.
+    Image(Option<Box<MetadataImage>>),
+    /// The records committed since the caller's image position (a delta).
+    Records(Vec<MetadataRecord>),
+    Quorum(QuorumInfo),
+    /// This node is not the active controller; the leader if known.
+    NotController {
+        leader_id: Option<NodeId>,
+    },
+}
+
+/// Where requests to the active controller go: the controller's handle
+/// (local, or forwarded over its RPC) in the binary, a fake in tests.
+pub trait ControllerCall: Send + Sync {
+    /// Sends `request` to the active controller and returns its answer;
+    /// NOT_CONTROLLER when none can be reached in time.
+    fn call(
+        &self,
+        request: ControllerRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<ControllerReply, ApiError>> + Send + '_>>;
+}
+
+/// Typed calls to the active controller.
+#[derive(Clone)]
+pub struct ControllerClient {
+    channel: Arc<dyn ControllerCall>,
+}
+
+impl ControllerClient {
+    pub fn new(channel: Arc<dyn ControllerCall>) -> Self {
+        ControllerClient { channel }
+    }
+
+    /// The untyped call.
+    pub async fn call(&self, request: ControllerRequest) -> Result<ControllerReply, ApiError> {
+        self.channel.call(request).await
+    }
+
+    pub async fn create_topics(
+        &self,
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    ) -> Vec<Result<CreatedTopic, ApiError>> {
+        let n = topics.len();
+        match self
+            .call(ControllerRequest::CreateTopics {
+                topics,
+                validate_only,
+            })
+            .await
+        {
+            Ok(ControllerReply::CreateTopics(r)) => r,
+            Ok(_) => vec![Err(ApiError::not_controller()); n],
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
+    pub async fn delete_topics(&self, names: Vec<String>) -> Vec<Result<Uuid, ApiError>> {
+        let n = names.len();
+        match self.call(ControllerRequest::DeleteTopics { names }).await {
+            Ok(ControllerReply::DeleteTopics(r)) => r,
+            Ok(_) => vec![Err(ApiError::not_controller()); n],
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
+    async fn call_each(&self, request: ControllerRequest, n: usize) -> Vec<Result<(), ApiError>> {
+        match self.call(request).await {
+            Ok(ControllerReply::Each(r)) => r,
+            Ok(_) => vec![Err(ApiError::not_controller()); n],
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
+    pub async fn create_partitions(
+        &self,
+        topics: Vec<PartitionGrowth>,
+        validate_only: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = topics.len();
+        self.call_each(
+            ControllerRequest::CreatePartitions {
+                topics,
+                validate_only,
+            },
+            n,
+        )
+        .await
+    }
+
+    pub async fn alter_topic_configs(
+        &self,
+        topics: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = topics.len();
+        self.call_each(
+            ControllerRequest::AlterTopicConfigs {
+                topics,
+                incremental,
+                validate_only,
+            },
+            n,
+        )
+        .await
+    }
+
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: Option<i64>,
+    ) -> Result<(i64, i64), ApiError> {
+        match self
+            .call(ControllerRequest::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            })
+            .await?
+        {
+            ControllerReply::ProducerIds(r) => r,
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    pub async fn register_broker(&self, req: BrokerRegistrationRequest) -> Result<i64, ApiError> {
+        match self.call(ControllerRequest::RegisterBroker(req)).await? {
+            ControllerReply::Registered(r) => r,
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ApiError> {
+        match self.call(ControllerRequest::DescribeQuorum).await? {
+            ControllerReply::Quorum(q) => Ok(q),
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    pub async fn heartbeat(&self, req: HeartbeatRequest) -> Result<HeartbeatReply, ApiError> {
+        match self.call(ControllerRequest::Heartbeat(req)).await? {
+            ControllerReply::Heartbeat(r) => r,
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    /// AlterPartition for one partition: the state after the change (or the
+    /// current one when nothing changes).
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartitionRequest,
+    ) -> Result<AlterPartitionState, ApiError> {
+        match self.call(ControllerRequest::AlterPartition(req)).await? {
+            ControllerReply::AlterPartition(r) => r,
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    /// ElectLeaders; `partitions` None means every partition, and then only
+    /// the partitions that needed an election are in the results.
+    pub async fn elect_leaders(
+        &self,
+        election_type: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<ElectionResult>, ApiError> {
+        let request = ControllerRequest::ElectLeaders {
+            election_type: election_type as u8,
+            partitions,
+        };
+        match self.call(request).await? {
+            ControllerReply::ElectLeaders(r) => Ok(r),
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+}
