@@ -432,7 +432,7 @@ impl Cluster {
         }
         signal(n.pid, libc::SIGSTOP)?;
         n.state = NodeState::Stopped;
-        Ok(())
+        wait_all_threads_stopped(n.pid)
     }
 
     /// SIGCONT node `id` (it must have been stopped with [`Cluster::stop`]).
@@ -1120,6 +1120,36 @@ pub fn describe_cluster(
     let corr = correlation_id.wrapping_add(1);
     s.write_all(&encode_describe_cluster(corr, version)?)?;
     decode_describe_cluster(&read_frame(&mut s)?, version, corr)
+}
+
+/// Waits until every thread of `pid` is in the stopped state ('T' in
+/// /proc/PID/task/*/stat): `kill` only queues a SIGSTOP, and a test that
+/// relies on the node doing nothing more must not race its delivery.
+fn wait_all_threads_stopped(pid: u32) -> io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
+        let mut all = true;
+        for t in tasks {
+            let stat = std::fs::read_to_string(t?.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name, which may
+            // itself hold spaces or parentheses.
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            if !matches!(state, Some('T') | Some('t') | None) {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!(
+                "pid {pid} did not stop within 10s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[cfg(test)]
