@@ -127,6 +127,8 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                 producer_id_block_size: 1000,
                 max_replication_factor: usize::MAX,
             },
+            clock: strand_types::SystemClock::shared(),
+            seed: None,
         })
         .await
         .map_err(|e| format!("controller start failed: {e}"))?;

@@ -27,7 +27,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "strand-replication",
         ],
     ),
-    ("strand-controller", &["strand-protocol", "strand-metadata"]),
+    (
+        "strand-controller",
+        &["strand-types", "strand-protocol", "strand-metadata"],
+    ),
     (
         "strand-sim",
         &[
@@ -58,7 +61,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The binary: starts the controller and the broker.
     (
         "strand",
-        &["strand-broker", "strand-controller", "strand-partition"],
+        &[
+            "strand-types",
+            "strand-broker",
+            "strand-controller",
+            "strand-partition",
+        ],
     ),
 ];
 

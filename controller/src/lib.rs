@@ -26,7 +26,8 @@ use openraft::BasicNode;
 use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
 use raft::store::StateMachineStore;
 use raft::{MetadataBatch, NodeId, Raft};
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,8 +39,8 @@ pub use strand_metadata::controller_api::{
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::MetadataRecord;
 use strand_protocol::ErrorCode;
+use strand_types::Clock;
 use tokio::sync::{mpsc, oneshot, watch};
-use uuid::Uuid;
 
 type Envelope = (ControllerRequest, oneshot::Sender<ControllerReply>);
 
@@ -177,6 +178,13 @@ pub struct QuorumSettings {
     /// The bound controller listener; None for a lone voter that needs no network.
     pub listener: Option<tokio::net::TcpListener>,
     pub controller: ControllerConfig,
+    /// What broker sessions are timed by (the wall clock; a simulation's own
+    /// time in `tests/quorum_sim.rs`).
+    pub clock: Arc<dyn Clock>,
+    /// Seeds the controller's choices (replica placement's starting broker,
+    /// topic ids); `None` takes the seed from the OS. A simulation passes its
+    /// own so a run reproduces.
+    pub seed: Option<u64>,
 }
 
 /// A running controller: its Raft instance and a handle for requests.
@@ -193,13 +201,6 @@ pub enum StartError {
     Raft(String),
     #[error("{0}")]
     ClusterIdMismatch(String),
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Starts this node's controller: store, Raft, RPC listener, event loop.
@@ -308,6 +309,11 @@ pub async fn start_on_raft(
         active: false,
         started_as_leader_before: false,
         session_timeout_ms: settings.session_timeout_ms,
+        clock: settings.clock,
+        rng: match settings.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_entropy(),
+        },
     };
     tokio::spawn(controller.run(rx));
     Ok(ControllerNode { raft, handle })
@@ -434,9 +440,15 @@ struct Controller {
     /// Whether this process has been the active controller before.
     started_as_leader_before: bool,
     session_timeout_ms: u64,
+    clock: Arc<dyn Clock>,
+    rng: StdRng,
 }
 
 impl Controller {
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms().max(0) as u64
+    }
+
     async fn run(mut self, mut rx: mpsc::Receiver<Envelope>) {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -489,7 +501,7 @@ impl Controller {
         }
         if !self.active {
             self.active = true;
-            self.heartbeats = BrokerHeartbeats::rebuild(&self.sm.image(), now_ms());
+            self.heartbeats = BrokerHeartbeats::rebuild(&self.sm.image(), self.now_ms());
             if !self.started_as_leader_before {
                 // A combined node's broker lives in this process: whatever
                 // incarnation the image records from before the restart is dead.
@@ -623,7 +635,9 @@ impl Controller {
             return ControllerReply::NotController { leader_id };
         }
         let cfg = self.config.clone();
-        let now = now_ms();
+        let now = self.now_ms();
+        // This request's own generator: the decisions below borrow `self`.
+        let mut rng = StdRng::seed_from_u64(self.rng.gen());
         match request {
             ControllerRequest::CreateTopics {
                 topics,
@@ -631,8 +645,9 @@ impl Controller {
             } => {
                 let r = self
                     .decide_each(topics, validate_only, |img, t| {
-                        let stripe = rand::thread_rng().gen_range(0..img.brokers.len().max(1));
-                        manager::create_topic(img, &cfg, &t, Uuid::new_v4(), stripe)
+                        let stripe = rng.gen_range(0..img.brokers.len().max(1));
+                        let id = uuid::Builder::from_random_bytes(rng.gen()).into_uuid();
+                        manager::create_topic(img, &cfg, &t, id, stripe)
                     })
                     .await;
                 ControllerReply::CreateTopics(r)
@@ -647,7 +662,7 @@ impl Controller {
             } => {
                 let r = self
                     .decide_each(topics, validate_only, |img, (name, count, assignments)| {
-                        let stripe = rand::thread_rng().gen_range(0..img.brokers.len().max(1));
+                        let stripe = rng.gen_range(0..img.brokers.len().max(1));
                         manager::create_partitions(
                             img,
                             &name,
@@ -792,7 +807,7 @@ impl Controller {
         let records = manager::cluster::fence_stale_brokers(
             &self.sm.image(),
             &self.heartbeats,
-            now_ms(),
+            self.now_ms(),
             self.session_timeout_ms,
         );
         if !records.is_empty() {

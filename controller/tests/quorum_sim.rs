@@ -29,9 +29,13 @@
 //! At the end the network heals, crashed nodes restart, a leader must exist,
 //! a CreateTopics must succeed and all nodes must converge to one image.
 //!
-//! The action sequence is a function of the seed only (each step draws from
-//! its own RNG seeded by (seed, step)); timing (which node leads, when
-//! sessions expire) varies run to run. `SIM_SEED=<n>` runs one seed,
+//! The whole run is a function of the seed: each seed runs on its own
+//! current-thread tokio runtime with time paused (it jumps to the next timer
+//! when every task waits), the controllers' clock is that time, their choices
+//! (placement, topic ids) are seeded, each node's election timeout is one
+//! value drawn from the seed, and the action sequence draws from an RNG
+//! seeded by (seed, step). `quorum_sim_seed_replays_identically` checks that
+//! two runs of a seed agree line for line. `SIM_SEED=<n>` runs one seed,
 //! `SIM_STEPS=<n>` changes the number of steps per seed.
 
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
@@ -46,7 +50,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
 use strand_controller::manager::{ConfigOp, ControllerConfig, NewTopic};
 use strand_controller::raft::store::{open_memory, MemLogStore, StateMachineStore};
@@ -57,7 +61,10 @@ use strand_controller::{
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::PartitionRecord;
 use strand_protocol::ErrorCode;
+use strand_types::Clock;
 use tokio::task::JoinHandle;
+// Simulated time: every seed runs on its own paused current-thread runtime.
+use tokio::time::Instant;
 use uuid::Uuid;
 
 const CONTROLLERS: [NodeId; 3] = [11, 12, 13];
@@ -66,7 +73,7 @@ const TOPICS: [&str; 6] = ["t0", "t1", "t2", "t.3", "t_3", "t5"];
 const SESSION_TIMEOUT_MS: u64 = 1500;
 const ELECTION_TIMEOUT_MS: u64 = 150;
 const CLUSTER_ID: &str = "sim-cluster";
-const DEFAULT_SEEDS: [u64; 4] = [1, 2, 3, 4];
+const DEFAULT_SEEDS: [u64; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
 const DEFAULT_STEPS: usize = 250;
 
 // ---------------------------------------------------------------------------
@@ -75,7 +82,7 @@ const DEFAULT_STEPS: usize = 250;
 #[derive(Default)]
 struct NetState {
     /// Running nodes: id -> (generation, Raft).
-    nodes: HashMap<NodeId, (u64, Raft)>,
+    nodes: BTreeMap<NodeId, (u64, Raft)>,
     /// Nodes cut off from every other node.
     isolated: BTreeSet<NodeId>,
     /// Bumped on every isolation change (probes check it did not move).
@@ -628,7 +635,9 @@ fn draw_action(rng: &mut StdRng) -> Action {
 
 struct Sim {
     seed: u64,
-    config: Arc<Config>,
+    /// Each node's Raft configuration (its own election timeout).
+    configs: BTreeMap<NodeId, Arc<Config>>,
+    clock: Arc<dyn Clock>,
     net: Net,
     nodes: BTreeMap<NodeId, SimNode>,
     checker: SharedChecker,
@@ -644,7 +653,22 @@ struct Sim {
     started: Instant,
 }
 
-fn settings(id: NodeId) -> QuorumSettings {
+/// The controllers' clock: the runtime's (paused, simulated) time, from a
+/// fixed start, so broker sessions expire at the same simulated instant in
+/// every run of a seed.
+struct SimClock {
+    start: Instant,
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000 + self.start.elapsed().as_millis() as i64
+    }
+}
+
+/// `seed` differs per node and per start: a controller that restarts must
+/// not draw the topic ids it drew before (Kafka's are random).
+fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
     let voters: BTreeMap<NodeId, String> = CONTROLLERS
         .iter()
         .map(|&v| (v, "127.0.0.1:1".to_string()))
@@ -665,27 +689,63 @@ fn settings(id: NodeId) -> QuorumSettings {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
         },
+        clock,
+        seed: Some(seed),
     }
+}
+
+/// A runtime for one simulation: a single thread, time paused (it jumps
+/// to the next timer whenever every task waits), so a seed's run is a
+/// function of the seed.
+fn sim_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime")
 }
 
 impl Sim {
     async fn new(seed: u64) -> Sim {
-        let config = Config {
-            cluster_name: CLUSTER_ID.into(),
-            heartbeat_interval: (ELECTION_TIMEOUT_MS / 5).max(20),
-            election_timeout_min: ELECTION_TIMEOUT_MS,
-            election_timeout_max: ELECTION_TIMEOUT_MS * 2,
-            // Snapshot and purge often, so lagging and restarted nodes
-            // catch up by InstallSnapshot too.
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
-            max_in_snapshot_log_to_keep: 3,
-            purge_batch_size: 1,
-            ..Default::default()
-        };
+        // openraft draws each election timeout from the thread's RNG, which
+        // no seed reaches; a range of one value per node, drawn from the
+        // seed, keeps elections a function of the seed (distinct values, so
+        // no two candidates time out together for ever).
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut spread: Vec<u64> = (0..CONTROLLERS.len() as u64)
+            .map(|i| i * ELECTION_TIMEOUT_MS / 3)
+            .collect();
+        for i in (1..spread.len()).rev() {
+            spread.swap(i, rng.gen_range(0..=i));
+        }
+        let configs = CONTROLLERS
+            .iter()
+            .zip(spread)
+            .map(|(&id, extra)| {
+                let timeout =
+                    ELECTION_TIMEOUT_MS + extra + rng.gen_range(0..ELECTION_TIMEOUT_MS / 4);
+                let config = Config {
+                    cluster_name: CLUSTER_ID.into(),
+                    heartbeat_interval: (ELECTION_TIMEOUT_MS / 5).max(20),
+                    election_timeout_min: timeout,
+                    election_timeout_max: timeout + 1,
+                    // Snapshot and purge often, so lagging and restarted nodes
+                    // catch up by InstallSnapshot too.
+                    snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
+                    max_in_snapshot_log_to_keep: 3,
+                    purge_batch_size: 1,
+                    ..Default::default()
+                };
+                (id, Arc::new(config.validate().expect("valid raft config")))
+            })
+            .collect();
         let checker = SharedChecker::default();
         let mut sim = Sim {
             seed,
-            config: Arc::new(config.validate().expect("valid raft config")),
+            configs,
+            clock: Arc::new(SimClock {
+                start: Instant::now(),
+            }),
             net: Net::default(),
             nodes: BTreeMap::new(),
             checker: checker.clone(),
@@ -768,6 +828,7 @@ impl Sim {
     async fn start(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).expect("known node");
         node.gen += 1;
+        let gen = node.gen;
         let network = SimNetwork {
             from: id,
             gen: node.gen,
@@ -775,7 +836,7 @@ impl Sim {
         };
         let raft = match Raft::new(
             id,
-            self.config.clone(),
+            self.configs[&id].clone(),
             network,
             node.log.clone(),
             node.sm.clone(),
@@ -791,7 +852,16 @@ impl Sim {
         self.net.lock().nodes.insert(id, (node.gen, raft.clone()));
         let metrics_task = watch_metrics(id, &raft, self.checker.clone());
         let sm = node.sm.clone();
-        let started = start_on_raft(raft.clone(), sm, settings(id)).await;
+        let started = start_on_raft(
+            raft.clone(),
+            sm,
+            settings(
+                id,
+                StdRng::seed_from_u64(self.seed ^ (id << 32) ^ gen).gen(),
+                self.clock.clone(),
+            ),
+        )
+        .await;
         let mut started = match started {
             Ok(n) => n,
             Err(e) => {
@@ -1432,20 +1502,42 @@ impl Sim {
             }],
             validate_only: false,
         };
-        match self.request(req).await {
-            Some((l, ControllerReply::CreateTopics(r)))
-                if r.len() == 1
-                    && r[0].as_ref().map_or_else(
-                        |e| e.code == ErrorCode::InvalidReplicationFactor,
-                        |_| true,
-                    ) =>
-            {
-                // With every broker fenced the topic cannot be placed, but the
-                // controller answered a decision: the quorum is live.
-                self.note(format!("final create: {:?}", r[0]));
-                self.check_model(l);
+        // A leader may still change as the healed nodes rejoin: a write whose
+        // leader stepped down answers "outcome unknown" (NOT_CONTROLLER), and
+        // a client retries it, as Kafka's admin client does; after such an
+        // answer TOPIC_ALREADY_EXISTS means the first attempt committed.
+        let retry_until = Instant::now() + Duration::from_secs(10);
+        let mut unknown = false;
+        loop {
+            match self.request(req.clone()).await {
+                Some((l, ControllerReply::CreateTopics(r)))
+                    if r.len() == 1
+                        && r[0].as_ref().map_or_else(
+                            |e| {
+                                e.code == ErrorCode::InvalidReplicationFactor
+                                    || (unknown && e.code == ErrorCode::TopicAlreadyExists)
+                            },
+                            |_| true,
+                        ) =>
+                {
+                    // With every broker fenced the topic cannot be placed, but the
+                    // controller answered a decision: the quorum is live.
+                    self.note(format!("final create: {:?}", r[0]));
+                    self.check_model(l);
+                    break;
+                }
+                Some((_, ControllerReply::CreateTopics(r)))
+                    if r.len() == 1
+                        && r[0]
+                            .as_ref()
+                            .is_err_and(|e| e.code == ErrorCode::NotController)
+                        && Instant::now() < retry_until =>
+                {
+                    self.note(format!("final create: {:?}, retried", r[0]));
+                    unknown = true;
+                }
+                other => self.fail(format!("final CreateTopics failed: {other:?}")),
             }
-            other => self.fail(format!("final CreateTopics failed: {other:?}")),
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -1483,7 +1575,10 @@ fn seeds() -> Vec<u64> {
             .split(',')
             .map(|x| x.trim().parse().expect("SIM_SEED: comma-separated u64s"))
             .collect(),
-        Err(_) => DEFAULT_SEEDS.to_vec(),
+        Err(_) => match std::env::var("SIM_SEEDS") {
+            Ok(n) => (1..=n.parse().expect("SIM_SEEDS: a number")).collect(),
+            Err(_) => DEFAULT_SEEDS.to_vec(),
+        },
     }
 }
 
@@ -1508,9 +1603,10 @@ fn quorum_sim_actions_are_deterministic() {
     }
 }
 
-/// One seed's simulation; a summary line when it passes.
-async fn simulate(seed: u64, steps: usize) -> String {
+/// One seed's simulation: a summary line when it passes, and its history.
+async fn simulate(seed: u64, steps: usize) -> (String, Vec<String>) {
     let started = Instant::now();
+    let wall = std::time::Instant::now();
     let mut sim = Sim::new(seed).await;
     sim.run(steps).await;
     let terms = sim.checker.lock().term_leader.len();
@@ -1545,43 +1641,81 @@ async fn simulate(seed: u64, steps: usize) -> String {
         .filter(|h| h.contains("shut down"))
         .count();
     sim.shutdown().await;
+    let history = std::mem::take(&mut sim.history);
     assert!(
         terms >= 2 && acked >= 5,
         "quorum_sim seed {seed}: the run did too little ({terms} terms, {acked} acknowledged topic operations)"
     );
-    format!(
-        "quorum_sim seed {seed}: {steps} steps passed in {:.1?}: {terms} terms, {applied} records, {acked} acknowledged topic ops, {fenced} controlled shutdowns; {}",
+    let summary = format!(
+        "quorum_sim seed {seed}: {steps} steps passed in {:.1?} simulated ({:.1?} wall): {terms} terms, {applied} records, {acked} acknowledged topic ops, {fenced} controlled shutdowns; {}",
         started.elapsed(),
+        wall.elapsed(),
         snapshots.join(", ")
-    )
+    );
+    (summary, history)
 }
 
-/// The seeds run concurrently (each is mostly waiting on timers).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quorum_sim() {
+/// Runs one seed on its own simulated-time runtime.
+fn simulate_seed(seed: u64, steps: usize) -> (String, Vec<String>) {
+    sim_runtime().block_on(simulate(seed, steps))
+}
+
+/// The seeds run side by side, one thread per core, each seed on its own
+/// simulated time.
+#[test]
+fn quorum_sim() {
     let steps = steps();
-    let runs: Vec<_> = seeds()
-        .into_iter()
-        .map(|seed| (seed, tokio::spawn(simulate(seed, steps))))
+    let queue = Arc::new(Mutex::new(seeds()));
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let runs: Vec<_> = (0..workers)
+        .map(|_| {
+            let queue = queue.clone();
+            std::thread::spawn(move || {
+                let mut failures = vec![];
+                loop {
+                    let Some(seed) = queue.lock().pop() else {
+                        return failures;
+                    };
+                    let run = std::thread::spawn(move || simulate_seed(seed, steps));
+                    match run.join() {
+                        Ok((summary, _)) => eprintln!("{summary}"),
+                        Err(p) => {
+                            let msg = p
+                                .downcast_ref::<String>()
+                                .cloned()
+                                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                                .unwrap_or_default();
+                            failures.push(format!("seed {seed} FAILED:\n{msg}"));
+                        }
+                    }
+                }
+            })
+        })
         .collect();
-    let mut failures = vec![];
-    for (seed, run) in runs {
-        match run.await {
-            Ok(summary) => eprintln!("{summary}"),
-            Err(e) => {
-                let msg = match e.try_into_panic() {
-                    Ok(p) => p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_default(),
-                    Err(e) => e.to_string(),
-                };
-                failures.push(format!("seed {seed} FAILED:\n{msg}"));
-            }
-        }
-    }
+    let failures: Vec<String> = runs
+        .into_iter()
+        .flat_map(|r| r.join().expect("a worker collects its seeds' failures"))
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A seed replays: two runs of one seed take the same steps with the same
+/// outcomes at the same simulated instants (elections, acknowledgements,
+/// sessions fenced), so a failing seed reproduces.
+#[test]
+fn quorum_sim_seed_replays_identically() {
+    for seed in [DEFAULT_SEEDS[0], DEFAULT_SEEDS[1]] {
+        let (_, first) = simulate_seed(seed, 120);
+        let (_, second) = simulate_seed(seed, 120);
+        assert!(first.len() > 120, "seed {seed}: a history of every step");
+        if let Some(i) = (0..first.len().min(second.len())).find(|&i| first[i] != second[i]) {
+            panic!(
+                "seed {seed} diverged at history line {i}:\n  first:  {}\n  second: {}",
+                first[i], second[i]
+            );
+        }
+        assert_eq!(first.len(), second.len(), "seed {seed}: history lengths");
+    }
 }
 
 /// A scenario around the wedge the simulation found (see `quorum_sim`,
@@ -1663,13 +1797,13 @@ async fn cut_off_write(grow: usize) -> Result<(), String> {
 
 /// Control: healed before the majority snapshots, the old leader's
 /// uncommitted entry is truncated as a conflict and its controller resumes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quorum_sim_cut_off_write_healed_early() {
-    cut_off_write(2).await.unwrap();
+#[test]
+fn quorum_sim_cut_off_write_healed_early() {
+    sim_runtime().block_on(cut_off_write(2)).unwrap();
 }
 
 /// Healed after the majority snapshotted and purged past the cut-off write.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quorum_sim_cut_off_write_healed_after_snapshot() {
-    cut_off_write(40).await.unwrap();
+#[test]
+fn quorum_sim_cut_off_write_healed_after_snapshot() {
+    sim_runtime().block_on(cut_off_write(40)).unwrap();
 }

@@ -35,6 +35,8 @@ fn settings() -> QuorumSettings {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
         },
+        clock: strand_types::SystemClock::shared(),
+        seed: None,
     }
 }
 
