@@ -37,6 +37,8 @@ options:
   --must-pass FILE       exit nonzero iff a test listed here was run and did not PASS;
                          if no tests are given otherwise, runs exactly this list;
                          may be repeated (the lists are joined)
+  --except FILE          test numbers not to run (same format), even when listed
+                         elsewhere; may be repeated
   --timeout SECS         per-test time limit (default 300); on expiry the runner's
                          process group is killed and the test counts as FAIL
   --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log (NNNN.nodeN.log
@@ -87,6 +89,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut tests = Vec::new();
     let mut list_files = Vec::new();
     let mut must_pass_files: Vec<PathBuf> = Vec::new();
+    let mut except_files: Vec<PathBuf> = Vec::new();
     let mut timeout = 300u64;
     let mut out = PathBuf::from("target/librdkafka-results");
     let mut kafka_version = "3.7.1".to_string();
@@ -123,6 +126,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
             "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
             "--list" => list_files.push(PathBuf::from(val("--list")?)),
             "--must-pass" => must_pass_files.push(PathBuf::from(val("--must-pass")?)),
+            "--except" => except_files.push(PathBuf::from(val("--except")?)),
             "--timeout" => {
                 let v = val("--timeout")?;
                 timeout = v.parse().ok().filter(|t| *t > 0).ok_or_else(|| {
@@ -185,9 +189,18 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         }
         tests = must_pass.clone();
     }
+    let mut except = std::collections::HashSet::new();
+    for f in &except_files {
+        let text = fs::read_to_string(f)
+            .map_err(|e| usage_err(format!("--except {}: {e}", f.display())))?;
+        except.extend(
+            parse_test_list(&text)
+                .map_err(|e| usage_err(format!("--except {}: {e}", f.display())))?,
+        );
+    }
     // dedup, keep order
     let mut seen = std::collections::HashSet::new();
-    tests.retain(|t| seen.insert(t.clone()));
+    tests.retain(|t| !except.contains(t) && seen.insert(t.clone()));
 
     match (&strand, &broker) {
         (None, None) => {
