@@ -44,6 +44,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("strand-faultfs", &[]),
+    // Histories and their checker: pure, and nothing of ours.
+    ("strand-chaos", &[]),
     ("strand-compat-tests", &[]),
     (
         "strand-broker",

@@ -1,0 +1,756 @@
+//! The checker: pure analysis of a [`history`](crate::history), reporting
+//! every anomaly with the operations that show it.
+//!
+//! What it knows of the workloads: values are unique (a value read names
+//! its write), and a group's committed offset for a partition only grows
+//! (the workloads commit positions they reached). What each anomaly means:
+//!
+//! | anomaly | the history shows |
+//! |---|---|
+//! | `lost_write` | an acknowledged write (send ok, or a committed transaction's) never read by anyone, though a read of its partition saw a later offset |
+//! | `unseen` | an acknowledged write missing from the final read of its partition, taken after every fault healed |
+//! | `duplicate` | one value at two offsets (or in two partitions) |
+//! | `inconsistent_offset` | two values at one offset of a partition (reads, or a read and a delivery report, disagree) |
+//! | `garbage_read` | a value read that no operation wrote |
+//! | `aborted_read` | read_committed (or the final read) returned a write of a transaction that did not commit (G1a) |
+//! | `partial_transaction` | some of a transaction's writes were read, another never was although reads of its partition passed its offset |
+//! | `nonmonotonic_poll` | one consumer, without a new assignment or seek, read an offset at or below one it read before |
+//! | `poll_skip` | one consumer, without a new assignment or seek, read past a value it should have seen (for read_committed: one that committed or was not transactional) |
+//! | `nonmonotonic_send` | one producer's acknowledged writes to a partition got offsets out of the order it sent them |
+//! | `offset_backwards` | OffsetFetch returned less than an offset whose commit completed before the fetch began |
+//! | `offset_vanished` | OffsetFetch returned no offset where a commit had completed before the fetch began |
+//! | `aborted_offset_commit` | OffsetFetch returned an offset that only an aborted transaction had committed |
+
+use crate::history::{self, Completed, Event, HistoryError, Isolation, Kind, Op, Tp};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyKind {
+    LostWrite,
+    Unseen,
+    Duplicate,
+    InconsistentOffset,
+    GarbageRead,
+    AbortedRead,
+    PartialTransaction,
+    NonmonotonicPoll,
+    PollSkip,
+    NonmonotonicSend,
+    OffsetBackwards,
+    OffsetVanished,
+    AbortedOffsetCommit,
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        f.write_str(&s)
+    }
+}
+
+/// One anomaly, with the history events that show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp: Option<Tp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<u64>,
+    /// Indices of the events (invocations and completions) involved.
+    pub events: Vec<usize>,
+    pub explanation: String,
+}
+
+/// Counts of what the history holds, so a clean report can be told apart
+/// from a history that exercised nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub operations: usize,
+    pub acknowledged_writes: usize,
+    pub unknown_writes: usize,
+    pub transactions_committed: usize,
+    pub transactions_aborted: usize,
+    pub transactions_unknown: usize,
+    pub polls: usize,
+    pub records_read: usize,
+    pub final_reads: usize,
+    pub offset_commits: usize,
+    pub offset_fetches: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub stats: Stats,
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Report {
+    /// No anomaly of any kind.
+    pub fn valid(&self) -> bool {
+        self.anomalies.is_empty()
+    }
+
+    pub fn count(&self, kind: AnomalyKind) -> usize {
+        self.anomalies.iter().filter(|a| a.kind == kind).count()
+    }
+
+    /// Anomalies by kind.
+    pub fn counts(&self) -> BTreeMap<AnomalyKind, usize> {
+        let mut m = BTreeMap::new();
+        for a in &self.anomalies {
+            *m.entry(a.kind).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// What became of a write, as far as the history tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// A send acknowledged, or a transaction committed: it must be in the log.
+    Acknowledged,
+    /// A transaction that did not commit: it must never be visible to
+    /// read_committed.
+    Aborted,
+    /// Unknown (a failed or timed-out send, a transaction whose end is not
+    /// known).
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct WriteInfo {
+    tp: Tp,
+    offset: Option<i64>,
+    fate: Fate,
+    /// The transaction's id, if transactional.
+    txn: Option<u64>,
+    /// The invocation and the completion (if any).
+    events: Vec<usize>,
+}
+
+/// One record some read returned.
+#[derive(Debug, Clone)]
+struct Read {
+    tp: Tp,
+    offset: i64,
+    value: u64,
+    isolation: Isolation,
+    /// The completion event of the poll or final read.
+    event: usize,
+}
+
+/// The whole analysis.
+pub fn check(events: &[Event]) -> Result<Report, HistoryError> {
+    let ops = history::pair(events)?;
+    let mut c = Checker::default();
+    c.stats.operations = ops.len();
+    c.collect_writes(&ops);
+    c.collect_reads(&ops);
+    c.check_reads();
+    c.check_lost_and_unseen(&ops);
+    c.check_transactions();
+    c.check_sessions(&ops);
+    c.check_sends();
+    c.check_offsets(&ops);
+    Ok(Report {
+        stats: c.stats,
+        anomalies: c.anomalies,
+    })
+}
+
+#[derive(Default)]
+struct Checker {
+    writes: BTreeMap<u64, WriteInfo>,
+    /// Writes in invocation order per process (for send order).
+    by_process: BTreeMap<u64, Vec<u64>>,
+    txns: BTreeMap<u64, Vec<u64>>,
+    reads: Vec<Read>,
+    /// Per partition, offset -> the first value known there.
+    order: BTreeMap<Tp, BTreeMap<i64, u64>>,
+    stats: Stats,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Checker {
+    fn flag(
+        &mut self,
+        kind: AnomalyKind,
+        tp: Option<&Tp>,
+        value: Option<u64>,
+        events: Vec<usize>,
+        explanation: String,
+    ) {
+        self.anomalies.push(Anomaly {
+            kind,
+            tp: tp.cloned(),
+            value,
+            events,
+            explanation,
+        });
+    }
+
+    fn collect_writes(&mut self, ops: &[Completed<'_>]) {
+        for op in ops {
+            let mut events = vec![op.invoke.index];
+            events.extend(op.completion.map(|c| c.index));
+            let (writes, fate, txn) = match op.op() {
+                Op::Send { write } => {
+                    let fate = if op.kind() == Kind::Ok {
+                        Fate::Acknowledged
+                    } else {
+                        Fate::Unknown
+                    };
+                    (std::slice::from_ref(write), fate, None)
+                }
+                Op::Txn {
+                    id, writes, abort, ..
+                } => {
+                    let fate = match (op.kind(), abort) {
+                        (Kind::Ok, false) => Fate::Acknowledged,
+                        (Kind::Ok, true) | (Kind::Fail, _) => Fate::Aborted,
+                        _ => Fate::Unknown,
+                    };
+                    match fate {
+                        Fate::Acknowledged => self.stats.transactions_committed += 1,
+                        Fate::Aborted => self.stats.transactions_aborted += 1,
+                        Fate::Unknown => self.stats.transactions_unknown += 1,
+                    }
+                    self.txns
+                        .insert(*id, writes.iter().map(|w| w.value).collect());
+                    (writes.as_slice(), fate, Some(*id))
+                }
+                _ => continue,
+            };
+            for w in writes {
+                match fate {
+                    Fate::Acknowledged => self.stats.acknowledged_writes += 1,
+                    Fate::Unknown => self.stats.unknown_writes += 1,
+                    Fate::Aborted => {}
+                }
+                // An aborted transaction's delivery reports still give
+                // offsets (the records are in the log, hidden by the abort).
+                let offset = w.offset;
+                if let Some(o) = offset {
+                    self.order
+                        .entry(w.tp.clone())
+                        .or_default()
+                        .entry(o)
+                        .or_insert(w.value);
+                }
+                self.by_process
+                    .entry(op.invoke.process)
+                    .or_default()
+                    .push(w.value);
+                self.writes.insert(
+                    w.value,
+                    WriteInfo {
+                        tp: w.tp.clone(),
+                        offset,
+                        fate,
+                        txn,
+                        events: events.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn collect_reads(&mut self, ops: &[Completed<'_>]) {
+        for op in ops {
+            let Some(done) = op.completion.filter(|c| c.kind == Kind::Ok) else {
+                continue;
+            };
+            let (records, isolation) = match &done.op {
+                Op::Poll {
+                    records, isolation, ..
+                } => {
+                    self.stats.polls += 1;
+                    (records, *isolation)
+                }
+                Op::FinalRead { records, .. } => {
+                    self.stats.final_reads += 1;
+                    (records, Isolation::ReadCommitted)
+                }
+                _ => continue,
+            };
+            for r in records {
+                self.stats.records_read += 1;
+                self.order
+                    .entry(r.tp.clone())
+                    .or_default()
+                    .entry(r.offset)
+                    .or_insert(r.value);
+                self.reads.push(Read {
+                    tp: r.tp.clone(),
+                    offset: r.offset,
+                    value: r.value,
+                    isolation,
+                    event: done.index,
+                });
+            }
+        }
+    }
+
+    /// Garbage, duplicates, inconsistent offsets, aborted reads.
+    fn check_reads(&mut self) {
+        // (tp, offset) -> values seen there, with the events.
+        let mut at: BTreeMap<(Tp, i64), BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
+        // value -> places, with the events.
+        let mut places: BTreeMap<u64, BTreeMap<(Tp, i64), Vec<usize>>> = BTreeMap::new();
+        for (v, w) in &self.writes {
+            if let Some(o) = w.offset {
+                at.entry((w.tp.clone(), o))
+                    .or_default()
+                    .entry(*v)
+                    .or_default()
+                    .extend(&w.events);
+                places
+                    .entry(*v)
+                    .or_default()
+                    .entry((w.tp.clone(), o))
+                    .or_default()
+                    .extend(&w.events);
+            }
+        }
+        let mut garbage = BTreeSet::new();
+        let mut aborted = BTreeSet::new();
+        for r in &self.reads {
+            at.entry((r.tp.clone(), r.offset))
+                .or_default()
+                .entry(r.value)
+                .or_default()
+                .push(r.event);
+            places
+                .entry(r.value)
+                .or_default()
+                .entry((r.tp.clone(), r.offset))
+                .or_default()
+                .push(r.event);
+            match self.writes.get(&r.value) {
+                None => {
+                    garbage.insert((r.value, r.tp.clone(), r.offset, r.event));
+                }
+                Some(w) if w.fate == Fate::Aborted && r.isolation == Isolation::ReadCommitted => {
+                    aborted.insert((r.value, r.tp.clone(), r.offset, r.event));
+                }
+                Some(_) => {}
+            }
+        }
+        for (v, tp, o, e) in garbage {
+            self.flag(
+                AnomalyKind::GarbageRead,
+                Some(&tp),
+                Some(v),
+                vec![e],
+                format!("read {v} at {tp}@{o}, which no operation wrote"),
+            );
+        }
+        for (v, tp, o, e) in aborted {
+            let w = &self.writes[&v];
+            let mut events = w.events.clone();
+            events.push(e);
+            let txn = w
+                .txn
+                .map_or(String::new(), |t| format!(" of transaction {t}"));
+            self.flag(
+                AnomalyKind::AbortedRead,
+                Some(&tp),
+                Some(v),
+                events,
+                format!("read_committed read {v} at {tp}@{o}, written by an aborted write{txn}"),
+            );
+        }
+        for ((tp, o), values) in at {
+            if values.len() > 1 {
+                let events = values.values().flatten().copied().collect();
+                let vs: Vec<u64> = values.keys().copied().collect();
+                self.flag(
+                    AnomalyKind::InconsistentOffset,
+                    Some(&tp),
+                    None,
+                    events,
+                    format!("{tp}@{o} holds {vs:?} according to different operations"),
+                );
+            }
+        }
+        for (v, at) in places {
+            if at.len() > 1 {
+                let events = at.values().flatten().copied().collect();
+                let ps: Vec<String> = at.keys().map(|(tp, o)| format!("{tp}@{o}")).collect();
+                self.flag(
+                    AnomalyKind::Duplicate,
+                    at.keys().next().map(|(tp, _)| tp),
+                    Some(v),
+                    events,
+                    format!("{v} is at {}", ps.join(" and ")),
+                );
+            }
+        }
+    }
+
+    /// Acknowledged writes that no read saw although reads passed them, and
+    /// those missing from the final read.
+    fn check_lost_and_unseen(&mut self, ops: &[Completed<'_>]) {
+        let mut seen: BTreeSet<u64> = BTreeSet::new();
+        let mut furthest: BTreeMap<Tp, (i64, usize)> = BTreeMap::new();
+        for r in &self.reads {
+            seen.insert(r.value);
+            let f = furthest.entry(r.tp.clone()).or_insert((r.offset, r.event));
+            if r.offset > f.0 {
+                *f = (r.offset, r.event);
+            }
+        }
+        // The final read of each partition: the values it returned.
+        let mut finals: BTreeMap<Tp, (BTreeSet<u64>, usize)> = BTreeMap::new();
+        for op in ops {
+            if let Some(done) = op.completion.filter(|c| c.kind == Kind::Ok) {
+                if let Op::FinalRead { tp, records } = &done.op {
+                    let e = finals
+                        .entry(tp.clone())
+                        .or_insert((BTreeSet::new(), done.index));
+                    e.0.extend(records.iter().map(|r| r.value));
+                }
+            }
+        }
+        let acknowledged: Vec<(u64, WriteInfo)> = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.fate == Fate::Acknowledged)
+            .map(|(v, w)| (*v, w.clone()))
+            .collect();
+        for (v, w) in acknowledged {
+            if let (Some(o), Some(&(max, e)), false) =
+                (w.offset, furthest.get(&w.tp), seen.contains(&v))
+            {
+                if max > o {
+                    let mut events = w.events.clone();
+                    events.push(e);
+                    self.flag(
+                        AnomalyKind::LostWrite,
+                        Some(&w.tp),
+                        Some(v),
+                        events,
+                        format!(
+                            "{v} was acknowledged at {}@{o} and never read, though a read reached offset {max}",
+                            w.tp
+                        ),
+                    );
+                }
+            }
+            if let Some((values, e)) = finals.get(&w.tp) {
+                if !values.contains(&v) {
+                    let mut events = w.events.clone();
+                    events.push(*e);
+                    let at = w.offset.map_or(String::new(), |o| format!("@{o}"));
+                    self.flag(
+                        AnomalyKind::Unseen,
+                        Some(&w.tp),
+                        Some(v),
+                        events,
+                        format!(
+                            "{v} was acknowledged at {}{at} and is not in the final read",
+                            w.tp
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// A transaction is read whole or not at all: if some of its writes
+    /// were read, every other one must be, where reads passed its offset.
+    fn check_transactions(&mut self) {
+        let mut seen_rc: BTreeSet<u64> = BTreeSet::new();
+        let mut furthest_rc: BTreeMap<Tp, i64> = BTreeMap::new();
+        for r in &self.reads {
+            if r.isolation == Isolation::ReadCommitted {
+                seen_rc.insert(r.value);
+                let f = furthest_rc.entry(r.tp.clone()).or_insert(r.offset);
+                *f = (*f).max(r.offset);
+            }
+        }
+        let mut found = Vec::new();
+        for (id, values) in &self.txns {
+            let read: Vec<u64> = values
+                .iter()
+                .copied()
+                .filter(|v| seen_rc.contains(v))
+                .collect();
+            if read.is_empty() {
+                continue;
+            }
+            for v in values {
+                let w = &self.writes[v];
+                if seen_rc.contains(v) || w.fate == Fate::Aborted {
+                    // An aborted transaction's reads are aborted reads.
+                    continue;
+                }
+                if let (Some(o), Some(&max)) = (w.offset, furthest_rc.get(&w.tp)) {
+                    if max > o {
+                        found.push((*id, *v, w.clone(), read.clone()));
+                    }
+                }
+            }
+        }
+        for (id, v, w, read) in found {
+            self.flag(
+                AnomalyKind::PartialTransaction,
+                Some(&w.tp),
+                Some(v),
+                w.events.clone(),
+                format!(
+                    "transaction {id}: {read:?} were read, but {v} at {}@{} never was though read_committed reads passed it",
+                    w.tp,
+                    w.offset.unwrap_or(-1)
+                ),
+            );
+        }
+    }
+
+    /// Whether a read_committed consumer must see `value`.
+    fn committed_visible(&self, value: u64, seen_rc: &BTreeSet<u64>) -> bool {
+        match self.writes.get(&value) {
+            None => false,
+            Some(w) => match (w.txn, w.fate) {
+                (_, Fate::Aborted) => false,
+                (None, _) => true,
+                (Some(_), Fate::Acknowledged) => true,
+                (Some(_), Fate::Unknown) => seen_rc.contains(&value),
+            },
+        }
+    }
+
+    /// Per consumer session and partition: offsets only grow, and nothing
+    /// visible is skipped, until a new assignment or a seek.
+    fn check_sessions(&mut self, ops: &[Completed<'_>]) {
+        let seen_rc: BTreeSet<u64> = self
+            .reads
+            .iter()
+            .filter(|r| r.isolation == Isolation::ReadCommitted)
+            .map(|r| r.value)
+            .collect();
+        // (session, tp) -> (last offset read, its event)
+        let mut last: BTreeMap<(u64, Tp), (i64, usize)> = BTreeMap::new();
+        let mut found: Vec<Anomaly> = Vec::new();
+        for op in ops {
+            let Some(done) = op.completion.filter(|c| c.kind == Kind::Ok) else {
+                continue;
+            };
+            match &done.op {
+                Op::Assign { session, .. } => {
+                    last.retain(|(s, _), _| s != session);
+                }
+                Op::Seek { session, tp, .. } => {
+                    last.remove(&(*session, tp.clone()));
+                }
+                Op::Poll {
+                    session,
+                    isolation,
+                    records,
+                } => {
+                    for r in records {
+                        let key = (*session, r.tp.clone());
+                        if let Some(&(prev, prev_event)) = last.get(&key) {
+                            if r.offset <= prev {
+                                found.push(Anomaly {
+                                    kind: AnomalyKind::NonmonotonicPoll,
+                                    tp: Some(r.tp.clone()),
+                                    value: Some(r.value),
+                                    events: vec![prev_event, done.index],
+                                    explanation: format!(
+                                        "session {session} read {}@{} after {}@{prev}",
+                                        r.tp, r.offset, r.tp
+                                    ),
+                                });
+                            } else if let Some(order) = self.order.get(&r.tp) {
+                                let skipped: Vec<(i64, u64)> = order
+                                    .range(prev + 1..r.offset)
+                                    .filter(|(_, v)| match isolation {
+                                        Isolation::ReadUncommitted => true,
+                                        Isolation::ReadCommitted => {
+                                            self.committed_visible(**v, &seen_rc)
+                                        }
+                                    })
+                                    .map(|(o, v)| (*o, *v))
+                                    .collect();
+                                if !skipped.is_empty() {
+                                    found.push(Anomaly {
+                                        kind: AnomalyKind::PollSkip,
+                                        tp: Some(r.tp.clone()),
+                                        value: Some(r.value),
+                                        events: vec![prev_event, done.index],
+                                        explanation: format!(
+                                            "session {session} read {}@{prev} then @{}, skipping {skipped:?} (offset, value)",
+                                            r.tp, r.offset
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                        last.insert(key, (r.offset, done.index));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.anomalies.extend(found);
+    }
+
+    /// One producer's acknowledged writes to a partition take offsets in
+    /// the order it sent them (idempotence keeps the order).
+    fn check_sends(&mut self) {
+        let mut found = Vec::new();
+        for (process, values) in &self.by_process {
+            let mut last: BTreeMap<&Tp, (i64, u64)> = BTreeMap::new();
+            for v in values {
+                let w = &self.writes[v];
+                let Some(o) = w.offset.filter(|_| w.fate != Fate::Unknown) else {
+                    continue;
+                };
+                if let Some(&(prev, pv)) = last.get(&w.tp) {
+                    if o <= prev {
+                        let mut events = self.writes[&pv].events.clone();
+                        events.extend(&w.events);
+                        found.push((
+                            w.tp.clone(),
+                            *v,
+                            events,
+                            format!(
+                                "process {process} sent {pv} then {v} to {}, which got offsets {prev} then {o}",
+                                w.tp
+                            ),
+                        ));
+                    }
+                }
+                last.insert(&w.tp, (o, *v));
+            }
+        }
+        for (tp, v, events, why) in found {
+            self.flag(
+                AnomalyKind::NonmonotonicSend,
+                Some(&tp),
+                Some(v),
+                events,
+                why,
+            );
+        }
+    }
+
+    /// Committed offsets never move backwards or vanish, and an aborted
+    /// transaction's offsets are never committed.
+    fn check_offsets(&mut self, ops: &[Completed<'_>]) {
+        // (group, tp) -> [(completed at, offset, events)]
+        type Commits = BTreeMap<(String, Tp), Vec<(usize, i64, Vec<usize>)>>;
+        let mut commits: Commits = BTreeMap::new();
+        let mut aborted: BTreeMap<(String, Tp), BTreeMap<i64, Vec<usize>>> = BTreeMap::new();
+        for op in ops {
+            let mut events = vec![op.invoke.index];
+            events.extend(op.completion.map(|c| c.index));
+            match (op.op(), op.kind()) {
+                (Op::Commit { group, offsets }, Kind::Ok) => {
+                    self.stats.offset_commits += 1;
+                    for (tp, o) in offsets {
+                        commits
+                            .entry((group.clone(), tp.clone()))
+                            .or_default()
+                            .push((op.completed_at(), *o, events.clone()));
+                    }
+                }
+                (
+                    Op::Txn {
+                        group: Some(group),
+                        offsets,
+                        abort,
+                        ..
+                    },
+                    kind,
+                ) => {
+                    let committed = kind == Kind::Ok && !abort;
+                    let certainly_not = (kind == Kind::Ok && *abort) || kind == Kind::Fail;
+                    for (tp, o) in offsets {
+                        let key = (group.clone(), tp.clone());
+                        if committed {
+                            commits.entry(key).or_default().push((
+                                op.completed_at(),
+                                *o,
+                                events.clone(),
+                            ));
+                        } else if certainly_not {
+                            aborted.entry(key).or_default().insert(*o, events.clone());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for op in ops {
+            let Some(done) = op.completion.filter(|c| c.kind == Kind::Ok) else {
+                continue;
+            };
+            let Op::FetchOffsets { group, offsets } = &done.op else {
+                continue;
+            };
+            self.stats.offset_fetches += 1;
+            let began = op.invoke.index;
+            for (tp, got) in offsets {
+                let key = (group.clone(), tp.clone());
+                let before = commits
+                    .get(&key)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(at, _, _)| *at < began)
+                    .max_by_key(|(_, o, _)| *o);
+                match (before, got) {
+                    (Some((_, want, ev)), None) => {
+                        let mut events = ev.clone();
+                        events.extend([began, done.index]);
+                        found.push((
+                            AnomalyKind::OffsetVanished,
+                            tp.clone(),
+                            events,
+                            format!("group {group}: {tp} had committed offset {want}; OffsetFetch found none"),
+                        ));
+                    }
+                    (Some((_, want, ev)), Some(got)) if got < want => {
+                        let mut events = ev.clone();
+                        events.extend([began, done.index]);
+                        found.push((
+                            AnomalyKind::OffsetBackwards,
+                            tp.clone(),
+                            events,
+                            format!("group {group}: {tp} had committed offset {want}; OffsetFetch found {got}"),
+                        ));
+                    }
+                    _ => {}
+                }
+                if let Some(got) = got {
+                    let ever_committed = commits
+                        .get(&key)
+                        .is_some_and(|cs| cs.iter().any(|(_, o, _)| o == got));
+                    if let Some(ev) = aborted.get(&key).and_then(|a| a.get(got)) {
+                        if !ever_committed {
+                            let mut events = ev.clone();
+                            events.extend([began, done.index]);
+                            found.push((
+                                AnomalyKind::AbortedOffsetCommit,
+                                tp.clone(),
+                                events,
+                                format!("group {group}: OffsetFetch found {tp} at {got}, an offset only an aborted transaction committed"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        for (kind, tp, events, why) in found {
+            self.flag(kind, Some(&tp), None, events, why);
+        }
+    }
+}
