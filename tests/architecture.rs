@@ -14,7 +14,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-protocol", &[]),
     ("strand-metadata", &["strand-protocol"]),
     ("strand-log", &["strand-protocol"]),
-    ("strand-txn", &["strand-protocol"]),
+    ("strand-txn", &["strand-types", "strand-protocol"]),
     ("strand-replication", &["strand-types", "strand-protocol"]),
     ("strand-group", &["strand-protocol"]),
     (

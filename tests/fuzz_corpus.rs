@@ -176,11 +176,11 @@ fn write_seeds() {
     dir.extend([0u8; 9]);
     write("log_open", "three_batches", &dir);
     let record = strand_txn::coordinator::TxnRecord {
-        producer_id: 7,
-        previous_producer_id: -1,
-        producer_epoch: 1,
-        last_producer_epoch: -1,
-        next_producer_id: -1,
+        producer_id: strand_types::ProducerId::from_wire(7),
+        previous_producer_id: None,
+        producer_epoch: strand_types::ProducerEpoch::from_wire(1),
+        last_producer_epoch: None,
+        next_producer_id: None,
         transaction_version: 0,
         timeout_ms: 60_000,
         state: strand_txn::coordinator::TxnState::Ongoing,

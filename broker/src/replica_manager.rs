@@ -15,7 +15,7 @@ use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
-use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch};
+use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch, ProducerId};
 use uuid::Uuid;
 
 use strand_partition::{
@@ -443,7 +443,7 @@ impl ReplicaManager {
 
     /// Hands out a producer id from the current block, fetching a new block
     /// from the controller when it runs out.
-    pub async fn next_producer_id(&self) -> Result<i64, ErrorCode> {
+    pub async fn next_producer_id(&self) -> Result<ProducerId, ErrorCode> {
         let mut block = self.producer_ids.lock().await;
         if block.0 >= block.1 {
             let (first, size) = self
@@ -455,7 +455,8 @@ impl ReplicaManager {
         }
         let id = block.0;
         block.0 += 1;
-        Ok(id)
+        // The controller hands out blocks upward from 0 (AllocateProducerIds).
+        ProducerId::from_wire(id).ok_or(ErrorCode::UnknownServerError)
     }
 
     /// Stops following: no fetched record is written any more.

@@ -29,6 +29,7 @@ use strand_partition::{now_ms, Partition};
 use strand_protocol::ErrorCode;
 use strand_txn::coordinator::{self as rules, TopicPartition, TxnMetadata, TxnRecord};
 use strand_txn::txn_log;
+use strand_types::ProducerEpoch;
 
 /// The internal topic holding transaction states.
 pub const TXN_TOPIC: &str = "__transaction_state";
@@ -110,7 +111,7 @@ impl TxnCoordinator {
         let mut txns = self.txns.lock();
         let placeholder = {
             let meta = entry.meta.lock();
-            meta.current.producer_id < 0 && meta.pending.is_none()
+            meta.current.producer_id.is_none() && meta.pending.is_none()
         };
         if placeholder && txns.get(&entry.id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             txns.remove(&entry.id);
@@ -210,7 +211,7 @@ impl TxnCoordinator {
                     id: id.to_string(),
                     partition: index,
                     // A placeholder until InitProducerId persists its first record.
-                    meta: Mutex::new(rules::new_metadata(id, -1, 0, now_ms())),
+                    meta: Mutex::new(rules::new_metadata(id, None, 0, now_ms())),
                 });
                 self.txns.lock().entry(id.to_string()).or_insert(e).clone()
             }
@@ -378,8 +379,8 @@ impl TxnCoordinator {
     /// One round of WriteTxnMarkers to the current leaders of `partitions`.
     async fn write_markers(
         &self,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: Option<strand_types::ProducerId>,
+        producer_epoch: Option<ProducerEpoch>,
         commit: bool,
         coordinator_epoch: i32,
         partitions: &BTreeSet<TopicPartition>,
@@ -416,8 +417,8 @@ impl TxnCoordinator {
             }
             let req =
                 WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                    .with_producer_id(ProducerId(producer_id))
-                    .with_producer_epoch(producer_epoch)
+                    .with_producer_id(ProducerId(strand_types::ProducerId::to_wire(producer_id)))
+                    .with_producer_epoch(ProducerEpoch::to_wire(producer_epoch))
                     .with_transaction_result(commit)
                     .with_coordinator_epoch(coordinator_epoch)
                     .with_topics(topics)]);
@@ -483,7 +484,7 @@ impl TxnCoordinator {
                 if !meta.is_timed_out(now) {
                     continue;
                 }
-                tracing::info!(transactional_id = %entry.id, producer_id = meta.current.producer_id, epoch = meta.current.producer_epoch, "aborting a transaction past its timeout");
+                tracing::info!(transactional_id = %entry.id, producer_id = strand_types::ProducerId::to_wire(meta.current.producer_id), epoch = ProducerEpoch::to_wire(meta.current.producer_epoch), "aborting a transaction past its timeout");
                 let record = rules::fence(&meta.current, now);
                 meta.begin_write(record, true);
             }
@@ -507,7 +508,7 @@ impl TxnCoordinator {
             }
             {
                 let mut meta = entry.meta.lock();
-                if meta.current.producer_id < 0 || !meta.is_expired(now, expiration_ms) {
+                if meta.current.producer_id.is_none() || !meta.is_expired(now, expiration_ms) {
                     continue;
                 }
                 // Dead while the tombstone is written: every request for the

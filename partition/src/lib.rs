@@ -36,7 +36,8 @@ use strand_txn::{
     CompletedTxn, ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
 use strand_types::{
-    BrokerEpoch, BrokerId, Clock, LeaderEpoch, Offset, PartitionEpoch, SystemClock,
+    BrokerEpoch, BrokerId, Clock, LeaderEpoch, Offset, PartitionEpoch, ProducerEpoch, ProducerId,
+    SystemClock,
 };
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -244,10 +245,11 @@ impl Partition {
         let hw = log
             .high_watermark_checkpoint()
             .clamp(0, log.log_end_offset());
+        let hw = at(hw);
         producers.on_high_watermark(hw);
         let offsets = PartitionOffsets {
-            high_watermark: at(hw),
-            last_stable_offset: at(producers.last_stable_offset(hw)),
+            high_watermark: hw,
+            last_stable_offset: producers.last_stable_offset(hw),
             log_end_offset: at(log.log_end_offset()),
             log_start_offset: at(log.log_start_offset()),
             leading_epoch: None,
@@ -301,12 +303,12 @@ impl Partition {
     fn publish(&self, hw: Offset, leo: Offset, log_start: Offset, leader: Option<&LeaderState>) {
         let lso = {
             let mut producers = self.producers.lock();
-            producers.on_high_watermark(hw.get());
-            producers.last_stable_offset(hw.get())
+            producers.on_high_watermark(hw);
+            producers.last_stable_offset(hw)
         };
         let next = PartitionOffsets {
             high_watermark: hw,
-            last_stable_offset: at(lso),
+            last_stable_offset: lso,
             log_end_offset: leo,
             log_start_offset: log_start,
             leading_epoch: leader.map(LeaderState::leader_epoch),
@@ -467,25 +469,28 @@ impl Partition {
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
-        if first.has_producer_id() && origin == AppendOrigin::Coordinator {
-            producers
-                .check_coordinator_batch(first.producer_id, first.producer_epoch)
-                .map_err(producer_error)?;
-        } else if first.has_producer_id() {
-            match producers.check(first) {
+        match ProducerId::from_wire(first.producer_id) {
+            None => {}
+            Some(producer_id) if origin == AppendOrigin::Coordinator => producers
+                .check_coordinator_batch(
+                    producer_id,
+                    ProducerEpoch::from_wire(first.producer_epoch),
+                )
+                .map_err(producer_error)?,
+            Some(_) => match producers.check(first) {
                 Ok(SequenceCheck::Append) => {}
                 Ok(SequenceCheck::Duplicate(meta)) => {
                     // Already appended: answer with the original offsets, append nothing.
                     return Ok(AppendOutcome {
-                        base_offset: at(meta.first_offset),
-                        required_offset: at(meta.last_offset).next(),
+                        base_offset: meta.first_offset,
+                        required_offset: meta.last_offset.next(),
                         leader_epoch,
                         log_append_time: None,
                         log_start_offset: at(log.log_start_offset()),
                     });
                 }
                 Err(e) => return Err(producer_error(e)),
-            }
+            },
         }
         // One copy of the client's bytes so offsets and epoch can be written in place.
         let mut buf = BytesMut::from(&records[..]);
@@ -526,11 +531,14 @@ impl Partition {
     /// marker), but only an abort that closes one gets an aborted-index
     /// entry. Like an acks=all produce: refused with NOT_ENOUGH_REPLICAS
     /// when the ISR is below min ISR, and the caller waits for the HW with
-    /// [`wait_for_ack`](Self::wait_for_ack) on the returned outcome.
+    /// [`wait_for_ack`](Self::wait_for_ack) on the returned outcome. A marker
+    /// without a producer id (`None`, -1 on the wire; no coordinator sends
+    /// one) is written but checks and closes nothing: producer state keeps
+    /// no entry for it, as on followers, in a replay, and in Kafka.
     pub fn write_txn_marker(
         &self,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: Option<ProducerId>,
+        producer_epoch: Option<ProducerEpoch>,
         coordinator_epoch: i32,
         commit: bool,
     ) -> Result<AppendOutcome, PartitionError> {
@@ -555,29 +563,38 @@ impl Partition {
             return Err(closed_partition());
         }
         let mut producers = self.producers.lock();
-        producers
-            .check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
-            .map_err(producer_error)?;
+        if let Some(producer_id) = producer_id {
+            producers
+                .check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
+                .map_err(producer_error)?;
+        }
         let now = self.clock.now_ms();
-        let mut batch =
-            build_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, control, now)
-                .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
+        let mut batch = build_txn_marker_batch(
+            ProducerId::to_wire(producer_id),
+            ProducerEpoch::to_wire(producer_epoch),
+            coordinator_epoch,
+            control,
+            now,
+        )
+        .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let headers = validate_record_set(&batch)
             .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let append_time = settings.log_append_time.then_some(now);
         let info = log
             .append_as_leader(&mut batch, &headers, leader_epoch.get(), append_time)
             .map_err(storage_error)?;
-        let marker_offset = info.first_offset;
-        let completed = producers.record_end_txn_marker(
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            marker_offset,
-            info.max_timestamp,
-            control,
-        );
-        tracing::debug!(topic = %self.topic, partition = self.index, producer_id, producer_epoch, coordinator_epoch, commit, marker_offset, ?completed, "wrote transaction marker");
+        let marker_offset = at(info.first_offset);
+        let completed = producer_id.and_then(|producer_id| {
+            producers.record_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                marker_offset,
+                info.max_timestamp,
+                control,
+            )
+        });
+        tracing::debug!(topic = %self.topic, partition = self.index, ?producer_id, ?producer_epoch, coordinator_epoch, commit, %marker_offset, ?completed, "wrote transaction marker");
         if let Some(t) = completed {
             index_if_aborted(&mut log, &producers, &t).map_err(storage_error)?;
         }
@@ -587,8 +604,8 @@ impl Partition {
         let log_start = at(log.log_start_offset());
         drop(log);
         Ok(AppendOutcome {
-            base_offset: at(marker_offset),
-            required_offset: at(marker_offset).next(),
+            base_offset: marker_offset,
+            required_offset: marker_offset.next(),
             leader_epoch,
             log_append_time: append_time,
             log_start_offset: log_start,
@@ -1027,7 +1044,11 @@ impl Partition {
 
     /// Whether `producer_id` at `producer_epoch` has a transaction open here
     /// (a transactional batch then needs no KIP-890 verification).
-    pub fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+    pub fn has_ongoing_txn(
+        &self,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
+    ) -> bool {
         self.producers.lock().entry(producer_id).is_some_and(|e| {
             e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
         })
@@ -1188,11 +1209,12 @@ fn index_if_aborted(
     if !t.is_aborted {
         return Ok(());
     }
+    // The log crate still speaks integers.
     log.append_aborted_txn(AbortedTxn {
-        producer_id: t.producer_id,
-        first_offset: t.first_offset,
-        last_offset: t.last_offset,
-        last_stable_offset: producers.stable_offset_after(t),
+        producer_id: t.producer_id.get(),
+        first_offset: t.first_offset.get(),
+        last_offset: t.last_offset.get(),
+        last_stable_offset: producers.stable_offset_after(t).get(),
     })?;
     Ok(())
 }
@@ -1543,17 +1565,18 @@ mod tests {
         };
         assert_eq!(log.aborted_txns(), vec![entry]);
         assert_eq!(log.collect_aborted_txns(0, 4), vec![(1, 0)]);
-        producers.on_high_watermark(4);
-        assert_eq!(producers.last_stable_offset(4), 4);
-        assert_eq!(producers.entry(1).unwrap().coordinator_epoch, 3);
+        let (o, pid) = (Offset::new, ProducerId::new);
+        producers.on_high_watermark(o(4));
+        assert_eq!(producers.last_stable_offset(o(4)), o(4));
+        assert_eq!(producers.entry(pid(1)).unwrap().coordinator_epoch, 3);
 
         // Replay of the whole log (no snapshot) re-derives the same entry once.
         let replayed = rebuild_producer_state(&mut log);
         assert_eq!(log.aborted_txns(), vec![entry]);
-        assert_eq!(replayed.entry(1).unwrap().coordinator_epoch, 3);
+        assert_eq!(replayed.entry(pid(1)).unwrap().coordinator_epoch, 3);
         assert_eq!(
             replayed.first_unstable_offset(),
-            Some(0),
+            Some(o(0)),
             "until the HW passes the markers"
         );
 
@@ -1562,11 +1585,11 @@ mod tests {
         let mut producers = rebuild_producer_state(&mut log);
         assert!(log.aborted_txns().is_empty());
         assert_eq!(
-            producers.entry(1).unwrap().current_txn_first_offset,
-            Some(0)
+            producers.entry(pid(1)).unwrap().current_txn_first_offset,
+            Some(o(0))
         );
-        producers.on_high_watermark(2);
-        assert_eq!(producers.last_stable_offset(2), 0);
+        producers.on_high_watermark(o(2));
+        assert_eq!(producers.last_stable_offset(o(2)), o(0));
         // The leader's log again: same entry, once.
         follow(&mut log, &mut producers, &batches[2]);
         follow(&mut log, &mut producers, &batches[3]);

@@ -58,7 +58,8 @@ use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_replication::rules::{self, AckDecision, Acks, FetchOrigin, FetchedPartition};
 use strand_types::{
-    BrokerEpoch, BrokerId, Clock, LeaderEpoch, ManualClock, Offset, PartitionEpoch,
+    BrokerEpoch, BrokerId, Clock, LeaderEpoch, ManualClock, Offset, PartitionEpoch, ProducerEpoch,
+    ProducerId,
 };
 use uuid::Uuid;
 
@@ -84,7 +85,7 @@ const FETCH_TIMEOUT_MS: i64 = 500;
 const ACK_TIMEOUT_MS: i64 = 2_000;
 const CLIENT_TIMEOUT_MS: i64 = 3_000;
 const FETCH_MAX_BYTES: usize = 16 * 1024;
-const TXN_PRODUCERS: [i64; 2] = [1_000, 1_001];
+const TXN_PRODUCERS: [ProducerId; 2] = [ProducerId::new(1_000), ProducerId::new(1_001)];
 
 /// What a run does.
 #[derive(Debug, Clone)]
@@ -186,8 +187,8 @@ enum Msg {
     },
     WriteMarker {
         id: u64,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
         commit: bool,
     },
     Reply {
@@ -278,8 +279,8 @@ struct Controller {
 
 #[derive(Debug, Clone)]
 struct Txn {
-    producer_id: i64,
-    epoch: i16,
+    producer_id: ProducerId,
+    epoch: ProducerEpoch,
     data: Bytes,
     data_id: u64,
     data_sent_at: i64,
@@ -325,8 +326,8 @@ struct Sim {
     next_value: u64,
     next_produce: i64,
     txns: Vec<Txn>,
-    txn_epochs: BTreeMap<i64, i16>,
-    txn_next_start: BTreeMap<i64, i64>,
+    txn_epochs: BTreeMap<ProducerId, ProducerEpoch>,
+    txn_next_start: BTreeMap<ProducerId, i64>,
     /// Which broker appended in each leader epoch.
     appenders: BTreeMap<LeaderEpoch, i32>,
     history: Vec<String>,
@@ -414,7 +415,10 @@ impl Sim {
             next_value: 0,
             next_produce: now + 500,
             txns: Vec::new(),
-            txn_epochs: TXN_PRODUCERS.iter().map(|p| (*p, 0)).collect(),
+            txn_epochs: TXN_PRODUCERS
+                .iter()
+                .map(|p| (*p, ProducerEpoch::ZERO))
+                .collect(),
             txn_next_start: TXN_PRODUCERS.iter().map(|p| (*p, now + 700)).collect(),
             appenders: BTreeMap::new(),
             history: Vec::new(),
@@ -1072,7 +1076,7 @@ impl Sim {
             } => {
                 let appended = match self.node(id).partition.clone() {
                     Some(p) if p.is_leader() => p
-                        .write_txn_marker(producer_id, producer_epoch, 0, commit)
+                        .write_txn_marker(Some(producer_id), Some(producer_epoch), 0, commit)
                         .map_err(|e| e.code),
                     _ => Err(ErrorCode::NotLeaderOrFollower),
                 };
@@ -1281,7 +1285,7 @@ impl Sim {
         }
     }
 
-    fn txn_tick(&mut self, pid: i64, leader: i32) {
+    fn txn_tick(&mut self, pid: ProducerId, leader: i32) {
         let now = self.now;
         let open = self
             .txns
@@ -1297,8 +1301,8 @@ impl Sim {
             let value = format!("txn-{pid}-{epoch}-{}", self.next_value);
             let data = Bytes::from(encode_records_txn(
                 &[(None, Some(Bytes::from(value)), now)],
-                pid,
-                epoch,
+                pid.get(),
+                epoch.get(),
                 0,
                 Compression::None,
                 true,
@@ -1340,7 +1344,7 @@ impl Sim {
         if t.marker_id.is_none() || now - t.marker_sent_at >= 300 {
             // The coordinator ends the transaction with the epoch bumped
             // (transaction.version 2), so a late batch of it is fenced.
-            let (epoch, commit) = (t.epoch + 1, t.commit == Some(true));
+            let (epoch, commit) = (t.epoch.next(), t.commit == Some(true));
             let id = self.next_id;
             self.next_id += 1;
             self.txns[i].marker_id = Some(id);
@@ -1376,7 +1380,7 @@ impl Sim {
             }
             if t.marker_id == Some(id) && result.is_ok() && !t.marker_done {
                 t.marker_done = true;
-                let next = t.epoch + 1;
+                let next = t.epoch.next();
                 self.txn_epochs.insert(t.producer_id, next);
                 self.txn_next_start.insert(t.producer_id, now + 50);
             }
@@ -1597,7 +1601,7 @@ impl Sim {
             );
         }
         for t in &self.txns {
-            if lp.has_ongoing_txn(t.producer_id, t.epoch) {
+            if lp.has_ongoing_txn(t.producer_id, Some(t.epoch)) {
                 return violation(
                     self,
                     format!(

@@ -23,17 +23,24 @@
 //! coordinator that takes over finds either the old Ongoing state (and fences
 //! again) or the PrepareAbort (and finishes it); the in-memory
 //! PrepareEpochFence is what Kafka calls the pending fence.
+//!
+//! Producer ids and epochs are [`ProducerId`] and [`ProducerEpoch`]; where
+//! a record or a request may carry none (Kafka's -1) they are `Option`s,
+//! compared as Kafka compares the integers: `None` equals only `None` and
+//! sorts below every epoch. Coordinator epochs (the `__transaction_state`
+//! partition's leader epoch, carried by markers) stay `i32`.
 
 use std::collections::BTreeSet;
 
 use strand_protocol::ErrorCode;
+use strand_types::{ProducerEpoch, ProducerId};
 
 /// A topic partition taking part in a transaction.
 pub type TopicPartition = (String, i32);
 
 /// An epoch at or above this cannot be bumped again: a new producer id is needed
 /// (Kafka's `isEpochExhausted`: `Short.MaxValue - 1`).
-pub const MAX_BUMPABLE_EPOCH: i16 = i16::MAX - 1;
+pub const MAX_BUMPABLE_EPOCH: ProducerEpoch = ProducerEpoch::new(i16::MAX - 1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TxnState {
@@ -131,16 +138,19 @@ impl TxnState {
 /// coordinator keeps in memory as current).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnRecord {
-    pub producer_id: i64,
-    /// The producer id before the last rotation (epoch exhausted), or -1: lets
+    /// `None` in the broker's placeholder for an id whose first
+    /// InitProducerId has not been persisted yet.
+    pub producer_id: Option<ProducerId>,
+    /// The producer id before the last rotation (epoch exhausted), if any: lets
     /// a retried InitProducerId from that producer get the new id (KIP-360).
-    pub previous_producer_id: i64,
-    pub producer_epoch: i16,
-    /// The epoch before the last bump, or -1 (KIP-360 retries).
-    pub last_producer_epoch: i16,
+    pub previous_producer_id: Option<ProducerId>,
+    /// `None` until the first InitProducerId bumps it to 0.
+    pub producer_epoch: Option<ProducerEpoch>,
+    /// The epoch before the last bump, if any (KIP-360 retries).
+    pub last_producer_epoch: Option<ProducerEpoch>,
     /// KIP-890 part 2: the producer id the client moves to when an EndTxn
-    /// exhausted its epoch (set while the transaction completes), or -1.
-    pub next_producer_id: i64,
+    /// exhausted its epoch (set while the transaction completes), if any.
+    pub next_producer_id: Option<ProducerId>,
     /// The client's transaction protocol for the current transaction: 2 =
     /// KIP-890 part 2 (epoch bumped by every EndTxn, partitions added by the
     /// brokers), lower = the classic protocol.
@@ -192,7 +202,7 @@ pub enum Step<R> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InitOutcome {
     /// Answer with this producer id and epoch (after writing `record`, if any).
-    Grant(Step<(i64, i16)>),
+    Grant(Step<(ProducerId, ProducerEpoch)>),
     /// A transaction is ongoing: persist this fencing PrepareAbort (epoch
     /// bumped), write its abort markers, and answer the caller
     /// CONCURRENT_TRANSACTIONS so it retries once the abort completes.
@@ -213,7 +223,9 @@ pub enum EndOutcome {
 }
 
 /// The KIP-360 expectation an InitProducerId may carry: (producer id, epoch).
-pub type ProducerIdAndEpoch = (i64, i16);
+/// A request carries one only when it names a producer id (not -1); its
+/// epoch may still be the wire's -1 (`None`).
+pub type ProducerIdAndEpoch = (ProducerId, Option<ProducerEpoch>);
 
 impl TxnMetadata {
     /// The state as reported (PrepareEpochFence while a fence is being written).
@@ -264,10 +276,11 @@ impl TxnMetadata {
     }
 }
 
-/// A new transactional id's first metadata (not yet persisted).
+/// A new transactional id's first metadata (not yet persisted); `None` for
+/// the broker's placeholder before a producer id is allocated.
 pub fn new_metadata(
     transactional_id: &str,
-    producer_id: i64,
+    producer_id: Option<ProducerId>,
     timeout_ms: i32,
     now: i64,
 ) -> TxnMetadata {
@@ -275,10 +288,10 @@ pub fn new_metadata(
         transactional_id: transactional_id.to_string(),
         current: TxnRecord {
             producer_id,
-            previous_producer_id: -1,
-            producer_epoch: -1,
-            last_producer_epoch: -1,
-            next_producer_id: -1,
+            previous_producer_id: None,
+            producer_epoch: None,
+            last_producer_epoch: None,
+            next_producer_id: None,
             transaction_version: 0,
             timeout_ms,
             state: TxnState::Empty,
@@ -291,37 +304,43 @@ pub fn new_metadata(
 }
 
 /// InitProducerId for a transactional id (Kafka `handleInitProducerId`).
-/// `meta` is `None` for an id never seen (or expired); `fresh_producer_id`
-/// is a newly allocated id when the caller has one.
+/// `meta` is `None` for an id never seen (or expired); metadata without a
+/// producer id (the broker's placeholder, nothing persisted) is the same.
+/// `fresh_producer_id` is a newly allocated id when the caller has one.
 pub fn init_producer_id(
     meta: Option<&TxnMetadata>,
     transactional_id: &str,
     timeout_ms: i32,
     max_timeout_ms: i32,
     expected: Option<ProducerIdAndEpoch>,
-    fresh_producer_id: Option<i64>,
+    fresh_producer_id: Option<ProducerId>,
     now: i64,
 ) -> Result<InitOutcome, ErrorCode> {
     if timeout_ms <= 0 || timeout_ms > max_timeout_ms {
         return Err(ErrorCode::InvalidTransactionTimeout);
     }
-    let expected = expected.filter(|(pid, _)| *pid >= 0);
-    let Some(meta) = meta else {
+    let new_id = || {
         let Some(pid) = fresh_producer_id else {
             return Ok(InitOutcome::NeedProducerId);
         };
-        let fresh = new_metadata(transactional_id, pid, timeout_ms, now);
-        return bump_epoch(&fresh.current, timeout_ms, None, now).map(InitOutcome::Grant);
+        let fresh = new_metadata(transactional_id, Some(pid), timeout_ms, now);
+        bump_epoch(&fresh.current, pid, timeout_ms, None, now).map(InitOutcome::Grant)
+    };
+    let Some(meta) = meta else {
+        return new_id();
     };
     if meta.pending.is_some() {
         return Err(ErrorCode::ConcurrentTransactions);
     }
     let cur = &meta.current;
+    let Some(current_pid) = cur.producer_id else {
+        return new_id();
+    };
     // KIP-360: a client recovering from an error names the id and epoch it had.
     if let Some((pid, epoch)) = expected {
-        let valid = cur.producer_epoch < 0
-            || pid == cur.producer_id
-            || (pid == cur.previous_producer_id && epoch >= MAX_BUMPABLE_EPOCH);
+        let valid = cur.producer_epoch.is_none()
+            || pid == current_pid
+            || (Some(pid) == cur.previous_producer_id && epoch >= Some(MAX_BUMPABLE_EPOCH));
         if !valid {
             return Err(ErrorCode::ProducerFenced);
         }
@@ -333,18 +352,18 @@ pub fn init_producer_id(
         TxnState::Dead => Err(ErrorCode::ConcurrentTransactions),
         TxnState::Ongoing => Ok(InitOutcome::FenceOngoing(fence(cur, now))),
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
-            let exhausted = cur.producer_epoch >= MAX_BUMPABLE_EPOCH;
+            let exhausted = cur.producer_epoch >= Some(MAX_BUMPABLE_EPOCH);
             if exhausted && expected.is_none_or(|(_, e)| e == cur.producer_epoch) {
                 // Rotate to a new producer id at epoch 0.
                 let Some(new_pid) = fresh_producer_id else {
                     return Ok(InitOutcome::NeedProducerId);
                 };
                 let record = TxnRecord {
-                    producer_id: new_pid,
-                    previous_producer_id: cur.producer_id,
-                    producer_epoch: 0,
-                    last_producer_epoch: -1,
-                    next_producer_id: -1,
+                    producer_id: Some(new_pid),
+                    previous_producer_id: Some(current_pid),
+                    producer_epoch: Some(ProducerEpoch::ZERO),
+                    last_producer_epoch: None,
+                    next_producer_id: None,
                     transaction_version: cur.transaction_version,
                     timeout_ms,
                     state: TxnState::Empty,
@@ -354,45 +373,47 @@ pub fn init_producer_id(
                 };
                 return Ok(InitOutcome::Grant(Step::Write {
                     record,
-                    respond: (new_pid, 0),
+                    respond: (new_pid, ProducerEpoch::ZERO),
                 }));
             }
-            if let Some((pid, epoch)) = expected {
-                if pid == cur.previous_producer_id && pid != cur.producer_id {
+            if let (Some((pid, _)), Some(epoch)) = (expected, cur.producer_epoch) {
+                if Some(pid) == cur.previous_producer_id && pid != current_pid {
                     // The rotation's answer was lost: hand out the new id again.
-                    let _ = epoch;
-                    return Ok(InitOutcome::Grant(Step::Respond((
-                        cur.producer_id,
-                        cur.producer_epoch,
-                    ))));
+                    return Ok(InitOutcome::Grant(Step::Respond((current_pid, epoch))));
                 }
             }
-            bump_epoch(cur, timeout_ms, expected.map(|(_, e)| e), now).map(InitOutcome::Grant)
+            bump_epoch(cur, current_pid, timeout_ms, expected, now).map(InitOutcome::Grant)
         }
     }
 }
 
+/// The epoch after a bump: 0 from none, saturating at the highest.
+fn bumped(epoch: Option<ProducerEpoch>) -> ProducerEpoch {
+    epoch.map_or(ProducerEpoch::ZERO, ProducerEpoch::saturating_next)
+}
+
 /// Kafka's `prepareIncrementProducerEpoch`: bump (remembering the old epoch
 /// when the client named it), or a retry of a bump whose answer was lost.
+/// `producer_id` is `cur`'s.
 fn bump_epoch(
     cur: &TxnRecord,
+    producer_id: ProducerId,
     timeout_ms: i32,
-    expected_epoch: Option<i16>,
+    expected: Option<ProducerIdAndEpoch>,
     now: i64,
-) -> Result<Step<(i64, i16)>, ErrorCode> {
-    let bumped = cur.producer_epoch.saturating_add(1).max(0);
-    let (epoch, last_epoch) = match expected_epoch {
-        None => (bumped, -1),
-        Some(e) if cur.producer_epoch < 0 || e == cur.producer_epoch => {
-            (bumped, cur.producer_epoch)
+) -> Result<Step<(ProducerId, ProducerEpoch)>, ErrorCode> {
+    let bumped = bumped(cur.producer_epoch);
+    let (epoch, last_epoch) = match (expected, cur.producer_epoch) {
+        (None, _) => (bumped, None),
+        (Some(_), None) => (bumped, None),
+        (Some((_, e)), Some(current)) if e == Some(current) => (bumped, Some(current)),
+        (Some((_, e)), Some(current)) if e == cur.last_producer_epoch => {
+            return Ok(Step::Respond((producer_id, current)));
         }
-        Some(e) if e == cur.last_producer_epoch => {
-            return Ok(Step::Respond((cur.producer_id, cur.producer_epoch)));
-        }
-        Some(_) => return Err(ErrorCode::ProducerFenced),
+        (Some(_), Some(_)) => return Err(ErrorCode::ProducerFenced),
     };
     let record = TxnRecord {
-        producer_epoch: epoch,
+        producer_epoch: Some(epoch),
         last_producer_epoch: last_epoch,
         timeout_ms,
         state: TxnState::Empty,
@@ -402,7 +423,7 @@ fn bump_epoch(
         ..cur.clone()
     };
     Ok(Step::Write {
-        respond: (record.producer_id, record.producer_epoch),
+        respond: (producer_id, epoch),
         record,
     })
 }
@@ -412,8 +433,8 @@ fn bump_epoch(
 /// bumped, so markers and the old producer's later requests are fenced.
 pub fn fence(cur: &TxnRecord, now: i64) -> TxnRecord {
     let mut record = cur.transition(TxnState::PrepareAbort, now);
-    if cur.producer_epoch < i16::MAX {
-        record.producer_epoch = cur.producer_epoch + 1;
+    if cur.producer_epoch < Some(ProducerEpoch::MAX) {
+        record.producer_epoch = Some(bumped(cur.producer_epoch));
         record.last_producer_epoch = cur.producer_epoch;
     }
     record
@@ -421,10 +442,11 @@ pub fn fence(cur: &TxnRecord, now: i64) -> TxnRecord {
 
 /// The checks every client request about a running transaction makes first
 /// (producer id mapping, epoch equality, nothing pending), in Kafka's order.
+/// The request's id and epoch are `None` where it carries the wire's -1.
 fn check_producer(
     meta: &TxnMetadata,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer_id: Option<ProducerId>,
+    producer_epoch: Option<ProducerEpoch>,
 ) -> Result<(), ErrorCode> {
     if producer_id != meta.current.producer_id {
         return Err(ErrorCode::InvalidProducerIdMapping);
@@ -444,8 +466,8 @@ fn check_producer(
 /// the group coordinator).
 pub fn add_partitions(
     meta: &TxnMetadata,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer_id: Option<ProducerId>,
+    producer_epoch: Option<ProducerEpoch>,
     partitions: &[TopicPartition],
     transaction_version: i16,
     now: i64,
@@ -484,8 +506,8 @@ pub fn add_partitions(
 /// producer's ongoing transaction.
 pub fn verify_partition(
     meta: &TxnMetadata,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer_id: Option<ProducerId>,
+    producer_epoch: Option<ProducerEpoch>,
     partition: &TopicPartition,
 ) -> Result<(), ErrorCode> {
     if producer_id != meta.current.producer_id {
@@ -518,11 +540,11 @@ pub fn verify_partition(
 /// the transaction ended the same way and succeeds.
 pub fn end_txn(
     meta: &TxnMetadata,
-    producer_id: i64,
-    producer_epoch: i16,
+    producer_id: Option<ProducerId>,
+    producer_epoch: Option<ProducerEpoch>,
     commit: bool,
     tv2: bool,
-    fresh_producer_id: Option<i64>,
+    fresh_producer_id: Option<ProducerId>,
     now: i64,
 ) -> Result<EndOutcome, ErrorCode> {
     let cur = &meta.current;
@@ -542,11 +564,11 @@ pub fn end_txn(
         // A retry of an EndTxn whose answer was lost: the epoch was bumped
         // (or the id rotated) by the first attempt.
         let retried_bump = producer_id == cur.producer_id
-            && cur.last_producer_epoch >= 0
+            && cur.last_producer_epoch.is_some()
             && producer_epoch == cur.last_producer_epoch;
         let retried_rotation = producer_id == cur.previous_producer_id
-            && producer_epoch >= MAX_BUMPABLE_EPOCH
-            && cur.producer_epoch == 0;
+            && producer_epoch >= Some(MAX_BUMPABLE_EPOCH)
+            && cur.producer_epoch == Some(ProducerEpoch::ZERO);
         if retried_bump || retried_rotation {
             return if cur.state.is_prepare() {
                 Err(ErrorCode::ConcurrentTransactions)
@@ -556,18 +578,18 @@ pub fn end_txn(
         }
     }
     check_producer(meta, producer_id, producer_epoch)?;
-    let prepare = |fresh: Option<i64>| -> Result<EndOutcome, ErrorCode> {
+    let prepare = |fresh: Option<ProducerId>| -> Result<EndOutcome, ErrorCode> {
         let mut record = cur.transition(target, now);
         if tv2 {
             record.transaction_version = 2;
-            if cur.producer_epoch >= MAX_BUMPABLE_EPOCH {
+            if cur.producer_epoch >= Some(MAX_BUMPABLE_EPOCH) {
                 let Some(next) = fresh else {
                     return Ok(EndOutcome::NeedProducerId);
                 };
-                record.next_producer_id = next;
+                record.next_producer_id = Some(next);
             }
             record.last_producer_epoch = cur.producer_epoch;
-            record.producer_epoch = cur.producer_epoch.saturating_add(1);
+            record.producer_epoch = Some(bumped(cur.producer_epoch));
         }
         Ok(EndOutcome::Prepare(record))
     };
@@ -591,11 +613,10 @@ pub fn end_txn(
 
 /// The producer id and epoch a client continues with after `record` (the
 /// next id at epoch 0 once an exhausted epoch rotated it).
-pub fn producer_after(record: &TxnRecord) -> (i64, i16) {
-    if record.next_producer_id >= 0 {
-        (record.next_producer_id, 0)
-    } else {
-        (record.producer_id, record.producer_epoch)
+pub fn producer_after(record: &TxnRecord) -> (Option<ProducerId>, Option<ProducerEpoch>) {
+    match record.next_producer_id {
+        Some(next) => (Some(next), Some(ProducerEpoch::ZERO)),
+        None => (record.producer_id, record.producer_epoch),
     }
 }
 
@@ -610,13 +631,13 @@ pub fn complete(cur: &TxnRecord, now: i64) -> Option<TxnRecord> {
     let mut record = cur.transition(state, now);
     record.partitions.clear();
     record.start_timestamp = -1;
-    if cur.next_producer_id >= 0 {
+    if let Some(next) = cur.next_producer_id {
         // KIP-890 part 2 rotation: the client continues with the next id.
         record.previous_producer_id = cur.producer_id;
-        record.producer_id = cur.next_producer_id;
-        record.next_producer_id = -1;
-        record.producer_epoch = 0;
-        record.last_producer_epoch = -1;
+        record.producer_id = Some(next);
+        record.next_producer_id = None;
+        record.producer_epoch = Some(ProducerEpoch::ZERO);
+        record.last_producer_epoch = None;
     }
     Some(record)
 }

@@ -16,13 +16,13 @@
 //! | state | incoming batch | result |
 //! |---|---|---|
 //! | no entry (never seen, or expired) | any sequence | `Append` (Kafka 3.x accepts; KIP-360 retired `UNKNOWN_PRODUCER_ID` on this path) |
-//! | entry epoch is `NO_PRODUCER_EPOCH` (-1) | any sequence | `Append` |
+//! | entry epoch is `None` (Kafka's `NO_PRODUCER_EPOCH`, -1) | any sequence | `Append` |
 //! | same epoch, identical `(first_seq, last_seq)` to a remembered batch | | `Duplicate(original metadata)` – nothing is appended, the original offsets are returned |
-//! | `epoch < current` | | `INVALID_PRODUCER_EPOCH` (47); Kafka >= 2.7 answers produce with this, not `PRODUCER_FENCED` |
+//! | `epoch < current` (a batch without an epoch, -1, is older than any) | | `INVALID_PRODUCER_EPOCH` (47); Kafka >= 2.7 answers produce with this, not `PRODUCER_FENCED` |
 //! | `epoch > current` | `first_seq == 0` | `Append` |
 //! | `epoch > current` | `first_seq != 0` | `OUT_OF_ORDER_SEQUENCE_NUMBER` (45) |
 //! | same epoch | `first_seq == last remembered last_seq + 1` (`i32::MAX` wraps to 0) | `Append` |
-//! | same epoch, entry has no batches (e.g. after an epoch-bumping marker) | `first_seq == 0` | `Append` (Kafka compares with `NO_SEQUENCE` = -1, so only 0 is in sequence) |
+//! | same epoch, entry has no batches (e.g. after an epoch-bumping marker) | `first_seq == 0` | `Append` (Kafka compares with `NO_SEQUENCE` = -1, here `None`, so only 0 is in sequence) |
 //! | same epoch | anything else | `OUT_OF_ORDER_SEQUENCE_NUMBER` (45) |
 //!
 //! [`ProducerStateManager::check`] adds Kafka's transactional rule: a
@@ -47,6 +47,14 @@
 //! [`ProducerStateManager::new`]) and replaying the batches in `[map_end_offset, o)`
 //! through [`ProducerStateManager::record`]. Removing batches from an entry in
 //! place cannot restore the older batches that the five-batch window forgot.
+//!
+//! # Types
+//! Offsets, producer ids, producer epochs and sequences are the
+//! `strand_types` newtypes; a missing one (Kafka's -1) is `None`. They are
+//! read from the wire where this crate reads a protocol
+//! [`BatchHeader`](strand_protocol::batch::BatchHeader), and converted in the
+//! snapshot and `__transaction_state` codecs, whose bytes are unchanged.
+//! Coordinator epochs and timestamps stay integers (-1 = none).
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]

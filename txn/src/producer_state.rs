@@ -2,10 +2,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use strand_protocol::batch::{
-    BatchHeader, ControlType, EndTxnMarker, NO_PRODUCER_EPOCH, NO_SEQUENCE,
-};
+use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_protocol::ErrorCode;
+use strand_types::{Offset, ProducerEpoch, ProducerId, Sequence};
 use thiserror::Error;
 
 /// How many recent batches per producer are remembered for duplicate detection
@@ -16,10 +15,12 @@ pub const MAX_REMEMBERED_BATCHES: usize = 5;
 /// Sequence range and offsets of one appended batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchMetadata {
-    pub first_seq: i32,
-    pub last_seq: i32,
-    pub first_offset: i64,
-    pub last_offset: i64,
+    /// `None` for a batch without sequences (Kafka's `NO_SEQUENCE`, -1: a
+    /// coordinator's transactional offsets carry none).
+    pub first_seq: Option<Sequence>,
+    pub last_seq: Option<Sequence>,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
     /// Max timestamp of the batch (what Kafka returns for a duplicate).
     pub timestamp: i64,
 }
@@ -27,21 +28,26 @@ pub struct BatchMetadata {
 /// State of one producer id on one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_id: ProducerId,
+    /// `None` while no epoch is known (Kafka's `NO_PRODUCER_EPOCH`, -1, e.g.
+    /// a batch that carried none). `None` sorts below every epoch, as -1
+    /// does, which the sequence rules rely on.
+    pub producer_epoch: Option<ProducerEpoch>,
     /// The last (at most [`MAX_REMEMBERED_BATCHES`]) batches of the current epoch, oldest first.
     pub batches: VecDeque<BatchMetadata>,
     /// Timestamp of the last batch or marker; drives expiration. -1 = none.
     pub last_timestamp: i64,
-    /// Epoch of the transaction coordinator that wrote the last marker. -1 = none.
+    /// Epoch of the transaction coordinator that wrote the last marker. -1 =
+    /// none. Kept as the wire integer markers carry: an older one is fenced
+    /// by comparing the integers, as Kafka does (-1 is below every epoch).
     pub coordinator_epoch: i32,
     /// First offset of the open transaction, if one is open.
-    pub current_txn_first_offset: Option<i64>,
+    pub current_txn_first_offset: Option<Offset>,
 }
 
 impl ProducerEntry {
     /// An entry with an epoch and nothing else.
-    pub fn new(producer_id: i64, producer_epoch: i16) -> Self {
+    pub fn new(producer_id: ProducerId, producer_epoch: Option<ProducerEpoch>) -> Self {
         ProducerEntry {
             producer_id,
             producer_epoch,
@@ -52,22 +58,23 @@ impl ProducerEntry {
         }
     }
 
-    /// Last sequence of the newest remembered batch, or `NO_SEQUENCE` (-1).
-    pub fn last_seq(&self) -> i32 {
-        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    /// Last sequence of the newest remembered batch; `None` without batches
+    /// or when that batch has no sequences (Kafka's `NO_SEQUENCE`).
+    pub fn last_seq(&self) -> Option<Sequence> {
+        self.batches.back().and_then(|b| b.last_seq)
     }
 
-    /// Last offset of the newest remembered batch, or -1.
-    pub fn last_offset(&self) -> i64 {
-        self.batches.back().map_or(-1, |b| b.last_offset)
+    /// Last offset of the newest remembered batch, if any.
+    pub fn last_offset(&self) -> Option<Offset> {
+        self.batches.back().map(|b| b.last_offset)
     }
 
     /// The remembered batch with exactly this epoch and sequence range, if any.
     pub fn find_duplicate(
         &self,
-        producer_epoch: i16,
-        first_seq: i32,
-        last_seq: i32,
+        producer_epoch: Option<ProducerEpoch>,
+        first_seq: Option<Sequence>,
+        last_seq: Option<Sequence>,
     ) -> Option<BatchMetadata> {
         if producer_epoch != self.producer_epoch {
             return None;
@@ -80,14 +87,14 @@ impl ProducerEntry {
 
     /// Moves to `epoch`; a different epoch forgets the remembered batches
     /// (Kafka's `maybeUpdateProducerEpoch`).
-    fn update_epoch(&mut self, epoch: i16) {
+    fn update_epoch(&mut self, epoch: Option<ProducerEpoch>) {
         if self.producer_epoch != epoch {
             self.batches.clear();
             self.producer_epoch = epoch;
         }
     }
 
-    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+    fn add_batch(&mut self, epoch: Option<ProducerEpoch>, batch: BatchMetadata) {
         self.update_epoch(epoch);
         if self.batches.len() == MAX_REMEMBERED_BATCHES {
             self.batches.pop_front();
@@ -110,24 +117,30 @@ pub enum SequenceCheck {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProducerStateError {
     /// The batch's epoch is older than the one the partition has seen (a fenced
-    /// zombie). Kafka >= 2.7 answers produce with `INVALID_PRODUCER_EPOCH`.
-    #[error("producer epoch {producer_epoch} is older than the current epoch {current_epoch}")]
+    /// zombie; `None`, no epoch, is older than any). Kafka >= 2.7 answers
+    /// produce with `INVALID_PRODUCER_EPOCH`.
+    // Messages print a missing value as the wire's -1, as Kafka's do.
+    #[error(
+        "producer epoch {} is older than the current epoch {current_epoch}",
+        ProducerEpoch::to_wire(*.producer_epoch)
+    )]
     InvalidProducerEpoch {
-        producer_epoch: i16,
-        current_epoch: i16,
+        producer_epoch: Option<ProducerEpoch>,
+        current_epoch: ProducerEpoch,
     },
     /// The batch does not continue the producer's sequence.
     #[error(
-        "out of order sequence for producer epoch {producer_epoch}: first sequence {first_seq}, expected {expected_seq}"
+        "out of order sequence for producer epoch {producer_epoch}: first sequence {}, expected {expected_seq}",
+        Sequence::to_wire(*.first_seq)
     )]
     OutOfOrderSequence {
-        producer_epoch: i16,
-        first_seq: i32,
-        expected_seq: i32,
+        producer_epoch: ProducerEpoch,
+        first_seq: Option<Sequence>,
+        expected_seq: Sequence,
     },
     /// A non-transactional batch arrived while the producer has an open transaction.
     #[error("expected a transactional batch from producer {producer_id}: a transaction is open")]
-    InvalidTxnState { producer_id: i64 },
+    InvalidTxnState { producer_id: ProducerId },
     /// A transaction marker from an older coordinator epoch.
     #[error("coordinator epoch {coordinator_epoch} is older than the current {current_coordinator_epoch}")]
     TransactionCoordinatorFenced {
@@ -152,12 +165,13 @@ impl ProducerStateError {
 
 /// Pure: checks one incoming client batch against the producer's entry
 /// (`None` = the partition has no state for this producer). See the crate docs
-/// for the rule table.
+/// for the rule table. The batch's epoch and sequences are `None` where its
+/// header carries the wire's -1.
 pub fn check_sequence(
     entry: Option<&ProducerEntry>,
-    producer_epoch: i16,
-    first_seq: i32,
-    last_seq: i32,
+    producer_epoch: Option<ProducerEpoch>,
+    first_seq: Option<Sequence>,
+    last_seq: Option<Sequence>,
 ) -> Result<SequenceCheck, ProducerStateError> {
     let Some(entry) = entry else {
         // Kafka 3.x: no state (never seen, expired, or removed with the log) -> accept any sequence.
@@ -166,28 +180,35 @@ pub fn check_sequence(
     if let Some(dup) = entry.find_duplicate(producer_epoch, first_seq, last_seq) {
         return Ok(SequenceCheck::Duplicate(dup));
     }
-    let current = entry.producer_epoch;
-    if current == NO_PRODUCER_EPOCH {
+    let Some(current) = entry.producer_epoch else {
+        // NO_PRODUCER_EPOCH: any sequence.
         return Ok(SequenceCheck::Append);
-    }
-    if producer_epoch < current {
-        return Err(ProducerStateError::InvalidProducerEpoch {
-            producer_epoch,
-            current_epoch: current,
-        });
-    }
-    // A new epoch starts at 0; the same epoch continues the last remembered
-    // batch (an entry without batches has last_seq = NO_SEQUENCE, so expects 0).
-    let expected_seq = if producer_epoch != current || entry.last_seq() == i32::MAX {
-        0
-    } else {
-        entry.last_seq() + 1
     };
-    if first_seq == expected_seq {
+    // A batch without an epoch is older than any (Kafka compares its -1).
+    let epoch = match producer_epoch {
+        Some(e) if e >= current => e,
+        _ => {
+            return Err(ProducerStateError::InvalidProducerEpoch {
+                producer_epoch,
+                current_epoch: current,
+            })
+        }
+    };
+    // A new epoch starts at 0; the same epoch continues the last remembered
+    // batch (an entry without batches has no last sequence, Kafka's
+    // NO_SEQUENCE, so expects 0).
+    let expected_seq = if epoch != current {
+        Sequence::ZERO
+    } else {
+        entry
+            .last_seq()
+            .map_or(Sequence::ZERO, Sequence::next_wrapping)
+    };
+    if first_seq == Some(expected_seq) {
         Ok(SequenceCheck::Append)
     } else {
         Err(ProducerStateError::OutOfOrderSequence {
-            producer_epoch,
+            producer_epoch: epoch,
             first_seq,
             expected_seq,
         })
@@ -197,10 +218,10 @@ pub fn check_sequence(
 /// A transaction ended by a marker: its offset range, for the aborted-transaction index / LSO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompletedTxn {
-    pub producer_id: i64,
-    pub first_offset: i64,
+    pub producer_id: ProducerId,
+    pub first_offset: Offset,
     /// Offset of the marker.
-    pub last_offset: i64,
+    pub last_offset: Offset,
     /// Ended by an abort marker (its batches go into the aborted-transaction index).
     pub is_aborted: bool,
 }
@@ -212,10 +233,10 @@ pub struct CompletedTxn {
 /// transaction, first offset of every completed one whose marker offset is
 /// `>= hw`).
 pub fn last_stable_offset(
-    hw: i64,
-    open_first_offsets: impl IntoIterator<Item = i64>,
+    hw: Offset,
+    open_first_offsets: impl IntoIterator<Item = Offset>,
     completed: impl IntoIterator<Item = CompletedTxn>,
-) -> i64 {
+) -> Offset {
     let open = open_first_offsets.into_iter().min();
     let unreplicated = completed
         .into_iter()
@@ -232,15 +253,15 @@ pub fn last_stable_offset(
 /// Producer state of one partition: producer id -> [`ProducerEntry`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
-    pub(crate) entries: HashMap<i64, ProducerEntry>,
+    pub(crate) entries: HashMap<ProducerId, ProducerEntry>,
     /// One past the last offset whose batch has been recorded (Kafka's `lastMapOffset`).
-    pub(crate) map_end_offset: i64,
+    pub(crate) map_end_offset: Offset,
     /// Transactions whose marker has been appended but not yet passed by the
     /// HW, by first offset. They still bound the LSO: a read_committed reader
     /// must not see a transaction's data before its marker is replicated
     /// (a new leader might not have the marker). Pruned by
     /// [`on_high_watermark`](Self::on_high_watermark).
-    pub(crate) unreplicated: BTreeMap<i64, CompletedTxn>,
+    pub(crate) unreplicated: BTreeMap<Offset, CompletedTxn>,
 }
 
 impl ProducerStateManager {
@@ -251,7 +272,10 @@ impl ProducerStateManager {
     /// Checks one batch of a produce request against the current state. Does not
     /// mutate. Batches without a producer id (`pid < 0`) always `Append`.
     pub fn check(&self, h: &BatchHeader) -> Result<SequenceCheck, ProducerStateError> {
-        check_batch(self.entries.get(&h.producer_id), h)
+        match ProducerBatch::of(h) {
+            Some(b) => check_batch(self.entries.get(&b.producer_id), &b),
+            None => Ok(SequenceCheck::Append),
+        }
     }
 
     /// Checks all batches of one partition's record set, as Kafka's
@@ -263,21 +287,24 @@ impl ProducerStateManager {
         &self,
         headers: &[BatchHeader],
     ) -> Result<SequenceCheck, ProducerStateError> {
-        let mut scratch: HashMap<i64, ProducerEntry> = HashMap::new();
-        for h in headers.iter().filter(|h| h.has_producer_id()) {
-            let before = self.entries.get(&h.producer_id);
-            if let Some(dup) = before.and_then(|e| {
-                e.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence())
-            }) {
+        let mut scratch: HashMap<ProducerId, ProducerEntry> = HashMap::new();
+        for b in headers.iter().filter_map(ProducerBatch::of) {
+            let before = self.entries.get(&b.producer_id);
+            if let Some(dup) =
+                before.and_then(|e| e.find_duplicate(b.epoch, b.first_seq, b.last_seq))
+            {
                 return Ok(SequenceCheck::Duplicate(dup));
             }
-            let current = scratch.get(&h.producer_id).or(before);
-            check_batch(current, h)?;
+            let current = scratch.get(&b.producer_id).or(before);
+            check_batch(current, &b)?;
             let mut updated = current
                 .cloned()
-                .unwrap_or_else(|| ProducerEntry::new(h.producer_id, h.producer_epoch));
-            apply_data_batch(&mut updated, h, -1);
-            scratch.insert(h.producer_id, updated);
+                .unwrap_or_else(|| ProducerEntry::new(b.producer_id, b.epoch));
+            // Offsets are not assigned yet: the scratch entries are read for
+            // epochs, sequences and whether a transaction is open, never
+            // for offsets.
+            apply_data_batch(&mut updated, &b, Offset::ZERO, Offset::ZERO, -1);
+            scratch.insert(b.producer_id, updated);
         }
         Ok(SequenceCheck::Append)
     }
@@ -291,39 +318,43 @@ impl ProducerStateManager {
     /// control batch that could not be read (`None`) closes it as a commit
     /// keeping the entry's coordinator epoch: without a readable abort there
     /// is nothing to index. Data batches ignore `marker`. Returns the
-    /// transaction a marker closed.
+    /// transaction a marker closed. A header whose offsets are negative
+    /// (not log positions: the base offset lies outside the CRC) records
+    /// nothing.
     pub fn record(
         &mut self,
         h: &BatchHeader,
         timestamp: i64,
         marker: Option<EndTxnMarker>,
     ) -> Option<CompletedTxn> {
-        self.map_end_offset = self.map_end_offset.max(h.next_offset());
-        if !h.has_producer_id() {
-            return None;
+        if let Some(next) = Offset::from_wire(h.next_offset()) {
+            self.map_end_offset = self.map_end_offset.max(next);
         }
+        let b = ProducerBatch::of(h)?;
+        let first_offset = Offset::from_wire(h.base_offset)?;
         if h.is_control() {
             let marker = marker.unwrap_or_else(|| EndTxnMarker {
                 control: ControlType::Commit,
                 coordinator_epoch: self
                     .entries
-                    .get(&h.producer_id)
+                    .get(&b.producer_id)
                     .map_or(-1, |e| e.coordinator_epoch),
             });
             return self.record_end_txn_marker(
-                h.producer_id,
-                h.producer_epoch,
+                b.producer_id,
+                b.epoch,
                 marker.coordinator_epoch,
-                h.base_offset,
+                first_offset,
                 timestamp,
                 marker.control,
             );
         }
+        let last_offset = Offset::from_wire(h.last_offset())?;
         let entry = self
             .entries
-            .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry::new(h.producer_id, h.producer_epoch));
-        apply_data_batch(entry, h, timestamp);
+            .entry(b.producer_id)
+            .or_insert_with(|| ProducerEntry::new(b.producer_id, b.epoch));
+        apply_data_batch(entry, &b, first_offset, last_offset, timestamp);
         None
     }
 
@@ -332,36 +363,27 @@ impl ProducerStateManager {
     /// (Kafka's `AppendOrigin.Coordinator`).
     pub fn check_coordinator_batch(
         &self,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
     ) -> Result<(), ProducerStateError> {
-        match self.entries.get(&producer_id) {
-            Some(e) if producer_epoch < e.producer_epoch => {
-                Err(ProducerStateError::InvalidProducerEpoch {
-                    producer_epoch,
-                    current_epoch: e.producer_epoch,
-                })
-            }
-            _ => Ok(()),
-        }
+        let current = self
+            .entries
+            .get(&producer_id)
+            .and_then(|e| e.producer_epoch);
+        check_not_older(producer_epoch, current)
     }
 
     /// Checks a transaction marker (WriteTxnMarkers) before it is appended.
     pub fn check_end_txn_marker(
         &self,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
         coordinator_epoch: i32,
     ) -> Result<(), ProducerStateError> {
         let Some(entry) = self.entries.get(&producer_id) else {
             return Ok(());
         };
-        if producer_epoch < entry.producer_epoch {
-            return Err(ProducerStateError::InvalidProducerEpoch {
-                producer_epoch,
-                current_epoch: entry.producer_epoch,
-            });
-        }
+        check_not_older(producer_epoch, entry.producer_epoch)?;
         if coordinator_epoch < entry.coordinator_epoch {
             return Err(ProducerStateError::TransactionCoordinatorFenced {
                 coordinator_epoch,
@@ -376,14 +398,14 @@ impl ProducerStateManager {
     /// unstable (bounds the LSO) until the HW passes the marker.
     pub fn record_end_txn_marker(
         &mut self,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
         coordinator_epoch: i32,
-        marker_offset: i64,
+        marker_offset: Offset,
         timestamp: i64,
         control: ControlType,
     ) -> Option<CompletedTxn> {
-        self.map_end_offset = self.map_end_offset.max(marker_offset + 1);
+        self.map_end_offset = self.map_end_offset.max(marker_offset.next());
         let entry = self
             .entries
             .entry(producer_id)
@@ -407,12 +429,12 @@ impl ProducerStateManager {
     /// The HW moved to `hw`: transactions whose marker is below it are
     /// replicated and no longer bound the LSO (Kafka's
     /// `onHighWatermarkUpdated`).
-    pub fn on_high_watermark(&mut self, hw: i64) {
+    pub fn on_high_watermark(&mut self, hw: Offset) {
         self.unreplicated.retain(|_, t| t.last_offset >= hw);
     }
 
     /// The LSO for high watermark `hw` (see [`last_stable_offset`]).
-    pub fn last_stable_offset(&self, hw: i64) -> i64 {
+    pub fn last_stable_offset(&self, hw: Offset) -> Offset {
         last_stable_offset(
             hw,
             self.entries
@@ -427,13 +449,13 @@ impl ProducerStateManager {
     /// of the earliest transaction still open, or one past the marker when
     /// none is. Independent of the HW, so a leader, its followers and a replay
     /// all derive the same entry. Call it after recording the marker.
-    pub fn stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+    pub fn stable_offset_after(&self, completed: &CompletedTxn) -> Offset {
         self.entries
             .values()
             .filter(|e| e.producer_id != completed.producer_id)
             .filter_map(|e| e.current_txn_first_offset)
             .min()
-            .unwrap_or(completed.last_offset + 1)
+            .unwrap_or(completed.last_offset.next())
     }
 
     /// Completed transactions whose markers the HW has not passed yet, by first offset.
@@ -443,16 +465,16 @@ impl ProducerStateManager {
 
     /// Notes that the log now ends at `offset` (e.g. after appending batches
     /// without a producer id through another path).
-    pub fn update_map_end_offset(&mut self, offset: i64) {
+    pub fn update_map_end_offset(&mut self, offset: Offset) {
         self.map_end_offset = self.map_end_offset.max(offset);
     }
 
     /// One past the last recorded offset; a snapshot taken now covers `[0, map_end_offset)`.
-    pub fn map_end_offset(&self) -> i64 {
+    pub fn map_end_offset(&self) -> Offset {
         self.map_end_offset
     }
 
-    pub fn entry(&self, producer_id: i64) -> Option<&ProducerEntry> {
+    pub fn entry(&self, producer_id: ProducerId) -> Option<&ProducerEntry> {
         self.entries.get(&producer_id)
     }
 
@@ -470,7 +492,7 @@ impl ProducerStateManager {
 
     /// First offset of the earliest unstable transaction on this partition:
     /// open, or completed with its marker not yet below the HW (bounds the LSO).
-    pub fn first_unstable_offset(&self) -> Option<i64> {
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
         let open = self
             .entries
             .values()
@@ -493,37 +515,82 @@ impl ProducerStateManager {
     }
 }
 
+/// What producer state reads of a batch header with a producer id, in
+/// domain types: the header's -1s (no epoch, no sequence) are `None`.
+#[derive(Debug, Clone, Copy)]
+struct ProducerBatch {
+    producer_id: ProducerId,
+    epoch: Option<ProducerEpoch>,
+    first_seq: Option<Sequence>,
+    last_seq: Option<Sequence>,
+    transactional: bool,
+}
+
+impl ProducerBatch {
+    /// `None` for a batch without a producer id (not idempotent).
+    fn of(h: &BatchHeader) -> Option<ProducerBatch> {
+        Some(ProducerBatch {
+            producer_id: ProducerId::from_wire(h.producer_id)?,
+            epoch: ProducerEpoch::from_wire(h.producer_epoch),
+            first_seq: Sequence::from_wire(h.base_sequence),
+            // The header wraps at i32::MAX as Kafka does.
+            last_seq: Sequence::from_wire(h.last_sequence()),
+            transactional: h.is_transactional(),
+        })
+    }
+}
+
+/// INVALID_PRODUCER_EPOCH for an epoch older than `current` (none is older
+/// than any); nothing to compare with when the entry has no epoch.
+fn check_not_older(
+    producer_epoch: Option<ProducerEpoch>,
+    current: Option<ProducerEpoch>,
+) -> Result<(), ProducerStateError> {
+    match current {
+        Some(current) if producer_epoch < Some(current) => {
+            Err(ProducerStateError::InvalidProducerEpoch {
+                producer_epoch,
+                current_epoch: current,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 fn check_batch(
     entry: Option<&ProducerEntry>,
-    h: &BatchHeader,
+    b: &ProducerBatch,
 ) -> Result<SequenceCheck, ProducerStateError> {
-    if !h.has_producer_id() {
-        return Ok(SequenceCheck::Append);
-    }
-    let result = check_sequence(entry, h.producer_epoch, h.base_sequence, h.last_sequence())?;
+    let result = check_sequence(entry, b.epoch, b.first_seq, b.last_seq)?;
     if result == SequenceCheck::Append
-        && !h.is_transactional()
+        && !b.transactional
         && entry.is_some_and(|e| e.current_txn_first_offset.is_some())
     {
         return Err(ProducerStateError::InvalidTxnState {
-            producer_id: h.producer_id,
+            producer_id: b.producer_id,
         });
     }
     Ok(result)
 }
 
-fn apply_data_batch(entry: &mut ProducerEntry, h: &BatchHeader, timestamp: i64) {
+fn apply_data_batch(
+    entry: &mut ProducerEntry,
+    b: &ProducerBatch,
+    first_offset: Offset,
+    last_offset: Offset,
+    timestamp: i64,
+) {
     entry.add_batch(
-        h.producer_epoch,
+        b.epoch,
         BatchMetadata {
-            first_seq: h.base_sequence,
-            last_seq: h.last_sequence(),
-            first_offset: h.base_offset,
-            last_offset: h.last_offset(),
+            first_seq: b.first_seq,
+            last_seq: b.last_seq,
+            first_offset,
+            last_offset,
             timestamp,
         },
     );
-    if h.is_transactional() && entry.current_txn_first_offset.is_none() {
-        entry.current_txn_first_offset = Some(h.base_offset);
+    if b.transactional && entry.current_txn_first_offset.is_none() {
+        entry.current_txn_first_offset = Some(first_offset);
     }
 }

@@ -20,10 +20,16 @@
 //! Unlike Kafka's snapshot (which keeps only each producer's last batch) all
 //! remembered batches are stored, so duplicate detection survives a restart.
 //! Entries are written in producer-id order, so equal states give equal bytes.
+//!
+//! The fields are the wire integers of the domain types: a missing epoch,
+//! sequence or transaction offset is written as -1 and read back as `None`
+//! (any negative value reads as `None`). Producer ids and offsets are never
+//! missing: a negative one is a malformed snapshot.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::{Buf, BufMut};
+use strand_types::{Offset, ProducerEpoch, ProducerId, Sequence};
 use thiserror::Error;
 
 use crate::producer_state::{
@@ -56,32 +62,32 @@ pub enum SnapshotError {
 impl ProducerStateManager {
     /// Serialises the state (see the module docs for the format).
     pub fn snapshot(&self) -> Vec<u8> {
-        let mut ids: Vec<&i64> = self.entries.keys().collect();
+        let mut ids: Vec<&ProducerId> = self.entries.keys().collect();
         ids.sort_unstable();
         let mut body = Vec::with_capacity(12 + ids.len() * (ENTRY_FIXED_LEN + BATCH_LEN));
-        body.put_i64(self.map_end_offset);
+        body.put_i64(self.map_end_offset.get());
         body.put_i32(ids.len() as i32);
         for id in ids {
             let e = &self.entries[id];
-            body.put_i64(e.producer_id);
-            body.put_i16(e.producer_epoch);
+            body.put_i64(e.producer_id.get());
+            body.put_i16(ProducerEpoch::to_wire(e.producer_epoch));
             body.put_i64(e.last_timestamp);
             body.put_i32(e.coordinator_epoch);
-            body.put_i64(e.current_txn_first_offset.unwrap_or(-1));
+            body.put_i64(Offset::to_wire(e.current_txn_first_offset));
             body.put_i8(e.batches.len() as i8);
             for b in &e.batches {
-                body.put_i32(b.first_seq);
-                body.put_i32(b.last_seq);
-                body.put_i64(b.first_offset);
-                body.put_i64(b.last_offset);
+                body.put_i32(Sequence::to_wire(b.first_seq));
+                body.put_i32(Sequence::to_wire(b.last_seq));
+                body.put_i64(b.first_offset.get());
+                body.put_i64(b.last_offset.get());
                 body.put_i64(b.timestamp);
             }
         }
         body.put_i32(self.unreplicated.len() as i32);
         for t in self.unreplicated.values() {
-            body.put_i64(t.producer_id);
-            body.put_i64(t.first_offset);
-            body.put_i64(t.last_offset);
+            body.put_i64(t.producer_id.get());
+            body.put_i64(t.first_offset.get());
+            body.put_i64(t.last_offset.get());
             body.put_i8(t.is_aborted as i8);
         }
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
@@ -106,7 +112,7 @@ impl ProducerStateManager {
             return Err(SnapshotError::CrcMismatch { stored, computed });
         }
         need(buf, 12)?;
-        let map_end_offset = buf.get_i64();
+        let map_end_offset = offset(buf.get_i64())?;
         let count = buf.get_i32();
         if count < 0 {
             return Err(SnapshotError::Malformed("negative entry count"));
@@ -114,32 +120,34 @@ impl ProducerStateManager {
         let mut entries = HashMap::with_capacity((count as usize).min(buf.len() / ENTRY_FIXED_LEN));
         for _ in 0..count {
             need(buf, ENTRY_FIXED_LEN)?;
-            let producer_id = buf.get_i64();
-            let producer_epoch = buf.get_i16();
+            let producer_id = producer_id(buf.get_i64())?;
+            let producer_epoch = ProducerEpoch::from_wire(buf.get_i16());
             let last_timestamp = buf.get_i64();
             let coordinator_epoch = buf.get_i32();
-            let txn_first = buf.get_i64();
+            let txn_first = Offset::from_wire(buf.get_i64());
             let batch_count = buf.get_i8();
             if !(0..=MAX_REMEMBERED_BATCHES as i8).contains(&batch_count) {
                 return Err(SnapshotError::Malformed("batch count out of range"));
             }
             need(buf, batch_count as usize * BATCH_LEN)?;
-            let batches: VecDeque<BatchMetadata> = (0..batch_count)
-                .map(|_| BatchMetadata {
-                    first_seq: buf.get_i32(),
-                    last_seq: buf.get_i32(),
-                    first_offset: buf.get_i64(),
-                    last_offset: buf.get_i64(),
-                    timestamp: buf.get_i64(),
+            let batches = (0..batch_count)
+                .map(|_| {
+                    Ok(BatchMetadata {
+                        first_seq: Sequence::from_wire(buf.get_i32()),
+                        last_seq: Sequence::from_wire(buf.get_i32()),
+                        first_offset: offset(buf.get_i64())?,
+                        last_offset: offset(buf.get_i64())?,
+                        timestamp: buf.get_i64(),
+                    })
                 })
-                .collect();
+                .collect::<Result<VecDeque<BatchMetadata>, SnapshotError>>()?;
             let entry = ProducerEntry {
                 producer_id,
                 producer_epoch,
                 batches,
                 last_timestamp,
                 coordinator_epoch,
-                current_txn_first_offset: (txn_first >= 0).then_some(txn_first),
+                current_txn_first_offset: txn_first,
             };
             if entries.insert(producer_id, entry).is_some() {
                 return Err(SnapshotError::Malformed("duplicate producer id"));
@@ -155,9 +163,9 @@ impl ProducerStateManager {
             for _ in 0..count {
                 need(buf, COMPLETED_LEN)?;
                 let t = CompletedTxn {
-                    producer_id: buf.get_i64(),
-                    first_offset: buf.get_i64(),
-                    last_offset: buf.get_i64(),
+                    producer_id: producer_id(buf.get_i64())?,
+                    first_offset: offset(buf.get_i64())?,
+                    last_offset: offset(buf.get_i64())?,
                     is_aborted: match buf.get_i8() {
                         0 => false,
                         1 => true,
@@ -180,6 +188,16 @@ impl ProducerStateManager {
             unreplicated,
         })
     }
+}
+
+/// An offset field: never missing, so a negative one is damage.
+fn offset(wire: i64) -> Result<Offset, SnapshotError> {
+    Offset::from_wire(wire).ok_or(SnapshotError::Malformed("negative offset"))
+}
+
+/// A producer id field: state is kept only for batches with one.
+fn producer_id(wire: i64) -> Result<ProducerId, SnapshotError> {
+    ProducerId::from_wire(wire).ok_or(SnapshotError::Malformed("negative producer id"))
 }
 
 fn need(buf: &[u8], n: usize) -> Result<(), SnapshotError> {

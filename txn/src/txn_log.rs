@@ -11,10 +11,13 @@
 //!        | previous_producer_id i64 | last_producer_epoch i16      (Strand, optional)
 //!        | next_producer_id i64 | transaction_version i16        (Strand, optional)
 //! ```
+//! A missing producer id or epoch is written as -1 and any negative one reads
+//! back as `None`.
 
 use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use strand_types::{ProducerEpoch, ProducerId};
 use thiserror::Error;
 
 use crate::coordinator::{TxnRecord, TxnState};
@@ -82,8 +85,8 @@ pub fn decode_key(key: &[u8]) -> Result<String, TxnLogError> {
 pub fn encode_value(r: &TxnRecord) -> Bytes {
     let mut b = BytesMut::with_capacity(64);
     b.put_i16(VALUE_VERSION);
-    b.put_i64(r.producer_id);
-    b.put_i16(r.producer_epoch);
+    b.put_i64(ProducerId::to_wire(r.producer_id));
+    b.put_i16(ProducerEpoch::to_wire(r.producer_epoch));
     b.put_i32(r.timeout_ms);
     b.put_i8(r.state.id());
     // Grouped by topic, as Kafka writes them.
@@ -104,9 +107,9 @@ pub fn encode_value(r: &TxnRecord) -> Bytes {
     }
     b.put_i64(r.last_update_timestamp);
     b.put_i64(r.start_timestamp);
-    b.put_i64(r.previous_producer_id);
-    b.put_i16(r.last_producer_epoch);
-    b.put_i64(r.next_producer_id);
+    b.put_i64(ProducerId::to_wire(r.previous_producer_id));
+    b.put_i16(ProducerEpoch::to_wire(r.last_producer_epoch));
+    b.put_i64(ProducerId::to_wire(r.next_producer_id));
     b.put_i16(r.transaction_version);
     b.freeze()
 }
@@ -122,8 +125,8 @@ pub fn decode_value(value: &[u8]) -> Result<TxnRecord, TxnLogError> {
         });
     }
     need(&b, 8 + 2 + 4 + 1 + 4, "value fields")?;
-    let producer_id = b.get_i64();
-    let producer_epoch = b.get_i16();
+    let producer_id = ProducerId::from_wire(b.get_i64());
+    let producer_epoch = ProducerEpoch::from_wire(b.get_i16());
     let timeout_ms = b.get_i32();
     let state_id = b.get_i8();
     let state = TxnState::from_id(state_id).ok_or(TxnLogError::InvalidState(state_id))?;
@@ -142,14 +145,17 @@ pub fn decode_value(value: &[u8]) -> Result<TxnRecord, TxnLogError> {
     let last_update_timestamp = b.get_i64();
     let start_timestamp = b.get_i64();
     let (previous_producer_id, last_producer_epoch) = if b.remaining() >= 10 {
-        (b.get_i64(), b.get_i16())
+        (
+            ProducerId::from_wire(b.get_i64()),
+            ProducerEpoch::from_wire(b.get_i16()),
+        )
     } else {
-        (-1, -1)
+        (None, None)
     };
     let (next_producer_id, transaction_version) = if b.remaining() >= 10 {
-        (b.get_i64(), b.get_i16())
+        (ProducerId::from_wire(b.get_i64()), b.get_i16())
     } else {
-        (-1, 0)
+        (None, 0)
     };
     Ok(TxnRecord {
         producer_id,

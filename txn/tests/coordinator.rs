@@ -7,18 +7,32 @@ use proptest::prelude::*;
 use strand_protocol::ErrorCode;
 use strand_txn::coordinator::*;
 use strand_txn::txn_log;
+use strand_types::{ProducerEpoch, ProducerId};
 
-const PID: i64 = 1000;
+const PID: ProducerId = ProducerId::new(1000);
 const MAX_TIMEOUT: i32 = 900_000;
+
+fn id(p: i64) -> ProducerId {
+    ProducerId::new(p)
+}
+
+fn epoch(e: i16) -> ProducerEpoch {
+    ProducerEpoch::new(e)
+}
+
+/// An epoch as a request or record carries it: -1 is none.
+fn ep(e: i16) -> Option<ProducerEpoch> {
+    ProducerEpoch::from_wire(e)
+}
 
 fn tp(t: &str, p: i32) -> TopicPartition {
     (t.to_string(), p)
 }
 
 fn meta(state: TxnState, epoch: i16) -> TxnMetadata {
-    let mut m = new_metadata("tx", PID, 60_000, 0);
+    let mut m = new_metadata("tx", Some(PID), 60_000, 0);
     m.current.state = state;
-    m.current.producer_epoch = epoch;
+    m.current.producer_epoch = ep(epoch);
     if matches!(
         state,
         TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
@@ -85,13 +99,13 @@ fn valid_transitions_table() {
 fn init_producer_id_new_id() {
     let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, None, 5).unwrap();
     assert_eq!(out, InitOutcome::NeedProducerId);
-    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(7), 5).unwrap();
+    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(id(7)), 5).unwrap();
     let InitOutcome::Grant(Step::Write { record, respond }) = out else {
         panic!("{out:?}")
     };
-    assert_eq!(respond, (7, 0));
+    assert_eq!(respond, (id(7), ProducerEpoch::ZERO));
     assert_eq!(record.state, TxnState::Empty);
-    assert_eq!(record.producer_epoch, 0);
+    assert_eq!(record.producer_epoch, ep(0));
     assert_eq!(record.timeout_ms, 60_000);
 }
 
@@ -104,11 +118,11 @@ fn init_producer_id_timeout_checked_first() {
             Err(ErrorCode::InvalidTransactionTimeout)
         );
         assert_eq!(
-            init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(1), 0),
+            init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(1)), 0),
             Err(ErrorCode::InvalidTransactionTimeout)
         );
     }
-    assert!(init_producer_id(None, "tx", MAX_TIMEOUT, MAX_TIMEOUT, None, Some(1), 0).is_ok());
+    assert!(init_producer_id(None, "tx", MAX_TIMEOUT, MAX_TIMEOUT, None, Some(id(1)), 0).is_ok());
 }
 
 #[test]
@@ -123,7 +137,11 @@ fn init_producer_id_by_state() {
                     panic!()
                 };
                 let r = write_target(step);
-                assert_eq!((r.producer_id, r.producer_epoch), (PID, 4), "{state:?}");
+                assert_eq!(
+                    (r.producer_id, r.producer_epoch),
+                    (Some(PID), ep(4)),
+                    "{state:?}"
+                );
                 assert_eq!(r.state, Empty);
                 assert_eq!(r.timeout_ms, 30_000);
                 assert!(r.partitions.is_empty());
@@ -134,8 +152,8 @@ fn init_producer_id_by_state() {
                     panic!()
                 };
                 assert_eq!(r.state, PrepareAbort);
-                assert_eq!(r.producer_epoch, 4);
-                assert_eq!(r.last_producer_epoch, 3);
+                assert_eq!(r.producer_epoch, ep(4));
+                assert_eq!(r.last_producer_epoch, ep(3));
                 assert_eq!(
                     r.partitions, m.current.partitions,
                     "abort markers go to every partition"
@@ -161,74 +179,75 @@ fn init_producer_id_pending_write_is_concurrent() {
 
 #[test]
 fn init_producer_id_epoch_exhausted_rotates_id() {
-    let m = meta(TxnState::CompleteCommit, MAX_BUMPABLE_EPOCH);
+    let m = meta(TxnState::CompleteCommit, MAX_BUMPABLE_EPOCH.get());
     let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9).unwrap();
     assert_eq!(out, InitOutcome::NeedProducerId);
-    let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, Some(2000), 9).unwrap();
+    let out =
+        init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, Some(id(2000)), 9).unwrap();
     let InitOutcome::Grant(Step::Write { record, respond }) = out else {
         panic!()
     };
-    assert_eq!(respond, (2000, 0));
-    assert_eq!(record.previous_producer_id, PID);
+    assert_eq!(respond, (id(2000), ProducerEpoch::ZERO));
+    assert_eq!(record.previous_producer_id, Some(PID));
 }
 
 #[test]
 fn init_producer_id_kip360_table() {
     // (expected (pid, epoch), current epoch, last epoch, previous pid) -> outcome
     struct Case {
-        expected: (i64, i16),
+        expected: ProducerIdAndEpoch,
         epoch: i16,
-        last_epoch: i16,
-        previous: i64,
-        want: Result<Option<(i64, i16)>, ErrorCode>, // Some = written with this, None = answered without write
+        last_epoch: Option<ProducerEpoch>,
+        previous: Option<ProducerId>,
+        want: Result<Option<(ProducerId, ProducerEpoch)>, ErrorCode>, // Some = written with this, None = answered without write
     }
     let cases = [
         // The client's epoch is current: bump, remembering it.
         Case {
-            expected: (PID, 3),
+            expected: (PID, ep(3)),
             epoch: 3,
-            last_epoch: -1,
-            previous: -1,
-            want: Ok(Some((PID, 4))),
+            last_epoch: None,
+            previous: None,
+            want: Ok(Some((PID, epoch(4)))),
         },
         // A retry after a bump whose answer was lost: same answer, no write.
         Case {
-            expected: (PID, 3),
+            expected: (PID, ep(3)),
             epoch: 4,
-            last_epoch: 3,
-            previous: -1,
+            last_epoch: ep(3),
+            previous: None,
             want: Ok(None),
         },
         // An old epoch that is neither: fenced.
         Case {
-            expected: (PID, 1),
+            expected: (PID, ep(1)),
             epoch: 4,
-            last_epoch: 3,
-            previous: -1,
+            last_epoch: ep(3),
+            previous: None,
             want: Err(ErrorCode::ProducerFenced),
         },
         // Another producer id: fenced.
         Case {
-            expected: (77, 3),
+            expected: (id(77), ep(3)),
             epoch: 3,
-            last_epoch: -1,
-            previous: -1,
+            last_epoch: None,
+            previous: None,
             want: Err(ErrorCode::ProducerFenced),
         },
         // The previous id at an exhausted epoch: the rotation's answer again.
         Case {
-            expected: (55, MAX_BUMPABLE_EPOCH),
+            expected: (id(55), Some(MAX_BUMPABLE_EPOCH)),
             epoch: 0,
-            last_epoch: -1,
-            previous: 55,
+            last_epoch: None,
+            previous: Some(id(55)),
             want: Ok(None),
         },
         // The previous id at a non-exhausted epoch: fenced.
         Case {
-            expected: (55, 3),
+            expected: (id(55), ep(3)),
             epoch: 0,
-            last_epoch: -1,
-            previous: 55,
+            last_epoch: None,
+            previous: Some(id(55)),
             want: Err(ErrorCode::ProducerFenced),
         },
     ];
@@ -252,7 +271,7 @@ fn init_producer_id_kip360_table() {
             }
             (Ok(None), Ok(InitOutcome::Grant(Step::Respond(r)))) => {
                 assert_eq!(
-                    r,
+                    (Some(r.0), Some(r.1)),
                     (m.current.producer_id, m.current.producer_epoch),
                     "case {i}"
                 )
@@ -267,7 +286,7 @@ fn add_partitions_by_state() {
     use TxnState::*;
     for state in TxnState::ALL {
         let m = meta(state, 3);
-        let out = add_partitions(&m, PID, 3, &[tp("c", 0)], 0, 500);
+        let out = add_partitions(&m, Some(PID), ep(3), &[tp("c", 0)], 0, 500);
         match state {
             Ongoing => {
                 let r = write_target(out.unwrap());
@@ -293,7 +312,7 @@ fn add_partitions_by_state() {
     // Already added: nothing to write.
     let m = meta(Ongoing, 3);
     assert_eq!(
-        add_partitions(&m, PID, 3, &[tp("a", 0)], 0, 500),
+        add_partitions(&m, Some(PID), ep(3), &[tp("a", 0)], 0, 500),
         Ok(Step::Respond(()))
     );
 }
@@ -305,19 +324,19 @@ fn add_partitions_checks_in_order() {
     m.begin_write(target, false);
     let p = [tp("c", 0)];
     assert_eq!(
-        add_partitions(&m, PID + 1, 2, &p, 0, 0),
+        add_partitions(&m, Some(id(1001)), ep(2), &p, 0, 0),
         Err(ErrorCode::InvalidProducerIdMapping)
     );
     assert_eq!(
-        add_partitions(&m, PID, 2, &p, 0, 0),
+        add_partitions(&m, Some(PID), ep(2), &p, 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m, PID, 4, &p, 0, 0),
+        add_partitions(&m, Some(PID), ep(4), &p, 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m, PID, 3, &p, 0, 0),
+        add_partitions(&m, Some(PID), ep(3), &p, 0, 0),
         Err(ErrorCode::ConcurrentTransactions)
     );
 }
@@ -329,25 +348,25 @@ fn end_txn_check_order() {
     let target = m.current.clone();
     m.begin_write(target, false);
     assert_eq!(
-        end_txn(&m, PID + 1, 2, true, false, None, 0),
+        end_txn(&m, Some(id(1001)), ep(2), true, false, None, 0),
         Err(ErrorCode::InvalidProducerIdMapping)
     );
     assert_eq!(
-        end_txn(&m, PID, 2, true, false, None, 0),
+        end_txn(&m, Some(PID), ep(2), true, false, None, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        end_txn(&m, PID, 4, true, false, None, 0),
+        end_txn(&m, Some(PID), ep(4), true, false, None, 0),
         Err(ErrorCode::ProducerFenced),
         "client epochs must be equal"
     );
     assert_eq!(
-        end_txn(&m, PID, 3, true, false, None, 0),
+        end_txn(&m, Some(PID), ep(3), true, false, None, 0),
         Err(ErrorCode::ConcurrentTransactions)
     );
     m.abort_write();
     assert_eq!(
-        end_txn(&m, PID, 3, true, false, None, 0),
+        end_txn(&m, Some(PID), ep(3), true, false, None, 0),
         Err(ErrorCode::InvalidTxnState)
     );
 }
@@ -416,12 +435,12 @@ fn end_txn_by_state() {
     ];
     for (state, commit, check) in table {
         let m = meta(state, 3);
-        let out = end_txn(&m, PID, 3, commit, false, None, 700);
+        let out = end_txn(&m, Some(PID), ep(3), commit, false, None, 700);
         assert!(check(&out), "{state:?} commit={commit}: {out:?}");
         if let Ok(Prepare(r)) = &out {
             assert_eq!(r.partitions, m.current.partitions);
             assert_eq!(r.last_update_timestamp, 700);
-            assert_eq!(r.producer_epoch, 3);
+            assert_eq!(r.producer_epoch, ep(3));
         }
     }
 }
@@ -430,46 +449,47 @@ fn end_txn_by_state() {
 fn tv2_end_txn_bumps_the_epoch_and_accepts_retries() {
     use TxnState::*;
     let m = meta(Ongoing, 3);
-    let EndOutcome::Prepare(r) = end_txn(&m, PID, 3, true, true, None, 10).unwrap() else {
+    let EndOutcome::Prepare(r) = end_txn(&m, Some(PID), ep(3), true, true, None, 10).unwrap()
+    else {
         panic!()
     };
     assert_eq!(
         (r.state, r.producer_epoch, r.last_producer_epoch),
-        (PrepareCommit, 4, 3)
+        (PrepareCommit, ep(4), ep(3))
     );
     assert_eq!(r.transaction_version, 2);
-    assert_eq!(producer_after(&r), (PID, 4));
+    assert_eq!(producer_after(&r), (Some(PID), ep(4)));
     let mut m2 = m.clone();
     m2.begin_write(r, false);
     m2.complete_write();
     // The retry (old epoch) while markers are written, then after completion.
     assert_eq!(
-        end_txn(&m2, PID, 3, true, true, None, 11),
+        end_txn(&m2, Some(PID), ep(3), true, true, None, 11),
         Err(ErrorCode::ConcurrentTransactions)
     );
     let done = complete(&m2.current, 12).unwrap();
     m2.begin_write(done, false);
     m2.complete_write();
     assert_eq!(
-        end_txn(&m2, PID, 3, true, true, None, 13),
+        end_txn(&m2, Some(PID), ep(3), true, true, None, 13),
         Ok(EndOutcome::AlreadyDone)
     );
     // A retry that asks for the other outcome, or an older epoch, is refused.
     assert_eq!(
-        end_txn(&m2, PID, 3, false, true, None, 13),
+        end_txn(&m2, Some(PID), ep(3), false, true, None, 13),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        end_txn(&m2, PID, 2, true, true, None, 13),
+        end_txn(&m2, Some(PID), ep(2), true, true, None, 13),
         Err(ErrorCode::ProducerFenced)
     );
     // Data of the ended transaction, at the old epoch, cannot join a new one.
     assert_eq!(
-        add_partitions(&m2, PID, 3, &[tp("a", 0)], 2, 14),
+        add_partitions(&m2, Some(PID), ep(3), &[tp("a", 0)], 2, 14),
         Err(ErrorCode::ProducerFenced)
     );
     assert!(matches!(
-        add_partitions(&m2, PID, 4, &[tp("a", 0)], 2, 14),
+        add_partitions(&m2, Some(PID), ep(4), &[tp("a", 0)], 2, 14),
         Ok(Step::Write { .. })
     ));
 }
@@ -482,42 +502,57 @@ fn tv2_abort_of_an_empty_transaction_bumps() {
         TxnState::CompleteAbort,
     ] {
         let m = meta(state, 3);
-        let out = end_txn(&m, PID, 3, false, true, None, 1).unwrap();
+        let out = end_txn(&m, Some(PID), ep(3), false, true, None, 1).unwrap();
         let EndOutcome::Prepare(r) = out else {
             panic!("{state:?}: {out:?}")
         };
-        assert_eq!((r.state, r.producer_epoch), (TxnState::PrepareAbort, 4));
+        assert_eq!((r.state, r.producer_epoch), (TxnState::PrepareAbort, ep(4)));
         assert!(r.partitions.is_empty());
         assert_eq!(
-            end_txn(&m, PID, 3, false, false, None, 1).is_ok(),
+            end_txn(&m, Some(PID), ep(3), false, false, None, 1).is_ok(),
             state == TxnState::CompleteAbort,
             "TV1 {state:?}"
         );
     }
     assert_eq!(
-        end_txn(&meta(TxnState::Empty, 3), PID, 3, true, true, None, 1),
+        end_txn(
+            &meta(TxnState::Empty, 3),
+            Some(PID),
+            ep(3),
+            true,
+            true,
+            None,
+            1
+        ),
         Err(ErrorCode::InvalidTxnState)
     );
 }
 
 #[test]
 fn tv2_exhausted_epoch_rotates_the_producer_id() {
-    let m = meta(TxnState::Ongoing, MAX_BUMPABLE_EPOCH);
+    let m = meta(TxnState::Ongoing, MAX_BUMPABLE_EPOCH.get());
     assert_eq!(
-        end_txn(&m, PID, MAX_BUMPABLE_EPOCH, true, true, None, 1),
+        end_txn(&m, Some(PID), Some(MAX_BUMPABLE_EPOCH), true, true, None, 1),
         Ok(EndOutcome::NeedProducerId)
     );
-    let EndOutcome::Prepare(r) =
-        end_txn(&m, PID, MAX_BUMPABLE_EPOCH, true, true, Some(77), 1).unwrap()
-    else {
+    let EndOutcome::Prepare(r) = end_txn(
+        &m,
+        Some(PID),
+        Some(MAX_BUMPABLE_EPOCH),
+        true,
+        true,
+        Some(id(77)),
+        1,
+    )
+    .unwrap() else {
         panic!()
     };
     assert_eq!(
         r.producer_epoch,
-        i16::MAX,
+        Some(ProducerEpoch::MAX),
         "markers use the last epoch of the old id"
     );
-    assert_eq!(producer_after(&r), (77, 0));
+    assert_eq!(producer_after(&r), (Some(id(77)), ep(0)));
     let done = complete(&r, 2).unwrap();
     assert_eq!(
         (
@@ -525,13 +560,21 @@ fn tv2_exhausted_epoch_rotates_the_producer_id() {
             done.producer_epoch,
             done.previous_producer_id
         ),
-        (77, 0, PID)
+        (Some(id(77)), ep(0), Some(PID))
     );
     let mut m2 = m.clone();
     m2.current = done;
     // The lost answer's retry with the old id at its exhausted epoch.
     assert_eq!(
-        end_txn(&m2, PID, MAX_BUMPABLE_EPOCH, true, true, None, 3),
+        end_txn(
+            &m2,
+            Some(PID),
+            Some(MAX_BUMPABLE_EPOCH),
+            true,
+            true,
+            None,
+            3
+        ),
         Ok(EndOutcome::AlreadyDone)
     );
 }
@@ -551,10 +594,10 @@ fn fence_then_old_producer_is_fenced() {
     );
     m2.complete_write();
     assert_eq!(m2.current.state, TxnState::PrepareAbort);
-    assert_eq!(m2.current.producer_epoch, 4);
+    assert_eq!(m2.current.producer_epoch, ep(4));
     // The stalled producer's commit, at its old epoch.
     assert_eq!(
-        end_txn(&m2, PID, 3, true, false, None, 0),
+        end_txn(&m2, Some(PID), ep(3), true, false, None, 0),
         Err(ErrorCode::ProducerFenced)
     );
     let done = complete(&m2.current, 80_000).unwrap();
@@ -563,11 +606,11 @@ fn fence_then_old_producer_is_fenced() {
     m2.begin_write(done, false);
     m2.complete_write();
     assert_eq!(
-        end_txn(&m2, PID, 3, true, false, None, 0),
+        end_txn(&m2, Some(PID), ep(3), true, false, None, 0),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        add_partitions(&m2, PID, 3, &[tp("a", 0)], 0, 0),
+        add_partitions(&m2, Some(PID), ep(3), &[tp("a", 0)], 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
 }
@@ -610,22 +653,22 @@ fn complete_only_from_prepare() {
 #[test]
 fn verify_partition_table() {
     let m = meta(TxnState::Ongoing, 3);
-    assert_eq!(verify_partition(&m, PID, 3, &tp("a", 0)), Ok(()));
+    assert_eq!(verify_partition(&m, Some(PID), ep(3), &tp("a", 0)), Ok(()));
     assert_eq!(
-        verify_partition(&m, PID, 3, &tp("c", 0)),
+        verify_partition(&m, Some(PID), ep(3), &tp("c", 0)),
         Err(ErrorCode::InvalidTxnState)
     );
     assert_eq!(
-        verify_partition(&m, PID, 2, &tp("a", 0)),
+        verify_partition(&m, Some(PID), ep(2), &tp("a", 0)),
         Err(ErrorCode::ProducerFenced)
     );
     assert_eq!(
-        verify_partition(&m, 1, 3, &tp("a", 0)),
+        verify_partition(&m, Some(id(1)), ep(3), &tp("a", 0)),
         Err(ErrorCode::InvalidProducerIdMapping)
     );
     let m = meta(TxnState::CompleteCommit, 3);
     assert_eq!(
-        verify_partition(&m, PID, 3, &tp("a", 0)),
+        verify_partition(&m, Some(PID), ep(3), &tp("a", 0)),
         Err(ErrorCode::InvalidTxnState)
     );
 }
@@ -633,9 +676,9 @@ fn verify_partition_table() {
 #[test]
 fn txn_log_round_trip() {
     let mut r = meta(TxnState::Ongoing, 12).current;
-    r.previous_producer_id = 44;
-    r.last_producer_epoch = 11;
-    r.next_producer_id = 45;
+    r.previous_producer_id = Some(id(44));
+    r.last_producer_epoch = ep(11);
+    r.next_producer_id = Some(id(45));
     r.transaction_version = 2;
     r.partitions.insert(tp("a", 7));
     let bytes = txn_log::encode_value(&r);
@@ -647,7 +690,7 @@ fn txn_log_round_trip() {
     // Kafka's v0 value without Strand's trailing fields still decodes.
     let v0 = &bytes[..bytes.len() - 20];
     let d = txn_log::decode_value(v0).unwrap();
-    assert_eq!(d.previous_producer_id, -1);
+    assert_eq!(d.previous_producer_id, None);
     assert_eq!(d.partitions, r.partitions);
     // Every truncation is an error, never a panic.
     for cut in 0..bytes.len() - 20 {
@@ -694,7 +737,7 @@ proptest! {
             now += 10;
             let Some(cur) = m.as_mut() else {
                 if let Op::Init(t) = op {
-                    let out = init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(next_pid), now).unwrap();
+                    let out = init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), now).unwrap();
                     next_pid += 1;
                     if let InitOutcome::Grant(Step::Write { record, .. }) = out {
                         let mut fresh = new_metadata("tx", record.producer_id, t, now);
@@ -708,7 +751,7 @@ proptest! {
             let before = cur.current.clone();
             let (pid, epoch) = (before.producer_id, before.producer_epoch);
             let write: Option<(TxnRecord, bool)> = match op {
-                Op::Init(t) => match init_producer_id(Some(cur), "tx", t, MAX_TIMEOUT, None, Some(next_pid), now) {
+                Op::Init(t) => match init_producer_id(Some(cur), "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), now) {
                     Ok(InitOutcome::Grant(Step::Write { record, .. })) => Some((record, false)),
                     Ok(InitOutcome::FenceOngoing(r)) => Some((r, true)),
                     _ => None,
@@ -717,7 +760,7 @@ proptest! {
                     Ok(Step::Write { record, .. }) => Some((record, false)),
                     _ => None,
                 },
-                Op::End(commit, tv2) => match end_txn(cur, pid, epoch, commit, tv2, Some(next_pid), now) {
+                Op::End(commit, tv2) => match end_txn(cur, pid, epoch, commit, tv2, Some(id(next_pid)), now) {
                     Ok(EndOutcome::Prepare(r)) => Some((r, false)),
                     _ => None,
                 },
@@ -748,4 +791,54 @@ proptest! {
             }
         }
     }
+}
+
+/// Metadata without a producer id (the broker's placeholder while the
+/// first InitProducerId allocates one) is a new id.
+#[test]
+fn init_producer_id_on_a_placeholder_is_a_new_id() {
+    let placeholder = new_metadata("tx", None, 0, 1);
+    assert_eq!(
+        init_producer_id(Some(&placeholder), "tx", 60_000, MAX_TIMEOUT, None, None, 5),
+        Ok(InitOutcome::NeedProducerId)
+    );
+    assert_eq!(
+        init_producer_id(
+            Some(&placeholder),
+            "tx",
+            60_000,
+            MAX_TIMEOUT,
+            None,
+            Some(id(7)),
+            5
+        ),
+        init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(id(7)), 5)
+    );
+}
+
+/// The value layout is unchanged by the domain types: the seed the fuzz
+/// corpus keeps (written before them) decodes, with its -1s as `None`, and
+/// encodes back to the same bytes.
+#[test]
+fn txn_log_bytes_are_unchanged() {
+    let seed = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/corpus/coordinator_state/ongoing"
+    ))
+    .unwrap();
+    let (key_len, rest) = seed.split_first().unwrap();
+    let (key, value) = rest.split_at(usize::from(*key_len));
+    assert_eq!(txn_log::decode_key(key).unwrap(), "tx");
+    let r = txn_log::decode_value(value).unwrap();
+    assert_eq!(
+        (
+            r.producer_id,
+            r.producer_epoch,
+            r.previous_producer_id,
+            r.last_producer_epoch,
+            r.next_producer_id
+        ),
+        (Some(id(7)), ep(1), None, None, None)
+    );
+    assert_eq!(&txn_log::encode_value(&r)[..], value);
 }

@@ -37,6 +37,7 @@ use strand_txn::coordinator::{
     self as rules, EndOutcome, InitOutcome, Step, TopicPartition, TxnMetadata, TxnRecord,
 };
 use strand_txn::{ProducerStateError, ProducerStateManager, SequenceCheck};
+use strand_types::{Offset, ProducerEpoch, ProducerId};
 
 const TXN_ID: &str = "app";
 const MAX_TIMEOUT_MS: i32 = 900_000;
@@ -59,9 +60,9 @@ fn offsets_tp() -> TopicPartition {
 
 #[derive(Debug, Clone)]
 enum Entry {
-    Data { pid: i64, tag: Tag },
-    Offsets { pid: i64, tag: Tag },
-    Marker { pid: i64, commit: bool },
+    Data { pid: ProducerId, tag: Tag },
+    Offsets { pid: ProducerId, tag: Tag },
+    Marker { pid: ProducerId, commit: bool },
 }
 
 #[derive(Default)]
@@ -71,10 +72,10 @@ struct SimPartition {
 }
 
 impl SimPartition {
-    fn has_ongoing_txn(&self, pid: i64, epoch: i16) -> bool {
-        self.producers
-            .entry(pid)
-            .is_some_and(|e| e.producer_epoch == epoch && e.current_txn_first_offset.is_some())
+    fn has_ongoing_txn(&self, pid: ProducerId, epoch: ProducerEpoch) -> bool {
+        self.producers.entry(pid).is_some_and(|e| {
+            e.producer_epoch == Some(epoch) && e.current_txn_first_offset.is_some()
+        })
     }
 
     /// Read_committed visibility of each data/offsets record: the first
@@ -99,13 +100,13 @@ impl SimPartition {
 /// The group's offsets, as the group coordinator keeps them.
 #[derive(Default)]
 struct Group {
-    pending: HashMap<i64, BTreeMap<i32, Tag>>,
+    pending: HashMap<ProducerId, BTreeMap<i32, Tag>>,
     committed: BTreeMap<i32, Tag>,
 }
 
 struct MarkerJob {
-    pid: i64,
-    epoch: i16,
+    pid: ProducerId,
+    epoch: Option<ProducerEpoch>,
     commit: bool,
     coordinator_epoch: i32,
     remaining: BTreeSet<TopicPartition>,
@@ -122,7 +123,7 @@ struct ClientTxn {
 struct Instance {
     tv2: bool,
     /// (producer id, epoch) once InitProducerId has returned.
-    producer: Option<(i64, i16)>,
+    producer: Option<(ProducerId, ProducerEpoch)>,
     /// A fatal error seen (fenced): a real client stops; rogue ops go on.
     fatal: bool,
     txn: Option<ClientTxn>,
@@ -263,7 +264,9 @@ impl Sim {
             return;
         }
         self.job = Some(MarkerJob {
-            pid: cur.producer_id,
+            pid: cur
+                .producer_id
+                .expect("a persisted transaction has a producer id"),
             epoch: cur.producer_epoch,
             commit: cur.state == rules::TxnState::PrepareCommit,
             coordinator_epoch: self.coordinator_epoch,
@@ -288,13 +291,15 @@ impl Sim {
             {
                 Err(e) => {
                     // `complete_transaction` stops for good on such a refusal.
-                    self.refused_markers
-                        .push(format!("{tp:?}: {e} (pid {} epoch {})", job.pid, job.epoch));
+                    self.refused_markers.push(format!(
+                        "{tp:?}: {e} (pid {} epoch {:?})",
+                        job.pid, job.epoch
+                    ));
                     self.job = None;
                     return Ok(());
                 }
                 Ok(()) => {
-                    let offset = part.log.len() as i64;
+                    let offset = Offset::new(part.log.len() as i64);
                     part.log.push(Entry::Marker {
                         pid: job.pid,
                         commit: job.commit,
@@ -360,7 +365,7 @@ impl Sim {
     }
 
     /// InitProducerId (handlers::txn::init_producer_id): the granted (pid, epoch).
-    fn init_producer_id(&mut self) -> Result<(i64, i16), ErrorCode> {
+    fn init_producer_id(&mut self) -> Result<(ProducerId, ProducerEpoch), ErrorCode> {
         let mut fresh = None;
         loop {
             let outcome = rules::init_producer_id(
@@ -374,7 +379,7 @@ impl Sim {
             )?;
             match outcome {
                 InitOutcome::NeedProducerId => {
-                    fresh = Some(self.next_pid);
+                    fresh = Some(ProducerId::new(self.next_pid));
                     self.next_pid += 1;
                 }
                 InitOutcome::Grant(Step::Respond(r)) => return Ok(r),
@@ -408,8 +413,8 @@ impl Sim {
 
     fn add_partitions(
         &mut self,
-        pid: i64,
-        epoch: i16,
+        pid: ProducerId,
+        epoch: ProducerEpoch,
         tp: &TopicPartition,
         tv: i16,
     ) -> Result<(), ErrorCode> {
@@ -417,7 +422,8 @@ impl Sim {
             .meta
             .as_ref()
             .ok_or(ErrorCode::InvalidProducerIdMapping)?;
-        match rules::add_partitions(meta, pid, epoch, std::slice::from_ref(tp), tv, self.now)? {
+        let tps = std::slice::from_ref(tp);
+        match rules::add_partitions(meta, Some(pid), Some(epoch), tps, tv, self.now)? {
             Step::Respond(()) => Ok(()),
             Step::Write { record, .. } => self.persist(record, false),
         }
@@ -428,8 +434,8 @@ impl Sim {
     /// open there at this epoch.
     fn verify(
         &mut self,
-        pid: i64,
-        epoch: i16,
+        pid: ProducerId,
+        epoch: ProducerEpoch,
         tp: &TopicPartition,
         tv2: bool,
     ) -> Result<(), ErrorCode> {
@@ -440,7 +446,7 @@ impl Sim {
             .meta
             .as_ref()
             .ok_or(ErrorCode::InvalidProducerIdMapping)?;
-        rules::verify_partition(meta, pid, epoch, tp)
+        rules::verify_partition(meta, Some(pid), Some(epoch), tp)
     }
 
     // ---- partitions -------------------------------------------------------
@@ -459,7 +465,7 @@ impl Sim {
         }
         let part = self.partitions.get_mut(tp).expect("known partition");
         let offset = part.log.len() as i64;
-        let h = txn_header(pid, epoch, seq, offset);
+        let h = txn_header(pid.get(), epoch.get(), seq, offset);
         match part.producers.check_batches(&[h]) {
             Ok(SequenceCheck::Append) => {
                 part.log.push(Entry::Data { pid, tag });
@@ -484,11 +490,11 @@ impl Sim {
         })?;
         let part = self.partitions.get_mut(&tp).expect("offsets partition");
         part.producers
-            .check_coordinator_batch(pid, epoch)
+            .check_coordinator_batch(pid, Some(epoch))
             .map_err(|e| producer_error(&e))?;
         let offset = part.log.len() as i64;
         // Coordinator batches carry no sequence.
-        let h = txn_header(pid, epoch, -1, offset);
+        let h = txn_header(pid.get(), epoch.get(), -1, offset);
         part.log.push(Entry::Offsets { pid, tag });
         part.producers.record(&h, self.now, None);
         let pending = self.group.pending.entry(pid).or_default();
@@ -563,9 +569,17 @@ impl Sim {
             let Some(meta) = self.meta.as_ref() else {
                 return Ok(());
             };
-            match rules::end_txn(meta, pid, epoch, commit, inst.tv2, fresh, self.now) {
+            match rules::end_txn(
+                meta,
+                Some(pid),
+                Some(epoch),
+                commit,
+                inst.tv2,
+                fresh,
+                self.now,
+            ) {
                 Ok(EndOutcome::NeedProducerId) => {
-                    fresh = Some(self.next_pid);
+                    fresh = Some(ProducerId::new(self.next_pid));
                     self.next_pid += 1;
                 }
                 other => break other,
@@ -574,7 +588,12 @@ impl Sim {
         match outcome {
             Ok(EndOutcome::Prepare(record)) => {
                 let is_commit = record.state == rules::TxnState::PrepareCommit;
-                let next = rules::producer_after(&record);
+                let (Some(next_pid), Some(next_epoch)) = rules::producer_after(&record) else {
+                    return Err(TestCaseError::fail(format!(
+                        "a prepared transaction names no producer to continue with: {record:?}"
+                    )));
+                };
+                let next = (next_pid, next_epoch);
                 if self.persist(record, false).is_err() {
                     return Ok(()); // The client retries later.
                 }

@@ -4,6 +4,15 @@
 use proptest::prelude::*;
 use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_txn::*;
+use strand_types::{Offset, ProducerEpoch, ProducerId};
+
+fn pid(p: i64) -> ProducerId {
+    ProducerId::new(p)
+}
+
+fn off(o: i64) -> Offset {
+    Offset::new(o)
+}
 
 fn header(pid: i64, seq: i32, count: i32, base_offset: i64, transactional: bool) -> BatchHeader {
     BatchHeader {
@@ -30,11 +39,11 @@ fn marker(pid: i64, offset: i64) -> BatchHeader {
     }
 }
 
-fn done(pid: i64, first: i64, last: i64) -> CompletedTxn {
+fn done(id: i64, first: i64, last: i64) -> CompletedTxn {
     CompletedTxn {
-        producer_id: pid,
-        first_offset: first,
-        last_offset: last,
+        producer_id: pid(id),
+        first_offset: off(first),
+        last_offset: off(last),
         is_aborted: false,
     }
 }
@@ -81,8 +90,12 @@ fn last_stable_offset_table() {
     ];
     for (hw, open, completed, want, why) in cases {
         assert_eq!(
-            last_stable_offset(*hw, open.iter().copied(), completed.iter().copied()),
-            *want,
+            last_stable_offset(
+                off(*hw),
+                open.iter().copied().map(off),
+                completed.iter().copied()
+            ),
+            off(*want),
             "{why}"
         );
     }
@@ -97,22 +110,22 @@ fn seed_004_example_through_the_manager() {
     m.record(&header(1, 0, 3, 104, true), 1, None);
     m.record(&header(2, 0, 1, 107, false), 1, None);
     m.record(&header(1, 3, 2, 108, true), 1, None);
-    m.on_high_watermark(110);
-    assert_eq!(m.last_stable_offset(110), 104);
+    m.on_high_watermark(off(110));
+    assert_eq!(m.last_stable_offset(off(110)), off(104));
     let completed = m.record(&marker(1, 110), 2, Some(commit_marker()));
     assert_eq!(
         completed,
         Some(CompletedTxn {
-            producer_id: 1,
-            first_offset: 104,
-            last_offset: 110,
+            producer_id: pid(1),
+            first_offset: off(104),
+            last_offset: off(110),
             is_aborted: false
         })
     );
     // The marker is appended but the HW has not passed it.
-    assert_eq!(m.last_stable_offset(110), 104);
-    m.on_high_watermark(111);
-    assert_eq!(m.last_stable_offset(111), 111);
+    assert_eq!(m.last_stable_offset(off(110)), off(104));
+    m.on_high_watermark(off(111));
+    assert_eq!(m.last_stable_offset(off(111)), off(111));
     assert_eq!(m.unreplicated_txns().count(), 0);
 }
 
@@ -124,17 +137,18 @@ fn abort_markers_are_reported_and_index_lso_ignores_the_hw() {
     let t = m.record(&marker(1, 14), 2, Some(abort_marker())).unwrap();
     assert!(t.is_aborted);
     // Producer 2's transaction is still open from 12.
-    assert_eq!(m.stable_offset_after(&t), 12);
+    assert_eq!(m.stable_offset_after(&t), off(12));
+    let epoch = Some(ProducerEpoch::ZERO);
     let t2 = m
-        .record_end_txn_marker(2, 0, 0, 15, 3, ControlType::Abort)
+        .record_end_txn_marker(pid(2), epoch, 0, off(15), 3, ControlType::Abort)
         .unwrap();
-    assert_eq!(m.stable_offset_after(&t2), 16);
+    assert_eq!(m.stable_offset_after(&t2), off(16));
     // A marker for a producer without an open transaction closes nothing.
     assert_eq!(
-        m.record_end_txn_marker(3, 0, 0, 16, 3, ControlType::Abort),
+        m.record_end_txn_marker(pid(3), epoch, 0, off(16), 3, ControlType::Abort),
         None
     );
-    assert_eq!(m.map_end_offset(), 17);
+    assert_eq!(m.map_end_offset(), off(17));
 }
 
 #[test]
@@ -146,13 +160,13 @@ fn snapshot_keeps_unreplicated_and_loads_version_1() {
     let back = ProducerStateManager::from_snapshot(&m.snapshot()).unwrap();
     assert_eq!(back, m);
     // The abort marker at 2 is not below HW 2 yet; at HW 3 the open one bounds.
-    assert_eq!(back.last_stable_offset(2), 0);
-    assert_eq!(back.last_stable_offset(3), 3);
+    assert_eq!(back.last_stable_offset(off(2)), off(0));
+    assert_eq!(back.last_stable_offset(off(3)), off(3));
 
     // A version-1 snapshot (no unreplicated section) of the same entries.
     let v2 = m.snapshot();
     let mut m1 = m.clone();
-    m1.on_high_watermark(i64::MAX);
+    m1.on_high_watermark(off(i64::MAX));
     let mut body = m1.snapshot()[6..].to_vec();
     // Drop the (empty) unreplicated count that version 2 appends.
     body.truncate(body.len() - 4);
@@ -183,7 +197,7 @@ proptest! {
         for (kind, pid, count) in steps {
             match kind {
                 0 | 1 => {
-                    let open = m.entry(pid).is_some_and(|e| e.current_txn_first_offset.is_some());
+                    let open = m.entry(ProducerId::new(pid)).is_some_and(|e| e.current_txn_first_offset.is_some());
                     if kind == 0 && open { continue; }
                     m.record(&header(pid, seqs[pid as usize], count as i32, leo, kind == 1), 1, None);
                     seqs[pid as usize] += count as i32;
@@ -196,13 +210,13 @@ proptest! {
                 }
                 _ => {
                     hw = hw.max(leo * hw_frac as i64 / 100);
-                    m.on_high_watermark(hw);
+                    m.on_high_watermark(off(hw));
                 }
             }
-            let lso = m.last_stable_offset(hw);
-            prop_assert!(lso <= hw, "LSO {} > HW {}", lso, hw);
+            let lso = m.last_stable_offset(off(hw));
+            prop_assert!(lso <= off(hw), "LSO {} > HW {}", lso, hw);
             if let Some(first) = m.first_unstable_offset() {
-                prop_assert_eq!(lso, first.min(hw));
+                prop_assert_eq!(lso, first.min(off(hw)));
             }
         }
         // Close every transaction and replicate everything.
@@ -210,9 +224,9 @@ proptest! {
             m.record(&marker(pid, leo), 1, Some(commit_marker()));
             leo += 1;
         }
-        m.on_high_watermark(leo);
+        m.on_high_watermark(off(leo));
         prop_assert_eq!(m.first_unstable_offset(), None);
-        prop_assert_eq!(m.last_stable_offset(leo), leo);
+        prop_assert_eq!(m.last_stable_offset(off(leo)), off(leo));
     }
 
     /// The pure rule: LSO <= HW, and LSO == HW with nothing open or unreplicated.
@@ -221,9 +235,10 @@ proptest! {
                         completed in prop::collection::vec((0i64..1000, 0i64..50), 0..5)) {
         let completed: Vec<CompletedTxn> = completed.iter().enumerate()
             .map(|(i, (f, len))| done(i as i64, *f, f + len)).collect();
-        let lso = last_stable_offset(hw, open.iter().copied(), completed.iter().copied());
+        let (hw, open) = (off(hw), open.iter().copied().map(off));
+        let lso = last_stable_offset(hw, open.clone(), completed.iter().copied());
         prop_assert!(lso <= hw);
-        let unstable = open.iter().copied()
+        let unstable = open
             .chain(completed.iter().filter(|t| t.last_offset >= hw).map(|t| t.first_offset))
             .min();
         match unstable {

@@ -4,8 +4,28 @@ use proptest::prelude::*;
 use strand_protocol::batch::{BatchHeader, ControlType, EndTxnMarker};
 use strand_protocol::ErrorCode;
 use strand_txn::*;
+use strand_types::{Offset, ProducerEpoch, ProducerId, Sequence};
 
+/// The producer id of most tests, as a header carries it.
 const PID: i64 = 7;
+
+fn pid(p: i64) -> ProducerId {
+    ProducerId::new(p)
+}
+
+/// An epoch as a header carries it: -1 is none.
+fn ep(e: i16) -> Option<ProducerEpoch> {
+    ProducerEpoch::from_wire(e)
+}
+
+/// A sequence as a header carries it: -1 is none.
+fn sq(s: i32) -> Option<Sequence> {
+    Sequence::from_wire(s)
+}
+
+fn off(o: i64) -> Offset {
+    Offset::new(o)
+}
 
 fn header(pid: i64, epoch: i16, seq: i32, count: i32, base_offset: i64) -> BatchHeader {
     BatchHeader {
@@ -42,18 +62,18 @@ fn marker(pid: i64, epoch: i16, offset: i64) -> BatchHeader {
 
 fn batch(first_seq: i32, last_seq: i32, first_offset: i64) -> BatchMetadata {
     BatchMetadata {
-        first_seq,
-        last_seq,
-        first_offset,
-        last_offset: first_offset + (last_seq - first_seq) as i64,
+        first_seq: sq(first_seq),
+        last_seq: sq(last_seq),
+        first_offset: off(first_offset),
+        last_offset: off(first_offset + (last_seq - first_seq) as i64),
         timestamp: 1_000,
     }
 }
 
 fn entry(epoch: i16, batches: &[BatchMetadata]) -> ProducerEntry {
     ProducerEntry {
-        producer_id: PID,
-        producer_epoch: epoch,
+        producer_id: pid(PID),
+        producer_epoch: ep(epoch),
         batches: batches.iter().copied().collect::<VecDeque<_>>(),
         last_timestamp: 1_000,
         coordinator_epoch: -1,
@@ -68,7 +88,7 @@ enum Want {
     Err(ErrorCode),
 }
 
-/// (name, entry, epoch, first seq, last seq, expected)
+/// (name, entry, epoch, first seq, last seq (as a header carries them), expected)
 type Case = (&'static str, Option<ProducerEntry>, i16, i32, i32, Want);
 
 #[test]
@@ -217,7 +237,7 @@ fn check_sequence_table() {
         ),
     ];
     for (name, e, epoch, first, last, want) in cases {
-        let got = check_sequence(e.as_ref(), epoch, first, last);
+        let got = check_sequence(e.as_ref(), ep(epoch), sq(first), sq(last));
         match (&want, &got) {
             (Want::Append, Ok(SequenceCheck::Append)) => {}
             (Want::Dup(b), Ok(SequenceCheck::Duplicate(g))) if b == g => {}
@@ -230,20 +250,22 @@ fn check_sequence_table() {
 #[test]
 fn error_codes_are_kafkas() {
     let fenced = ProducerStateError::InvalidProducerEpoch {
-        producer_epoch: 1,
-        current_epoch: 2,
+        producer_epoch: ep(1),
+        current_epoch: ProducerEpoch::new(2),
     };
     assert_eq!(fenced.error_code().code(), 47);
     let ooo = ProducerStateError::OutOfOrderSequence {
-        producer_epoch: 1,
-        first_seq: 3,
-        expected_seq: 1,
+        producer_epoch: ProducerEpoch::new(1),
+        first_seq: sq(3),
+        expected_seq: Sequence::new(1),
     };
     assert_eq!(ooo.error_code().code(), 45);
     assert_eq!(
-        ProducerStateError::InvalidTxnState { producer_id: 1 }
-            .error_code()
-            .code(),
+        ProducerStateError::InvalidTxnState {
+            producer_id: pid(1)
+        }
+        .error_code()
+        .code(),
         48
     );
     let coord = ProducerStateError::TransactionCoordinatorFenced {
@@ -253,23 +275,60 @@ fn error_codes_are_kafkas() {
     assert_eq!(coord.error_code().code(), 52);
 }
 
+/// Messages (sent to clients) print the wire integers, -1 for none.
+#[test]
+fn error_messages_print_wire_values() {
+    let fenced = ProducerStateError::InvalidProducerEpoch {
+        producer_epoch: ep(1),
+        current_epoch: ProducerEpoch::new(2),
+    };
+    assert_eq!(
+        fenced.to_string(),
+        "producer epoch 1 is older than the current epoch 2"
+    );
+    let none = ProducerStateError::InvalidProducerEpoch {
+        producer_epoch: None,
+        current_epoch: ProducerEpoch::new(2),
+    };
+    assert_eq!(
+        none.to_string(),
+        "producer epoch -1 is older than the current epoch 2"
+    );
+    let ooo = ProducerStateError::OutOfOrderSequence {
+        producer_epoch: ProducerEpoch::new(1),
+        first_seq: None,
+        expected_seq: Sequence::new(5),
+    };
+    assert_eq!(
+        ooo.to_string(),
+        "out of order sequence for producer epoch 1: first sequence -1, expected 5"
+    );
+    assert_eq!(
+        ProducerStateError::InvalidTxnState {
+            producer_id: pid(9)
+        }
+        .to_string(),
+        "expected a transactional batch from producer 9: a transaction is open"
+    );
+}
+
 #[test]
 fn out_of_order_reports_expected_sequence() {
     let e = entry(1, &[batch(0, 4, 0)]);
     assert_eq!(
-        check_sequence(Some(&e), 1, 9, 9),
+        check_sequence(Some(&e), ep(1), sq(9), sq(9)),
         Err(ProducerStateError::OutOfOrderSequence {
-            producer_epoch: 1,
-            first_seq: 9,
-            expected_seq: 5
+            producer_epoch: ProducerEpoch::new(1),
+            first_seq: sq(9),
+            expected_seq: Sequence::new(5)
         })
     );
     assert_eq!(
-        check_sequence(Some(&e), 2, 9, 9),
+        check_sequence(Some(&e), ep(2), sq(9), sq(9)),
         Err(ProducerStateError::OutOfOrderSequence {
-            producer_epoch: 2,
-            first_seq: 9,
-            expected_seq: 0
+            producer_epoch: ProducerEpoch::new(2),
+            first_seq: sq(9),
+            expected_seq: Sequence::ZERO
         })
     );
 }
@@ -280,15 +339,15 @@ fn manager_check_record_and_duplicate() {
     let h = header(PID, 0, 0, 3, 10);
     assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
     m.record(&h, 1_234, None);
-    assert_eq!(m.map_end_offset(), 13);
+    assert_eq!(m.map_end_offset(), off(13));
     let retry = header(PID, 0, 0, 3, -1);
     assert_eq!(
         m.check(&retry),
         Ok(SequenceCheck::Duplicate(BatchMetadata {
-            first_seq: 0,
-            last_seq: 2,
-            first_offset: 10,
-            last_offset: 12,
+            first_seq: sq(0),
+            last_seq: sq(2),
+            first_offset: off(10),
+            last_offset: off(12),
             timestamp: 1_234
         }))
     );
@@ -305,10 +364,10 @@ fn manager_check_record_and_duplicate() {
         m.check(&header(-1, -1, -1, 5, -1)),
         Ok(SequenceCheck::Append)
     );
-    let e = m.entry(PID).unwrap();
+    let e = m.entry(pid(PID)).unwrap();
     assert_eq!(
         (e.producer_epoch, e.last_timestamp, e.batches.len()),
-        (0, 1_234, 1)
+        (ep(0), 1_234, 1)
     );
 }
 
@@ -317,8 +376,8 @@ fn new_epoch_forgets_batches() {
     let mut m = ProducerStateManager::new();
     m.record(&header(PID, 0, 0, 5, 0), 1, None);
     m.record(&header(PID, 1, 0, 2, 5), 2, None);
-    let e = m.entry(PID).unwrap();
-    assert_eq!(e.producer_epoch, 1);
+    let e = m.entry(pid(PID)).unwrap();
+    assert_eq!(e.producer_epoch, ep(1));
     assert_eq!(
         e.batches.iter().copied().collect::<Vec<_>>(),
         vec![batch(0, 1, 5)]
@@ -338,8 +397,11 @@ fn transactions_open_and_close() {
     let mut m = ProducerStateManager::new();
     m.record(&txn_header(PID, 0, 0, 2, 104), 1, None);
     m.record(&txn_header(PID, 0, 2, 2, 106), 2, None);
-    assert_eq!(m.entry(PID).unwrap().current_txn_first_offset, Some(104));
-    assert_eq!(m.first_unstable_offset(), Some(104));
+    assert_eq!(
+        m.entry(pid(PID)).unwrap().current_txn_first_offset,
+        Some(off(104))
+    );
+    assert_eq!(m.first_unstable_offset(), Some(off(104)));
     // Non-transactional write while the transaction is open.
     assert_eq!(
         m.check(&header(PID, 0, 4, 1, -1)).unwrap_err().error_code(),
@@ -350,27 +412,31 @@ fn transactions_open_and_close() {
         Ok(SequenceCheck::Append)
     );
     // Marker checks: older coordinator epoch is fenced once one is known.
-    assert_eq!(m.check_end_txn_marker(PID, 0, 3), Ok(()));
-    let done = m.record_end_txn_marker(PID, 0, 3, 108, 3, ControlType::Abort);
+    assert_eq!(m.check_end_txn_marker(pid(PID), ep(0), 3), Ok(()));
+    let done = m.record_end_txn_marker(pid(PID), ep(0), 3, off(108), 3, ControlType::Abort);
     assert_eq!(
         done,
         Some(CompletedTxn {
-            producer_id: PID,
-            first_offset: 104,
-            last_offset: 108,
+            producer_id: pid(PID),
+            first_offset: off(104),
+            last_offset: off(108),
             is_aborted: true,
         })
     );
     // Completed but the marker is not replicated yet: still unstable.
-    assert_eq!(m.first_unstable_offset(), Some(104));
-    m.on_high_watermark(109);
+    assert_eq!(m.first_unstable_offset(), Some(off(104)));
+    m.on_high_watermark(off(109));
     assert_eq!(m.first_unstable_offset(), None);
     assert_eq!(
-        m.check_end_txn_marker(PID, 0, 2).unwrap_err().error_code(),
+        m.check_end_txn_marker(pid(PID), ep(0), 2)
+            .unwrap_err()
+            .error_code(),
         ErrorCode::TransactionCoordinatorFenced
     );
     assert_eq!(
-        m.check_end_txn_marker(PID, -1, 3).unwrap_err().error_code(),
+        m.check_end_txn_marker(pid(PID), ep(-1), 3)
+            .unwrap_err()
+            .error_code(),
         ErrorCode::InvalidProducerEpoch
     );
     // Marker via record() of a control batch with a bumped epoch.
@@ -378,18 +444,18 @@ fn transactions_open_and_close() {
     assert_eq!(
         m.record(&marker(PID, 1, 110), 5, Some(commit_marker())),
         Some(CompletedTxn {
-            producer_id: PID,
-            first_offset: 109,
-            last_offset: 110,
+            producer_id: pid(PID),
+            first_offset: off(109),
+            last_offset: off(110),
             is_aborted: false,
         })
     );
-    let e = m.entry(PID).unwrap();
+    let e = m.entry(pid(PID)).unwrap();
     assert_eq!(
         (e.producer_epoch, e.batches.len(), e.coordinator_epoch),
-        (1, 0, 3)
+        (ep(1), 0, 3)
     );
-    assert_eq!(m.map_end_offset(), 111);
+    assert_eq!(m.map_end_offset(), off(111));
 }
 
 #[test]
@@ -422,9 +488,12 @@ fn expire_keeps_open_transactions_and_recent_producers() {
     let day = 86_400_000;
     assert_eq!(m.expire(1_000 + day - 1, day), 0);
     assert_eq!(m.expire(1_000 + day, day), 1);
-    assert!(m.entry(1).is_none());
-    assert!(m.entry(2).is_some());
-    assert!(m.entry(3).is_some(), "open transaction is never expired");
+    assert!(m.entry(pid(1)).is_none());
+    assert!(m.entry(pid(2)).is_some());
+    assert!(
+        m.entry(pid(3)).is_some(),
+        "open transaction is never expired"
+    );
     // An expired producer may continue with any sequence.
     assert_eq!(m.check(&header(1, 0, 77, 1, -1)), Ok(SequenceCheck::Append));
 }
@@ -470,42 +539,124 @@ fn real_client_batch_header() {
     assert_eq!(m.check(&h), Ok(SequenceCheck::Append));
     m.record(&h, h.max_timestamp, None);
     assert_eq!(
-        m.entry(PID).unwrap().batches.back().unwrap(),
+        m.entry(pid(PID)).unwrap().batches.back().unwrap(),
         &BatchMetadata {
-            first_seq: 10,
-            last_seq: 12,
-            first_offset: 50,
-            last_offset: 52,
+            first_seq: sq(10),
+            last_seq: sq(12),
+            first_offset: off(50),
+            last_offset: off(52),
             timestamp: h.max_timestamp
         }
     );
 }
 
+/// What the types cannot hold records nothing: a header without a producer
+/// id, or with a negative base offset (outside the CRC: not a log
+/// position). The header's -1 epoch and sequences are `None`, and the
+/// snapshot writes them back as -1.
+#[test]
+fn wire_sentinels_at_the_header() {
+    let mut m = ProducerStateManager::new();
+    assert_eq!(m.record(&header(-1, -1, -1, 3, 0), 1, None), None);
+    assert_eq!(m.record(&header(PID, 0, 0, 1, -5), 1, None), None);
+    assert!(m.is_empty());
+    assert_eq!(m.map_end_offset(), off(3), "the log still ends past them");
+    // A coordinator's transactional batch: no epoch known yet, no sequence.
+    m.record(&txn_header(PID, -1, -1, 2, 3), 7, None);
+    let e = m.entry(pid(PID)).unwrap();
+    assert_eq!(e.producer_epoch, None);
+    assert_eq!(e.last_seq(), None);
+    assert_eq!(e.last_offset(), Some(off(4)));
+    assert_eq!(e.current_txn_first_offset, Some(off(3)));
+    let snap = m.snapshot();
+    // producer_epoch (i16) right after the first entry's producer id: -1.
+    let at = 2 + 4 + 8 + 4 + 8;
+    assert_eq!(&snap[at..at + 2], &(-1i16).to_be_bytes());
+    assert_eq!(ProducerStateManager::from_snapshot(&snap), Ok(m));
+}
+
+/// The snapshot bytes are the documented layout, unchanged by the domain
+/// types: built here field by field, with -1 for every missing value.
+#[test]
+fn snapshot_layout_is_unchanged() {
+    let mut m = ProducerStateManager::new();
+    m.record(&header(3, 2, 0, 2, 0), 10, None);
+    // A coordinator's transactional batch: no sequence.
+    m.record(&txn_header(5, 1, -1, 1, 2), 11, None);
+    m.record(&txn_header(9, 0, 0, 1, 3), 12, None);
+    m.record(&marker(9, 0, 4), 13, Some(abort_marker()));
+    let mut body: Vec<u8> = Vec::new();
+    let mut put = |b: &[u8]| body.extend_from_slice(b);
+    put(&5i64.to_be_bytes()); // map end offset
+    put(&3i32.to_be_bytes());
+    // (pid, epoch, last timestamp, coordinator epoch, txn first offset,
+    //  (first seq, last seq, first offset, last offset, timestamp))
+    for (pid, epoch, ts, ce, txn, (fs, ls, fo, lo, bts)) in [
+        (
+            3i64,
+            2i16,
+            10i64,
+            -1i32,
+            -1i64,
+            (0i32, 1i32, 0i64, 1i64, 10i64),
+        ),
+        (5, 1, 11, -1, 2, (-1, -1, 2, 2, 11)),
+        (9, 0, 13, 3, -1, (0, 0, 3, 3, 12)),
+    ] {
+        put(&pid.to_be_bytes());
+        put(&epoch.to_be_bytes());
+        put(&ts.to_be_bytes());
+        put(&ce.to_be_bytes());
+        put(&txn.to_be_bytes());
+        put(&[1u8]);
+        put(&fs.to_be_bytes());
+        put(&ls.to_be_bytes());
+        put(&fo.to_be_bytes());
+        put(&lo.to_be_bytes());
+        put(&bts.to_be_bytes());
+    }
+    put(&1i32.to_be_bytes()); // unreplicated: the abort of producer 9
+    put(&9i64.to_be_bytes());
+    put(&3i64.to_be_bytes());
+    put(&4i64.to_be_bytes());
+    put(&[1u8]);
+    let mut want = 2i16.to_be_bytes().to_vec();
+    want.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    want.extend_from_slice(&body);
+    assert_eq!(m.snapshot(), want);
+    assert_eq!(ProducerStateManager::from_snapshot(&want), Ok(m));
+}
+
+/// Entries over the whole domain of their types (ids and offsets are never
+/// negative; epochs and sequences may be none).
 fn arb_entry() -> impl Strategy<Value = ProducerEntry> {
     (
-        any::<i64>(),
+        0..=i64::MAX,
         -1i16..100,
-        prop::collection::vec((any::<i32>(), 0i32..100, any::<i64>(), any::<i64>()), 0..=5),
+        prop::collection::vec(
+            (any::<i32>(), 0i32..100, 0..=i64::MAX - 100, any::<i64>()),
+            0..=5,
+        ),
         any::<i64>(),
         any::<i32>(),
         prop::option::of(0i64..i64::MAX),
     )
         .prop_map(|(pid, epoch, bs, ts, ce, txn)| ProducerEntry {
-            producer_id: pid,
-            producer_epoch: epoch,
+            producer_id: ProducerId::new(pid),
+            producer_epoch: ep(epoch),
             batches: bs
                 .into_iter()
                 .map(|(s, n, o, t)| BatchMetadata {
-                    first_seq: s,
-                    last_seq: s.wrapping_add(n),
-                    first_offset: o,
-                    last_offset: o.wrapping_add(n as i64),
+                    first_seq: sq(s),
+                    last_seq: sq(s.wrapping_add(n)),
+                    first_offset: off(o),
+                    last_offset: off(o + n as i64),
                     timestamp: t,
                 })
                 .collect(),
             last_timestamp: ts,
             coordinator_epoch: ce,
-            current_txn_first_offset: txn,
+            current_txn_first_offset: txn.map(off),
         })
 }
 
@@ -516,17 +667,20 @@ fn manager_from(entries: Vec<ProducerEntry>, map_end: i64) -> ProducerStateManag
     for e in &entries {
         for b in &e.batches {
             let mut h = header(
-                e.producer_id,
-                e.producer_epoch,
-                b.first_seq,
+                e.producer_id.get(),
+                ProducerEpoch::to_wire(e.producer_epoch),
+                Sequence::to_wire(b.first_seq),
                 1,
-                b.first_offset,
+                b.first_offset.get(),
             );
-            h.last_offset_delta = (b.last_offset.wrapping_sub(b.first_offset)) as i32;
+            h.last_offset_delta = b.last_offset.since(b.first_offset) as i32;
             m.record(&h, b.timestamp, None);
         }
     }
-    m.update_map_end_offset(map_end);
+    // A negative end is not an offset (and never moved the end).
+    if let Some(end) = Offset::from_wire(map_end) {
+        m.update_map_end_offset(end);
+    }
     m
 }
 
@@ -553,9 +707,9 @@ proptest! {
         }
         let k = appended.len();
         for (i, (first, last, fo, lo, ts)) in appended.iter().copied().enumerate() {
-            let got = check_sequence(m.entry(PID), 4, first, last);
+            let got = check_sequence(m.entry(pid(PID)), ep(4), sq(first), sq(last));
             if i + MAX_REMEMBERED_BATCHES >= k {
-                prop_assert_eq!(got, Ok(SequenceCheck::Duplicate(BatchMetadata { first_seq: first, last_seq: last, first_offset: fo, last_offset: lo, timestamp: ts })));
+                prop_assert_eq!(got, Ok(SequenceCheck::Duplicate(BatchMetadata { first_seq: sq(first), last_seq: sq(last), first_offset: off(fo), last_offset: off(lo), timestamp: ts })));
             } else {
                 prop_assert!(got.is_err(), "batch {} of {} should not be a duplicate: {:?}", i, k, got);
             }
@@ -585,10 +739,11 @@ proptest! {
         // hand-built manager by recording markers and transactional batches.
         let mut m = ProducerStateManager::new();
         for (i, e) in entries.iter().enumerate() {
-            let pid = i as i64;
-            m.record(&txn_header(pid, e.producer_epoch.max(0), 0, 1, i as i64 * 10), e.last_timestamp, None);
+            let id = i as i64;
+            let epoch = ProducerEpoch::to_wire(e.producer_epoch).max(0);
+            m.record(&txn_header(id, epoch, 0, 1, i as i64 * 10), e.last_timestamp, None);
             if e.current_txn_first_offset.is_none() {
-                m.record_end_txn_marker(pid, e.producer_epoch.max(0), e.coordinator_epoch, i as i64 * 10 + 1, e.last_timestamp, ControlType::Commit);
+                m.record_end_txn_marker(pid(id), ep(epoch), e.coordinator_epoch, off(i as i64 * 10 + 1), e.last_timestamp, ControlType::Commit);
             }
         }
         let back = ProducerStateManager::from_snapshot(&m.snapshot()).unwrap();
@@ -633,14 +788,15 @@ fn abort_marker() -> EndTxnMarker {
 fn coordinator_batches_are_fenced_by_epoch_only() {
     let mut m = ProducerStateManager::new();
     // Unknown producer: accepted.
-    assert_eq!(m.check_coordinator_batch(7, 0), Ok(()));
+    assert_eq!(m.check_coordinator_batch(pid(7), ep(0)), Ok(()));
     m.record(&header(7, 3, 0, 2, 0), 1, None);
     // Same or newer epoch: accepted whatever the sequence (coordinator batches carry none).
-    assert_eq!(m.check_coordinator_batch(7, 3), Ok(()));
-    assert_eq!(m.check_coordinator_batch(7, 4), Ok(()));
+    assert_eq!(m.check_coordinator_batch(pid(7), ep(3)), Ok(()));
+    assert_eq!(m.check_coordinator_batch(pid(7), ep(4)), Ok(()));
     // An older epoch is a zombie.
     assert_eq!(
-        m.check_coordinator_batch(7, 2).map_err(|e| e.error_code()),
+        m.check_coordinator_batch(pid(7), ep(2))
+            .map_err(|e| e.error_code()),
         Err(ErrorCode::InvalidProducerEpoch)
     );
 }

@@ -150,10 +150,36 @@ impl PartitionEpoch {
 }
 
 impl ProducerEpoch {
+    pub const ZERO: ProducerEpoch = ProducerEpoch(0);
+    /// The highest epoch a producer id can have.
+    pub const MAX: ProducerEpoch = ProducerEpoch(i16::MAX);
+
     /// The epoch after a bump (fencing the previous one).
     #[inline]
     pub const fn next(self) -> ProducerEpoch {
         ProducerEpoch::new(self.0 + 1)
+    }
+
+    /// [`next`](Self::next), staying at [`MAX`](Self::MAX) (Kafka bumps a
+    /// short with saturation where the id is rotated separately).
+    #[inline]
+    pub const fn saturating_next(self) -> ProducerEpoch {
+        ProducerEpoch::new(self.0.saturating_add(1))
+    }
+}
+
+impl Sequence {
+    pub const ZERO: Sequence = Sequence(0);
+
+    /// The sequence after this one: `i32::MAX` wraps to 0, as Kafka's
+    /// producers and brokers count.
+    #[inline]
+    pub const fn next_wrapping(self) -> Sequence {
+        if self.0 == i32::MAX {
+            Sequence::ZERO
+        } else {
+            Sequence::new(self.0 + 1)
+        }
     }
 }
 
@@ -207,6 +233,17 @@ mod tests {
         assert_eq!(a.plus(5).since(a), 5);
         assert_eq!(a.since(a.plus(5)), -5);
         assert_eq!(LeaderEpoch::ZERO.next(), LeaderEpoch::new(1));
+    }
+
+    #[test]
+    fn sequences_wrap_and_epochs_saturate() {
+        assert_eq!(Sequence::new(41).next_wrapping(), Sequence::new(42));
+        assert_eq!(Sequence::new(i32::MAX).next_wrapping(), Sequence::ZERO);
+        assert_eq!(Sequence::from_wire(-1), None);
+        assert_eq!(ProducerEpoch::ZERO.saturating_next(), ProducerEpoch::new(1));
+        assert_eq!(ProducerEpoch::MAX.saturating_next(), ProducerEpoch::MAX);
+        // `None` (the wire's -1) sorts below every epoch, as -1 does.
+        assert!(None < Some(ProducerEpoch::ZERO));
     }
 
     #[test]

@@ -195,7 +195,9 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
     }
     // Idempotent producers get a fresh id with epoch 0, whatever they held before.
     match broker.next_producer_id().await {
-        Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+        Ok(id) => resp
+            .with_producer_id(ProducerId(id.get()))
+            .with_producer_epoch(0),
         Err(code) => resp.with_error_code(code.code()),
     }
 }

@@ -15,6 +15,7 @@ use strand_metadata::validate_topic_name;
 use strand_partition::{validate_records, AppendOrigin, AppendOutcome, Partition, PartitionError};
 use strand_protocol::ErrorCode;
 use strand_replication::rules::Acks;
+use strand_types::{ProducerEpoch, ProducerId};
 
 /// A partition's place in the response and what happened to it.
 struct Pending {
@@ -186,16 +187,15 @@ async fn verify_transaction(
         return Ok(()); // The append reports the malformed batch.
     };
     // Part 2 clients rely on the add, so it happens whatever the setting.
-    if !h.is_transactional()
-        || !h.has_producer_id()
-        || (!broker.config.transaction_partition_verification_enable && version < 12)
-    {
+    let verified = h.is_transactional()
+        && (broker.config.transaction_partition_verification_enable || version >= 12);
+    let Some(producer_id) = ProducerId::from_wire(h.producer_id).filter(|_| verified) else {
         return Ok(());
-    }
+    };
     let Some(partition) = broker.partition(topic, index) else {
         return Ok(()); // The append reports the unknown partition.
     };
-    if partition.has_ongoing_txn(h.producer_id, h.producer_epoch) {
+    if partition.has_ongoing_txn(producer_id, ProducerEpoch::from_wire(h.producer_epoch)) {
         return Ok(());
     }
     node.txns.verify_in_transaction(

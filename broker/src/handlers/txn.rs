@@ -20,9 +20,18 @@ use strand_protocol::ErrorCode;
 use strand_txn::coordinator::{
     self as rules, EndOutcome, InitOutcome, Step, TopicPartition, TxnState,
 };
+use strand_types::{self as types, ProducerEpoch};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
+}
+
+/// A request's producer id and epoch; `None` where it carries -1.
+fn producer_of(id: ProducerId, epoch: i16) -> (Option<types::ProducerId>, Option<ProducerEpoch>) {
+    (
+        types::ProducerId::from_wire(id.0),
+        ProducerEpoch::from_wire(epoch),
+    )
 }
 
 /// The coordinator's view of `id`, or why this broker cannot answer for it.
@@ -108,13 +117,14 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
         Err(code) => return fail(code),
     };
     // KIP-360: a client recovering names the id and epoch it had (v3+).
-    let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+    let expected = types::ProducerId::from_wire(req.producer_id.0)
+        .map(|pid| (pid, ProducerEpoch::from_wire(req.producer_epoch)));
     let mut fresh = None;
     loop {
         let decided = {
             let mut meta = c.entry.meta.lock();
             // An entry never persisted (created for this request) has no metadata yet.
-            let known = meta.current.producer_id >= 0 || meta.pending.is_some();
+            let known = meta.current.producer_id.is_some() || meta.pending.is_some();
             let outcome = rules::init_producer_id(
                 known.then_some(&*meta),
                 &id,
@@ -126,15 +136,16 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
             );
             match outcome {
                 Ok(InitOutcome::NeedProducerId) => None,
-                Ok(InitOutcome::Grant(Step::Respond(r))) => Some(Ok(Act::Respond(r))),
+                Ok(InitOutcome::Grant(Step::Respond(r))) => Some(Ok(Act::Respond(Some(r)))),
                 Ok(InitOutcome::Grant(Step::Write { record, respond })) => {
                     meta.begin_write(record, false);
-                    Some(Ok(Act::Persist(respond)))
+                    Some(Ok(Act::Persist(Some(respond))))
                 }
                 Ok(InitOutcome::FenceOngoing(record)) => {
                     tracing::info!(transactional_id = %id, "InitProducerId fences the ongoing transaction and aborts it");
                     meta.begin_write(record, true);
-                    Some(Ok(Act::PersistAndComplete((-1, -1))))
+                    // Nothing is granted: the client retries.
+                    Some(Ok(Act::PersistAndComplete(None)))
                 }
                 Err(code) => Some(Err(code)),
             }
@@ -153,17 +164,16 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
             }
             Some(Ok(act)) => act,
         };
-        let fencing = matches!(act, Act::PersistAndComplete(_));
         let result = carry_out(node, &c, act).await;
         if result.is_err() {
             node.txns.drop_placeholder(&c.entry);
         }
         return match result {
-            // The client retries once the abort has completed.
-            Ok(_) if fencing => fail(ErrorCode::ConcurrentTransactions),
-            Ok((pid, epoch)) => InitProducerIdResponse::default()
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch),
+            // A fence: the client retries once the abort has completed.
+            Ok(None) => fail(ErrorCode::ConcurrentTransactions),
+            Ok(Some((pid, epoch))) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(pid.get()))
+                .with_producer_epoch(epoch.get()),
             Err(code) => fail(code),
         };
     }
@@ -174,8 +184,7 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
 async fn add_partitions(
     node: &Node,
     id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    (producer_id, producer_epoch): (Option<types::ProducerId>, Option<ProducerEpoch>),
     partitions: Vec<TopicPartition>,
     verify_only: bool,
     transaction_version: i16,
@@ -281,8 +290,10 @@ pub async fn add_partitions_to_txn(
         let results = add_partitions(
             node,
             req.v3_and_below_transactional_id.0.as_str(),
-            req.v3_and_below_producer_id.0,
-            req.v3_and_below_producer_epoch,
+            producer_of(
+                req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch,
+            ),
             topics_of(&req.v3_and_below_topics),
             false,
             0,
@@ -299,8 +310,7 @@ pub async fn add_partitions_to_txn(
         let results = add_partitions(
             node,
             t.transactional_id.0.as_str(),
-            t.producer_id.0,
-            t.producer_epoch,
+            producer_of(t.producer_id, t.producer_epoch),
             topics_of(&t.topics),
             t.verify_only,
             transaction_version,
@@ -331,8 +341,7 @@ pub async fn add_offsets_to_txn(
     let results = add_partitions(
         node,
         req.transactional_id.0.as_str(),
-        req.producer_id.0,
-        req.producer_epoch,
+        producer_of(req.producer_id, req.producer_epoch),
         vec![tp],
         false,
         0,
@@ -358,6 +367,7 @@ pub async fn end_txn(node: &Node, req: EndTxnRequest, version: i16) -> EndTxnRes
         Err(code) => return fail(code),
     };
     let tv2 = version >= 5;
+    let (producer_id, producer_epoch) = producer_of(req.producer_id, req.producer_epoch);
     let mut fresh = None;
     let (act, continue_with) = loop {
         let decided = {
@@ -365,8 +375,8 @@ pub async fn end_txn(node: &Node, req: EndTxnRequest, version: i16) -> EndTxnRes
             let current = (meta.current.producer_id, meta.current.producer_epoch);
             match rules::end_txn(
                 &meta,
-                req.producer_id.0,
-                req.producer_epoch,
+                producer_id,
+                producer_epoch,
                 req.committed,
                 tv2,
                 fresh,
@@ -393,8 +403,8 @@ pub async fn end_txn(node: &Node, req: EndTxnRequest, version: i16) -> EndTxnRes
     };
     match carry_out(node, &c, act).await {
         Ok(()) => EndTxnResponse::default()
-            .with_producer_id(ProducerId(continue_with.0))
-            .with_producer_epoch(continue_with.1),
+            .with_producer_id(ProducerId(types::ProducerId::to_wire(continue_with.0)))
+            .with_producer_epoch(ProducerEpoch::to_wire(continue_with.1)),
         Err(code) => fail(code),
     }
 }
@@ -411,14 +421,14 @@ pub async fn describe_transactions(
             .with_producer_epoch(-1)
             .with_transaction_start_time_ms(-1);
         match coordinated(node, id.0.as_str(), false).await {
-            Ok(Some(c)) if c.entry.meta.lock().current.producer_id >= 0 => {
+            Ok(Some(c)) if c.entry.meta.lock().current.producer_id.is_some() => {
                 let meta = c.entry.meta.lock();
                 let cur = &meta.current;
                 st.transaction_state = s(meta.reported_state().name());
                 st.transaction_timeout_ms = cur.timeout_ms;
                 st.transaction_start_time_ms = cur.start_timestamp;
-                st.producer_id = ProducerId(cur.producer_id);
-                st.producer_epoch = cur.producer_epoch;
+                st.producer_id = ProducerId(types::ProducerId::to_wire(cur.producer_id));
+                st.producer_epoch = ProducerEpoch::to_wire(cur.producer_epoch);
                 let mut topics: Vec<TopicData> = Vec::new();
                 for (t, p) in &cur.partitions {
                     match topics.iter_mut().find(|d| d.topic.0.as_str() == t) {
@@ -457,9 +467,9 @@ pub async fn list_transactions(
     for entry in node.txns.all() {
         let meta = entry.meta.lock();
         let cur = &meta.current;
-        if cur.producer_id < 0 {
+        let Some(producer_id) = cur.producer_id else {
             continue;
-        }
+        };
         let state = meta.reported_state();
         if !req.state_filters.is_empty() && !states.contains(&state) {
             continue;
@@ -468,7 +478,7 @@ pub async fn list_transactions(
             && !req
                 .producer_id_filters
                 .iter()
-                .any(|p| p.0 == cur.producer_id)
+                .any(|p| p.0 == producer_id.get())
         {
             continue;
         }
@@ -481,7 +491,7 @@ pub async fn list_transactions(
         out.push(
             ListedTransaction::default()
                 .with_transactional_id(TransactionalId(s(&entry.id)))
-                .with_producer_id(ProducerId(cur.producer_id))
+                .with_producer_id(ProducerId(producer_id.get()))
                 .with_transaction_state(s(state.name())),
         );
     }

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::{AppendOutcome, Partition};
 use strand_protocol::ErrorCode;
+use strand_types::{Offset, ProducerEpoch, Sequence};
 
 /// How long a marker waits for its HW: WriteTxnMarkers carries no timeout,
 /// Kafka uses `request.timeout.ms` (30 s by default).
@@ -60,8 +61,8 @@ pub async fn write_txn_markers(
                     // The marker is a log write.
                     crate::disk::run(|| {
                         p.write_txn_marker(
-                            producer_id,
-                            marker.producer_epoch,
+                            strand_types::ProducerId::from_wire(producer_id),
+                            ProducerEpoch::from_wire(marker.producer_epoch),
                             marker.coordinator_epoch,
                             commit,
                         )
@@ -167,14 +168,16 @@ pub fn describe_producers(
                                 .iter()
                                 .map(|e| {
                                     ProducerState::default()
-                                        .with_producer_id(ProducerId(e.producer_id))
-                                        .with_producer_epoch(e.producer_epoch as i32)
-                                        .with_last_sequence(e.last_seq())
+                                        .with_producer_id(ProducerId(e.producer_id.get()))
+                                        .with_producer_epoch(i32::from(ProducerEpoch::to_wire(
+                                            e.producer_epoch,
+                                        )))
+                                        .with_last_sequence(Sequence::to_wire(e.last_seq()))
                                         .with_last_timestamp(e.last_timestamp)
                                         .with_coordinator_epoch(e.coordinator_epoch)
-                                        .with_current_txn_start_offset(
-                                            e.current_txn_first_offset.unwrap_or(-1),
-                                        )
+                                        .with_current_txn_start_offset(Offset::to_wire(
+                                            e.current_txn_first_offset,
+                                        ))
                                 })
                                 .collect();
                         }
