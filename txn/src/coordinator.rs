@@ -448,7 +448,10 @@ fn check_producer(
     producer_id: Option<ProducerId>,
     producer_epoch: Option<ProducerEpoch>,
 ) -> Result<(), ErrorCode> {
-    if producer_id != meta.current.producer_id {
+    // A request without a producer id never matches: not even the broker's
+    // placeholder, whose id is not allocated yet (Kafka allocates the id
+    // with the metadata, so -1 never maps to a transaction there either).
+    if producer_id.is_none() || producer_id != meta.current.producer_id {
         return Err(ErrorCode::InvalidProducerIdMapping);
     }
     if producer_epoch != meta.current.producer_epoch {
@@ -510,7 +513,7 @@ pub fn verify_partition(
     producer_epoch: Option<ProducerEpoch>,
     partition: &TopicPartition,
 ) -> Result<(), ErrorCode> {
-    if producer_id != meta.current.producer_id {
+    if producer_id.is_none() || producer_id != meta.current.producer_id {
         return Err(ErrorCode::InvalidProducerIdMapping);
     }
     if producer_epoch != meta.current.producer_epoch {
@@ -566,7 +569,8 @@ pub fn end_txn(
         let retried_bump = producer_id == cur.producer_id
             && cur.last_producer_epoch.is_some()
             && producer_epoch == cur.last_producer_epoch;
-        let retried_rotation = producer_id == cur.previous_producer_id
+        let retried_rotation = producer_id.is_some()
+            && producer_id == cur.previous_producer_id
             && producer_epoch >= Some(MAX_BUMPABLE_EPOCH)
             && cur.producer_epoch == Some(ProducerEpoch::ZERO);
         if retried_bump || retried_rotation {

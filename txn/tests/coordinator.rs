@@ -816,6 +816,53 @@ fn init_producer_id_on_a_placeholder_is_a_new_id() {
     );
 }
 
+/// A request without a producer id (the wire's -1) maps to no transaction,
+/// not even the placeholder of an id whose first InitProducerId is still
+/// waiting for a producer-id block (its id is none too): Kafka answers
+/// INVALID_PRODUCER_ID_MAPPING, and nothing may persist a transaction for
+/// producer -1.
+#[test]
+fn a_request_without_a_producer_id_maps_to_nothing() {
+    let placeholder = new_metadata("tx", None, 0, 1);
+    let parts = [tp("a", 0)];
+    assert_eq!(
+        add_partitions(&placeholder, None, None, &parts, 0, 5).err(),
+        Some(ErrorCode::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        add_partitions(&placeholder, None, None, &parts, 2, 5).err(),
+        Some(ErrorCode::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        verify_partition(&placeholder, None, None, &parts[0]).err(),
+        Some(ErrorCode::InvalidProducerIdMapping)
+    );
+    for (commit, tv2) in [(true, false), (false, false), (true, true), (false, true)] {
+        assert_eq!(
+            end_txn(&placeholder, None, None, commit, tv2, None, 5).err(),
+            Some(ErrorCode::InvalidProducerIdMapping),
+            "EndTxn commit={commit} tv2={tv2}"
+        );
+    }
+    // A completed transaction with no previous producer id: a KIP-890
+    // EndTxn from producer -1 is no retry of its rotation.
+    let mut done = meta(TxnState::CompleteAbort, 0);
+    done.current.previous_producer_id = None;
+    assert_eq!(
+        end_txn(
+            &done,
+            None,
+            ep(MAX_BUMPABLE_EPOCH.get()),
+            false,
+            true,
+            None,
+            5
+        )
+        .err(),
+        Some(ErrorCode::InvalidProducerIdMapping)
+    );
+}
+
 /// The value layout is unchanged by the domain types: the seed the fuzz
 /// corpus keeps (written before them) decodes, with its -1s as `None`, and
 /// encodes back to the same bytes.
