@@ -78,7 +78,24 @@ pub struct ClusterSpec {
     /// exits (`PR_SET_PDEATHSIG`), so that they do not outlive a killed `strand-cluster`.
     /// Only sensible when one long-lived thread does all starts and restarts.
     pub parent_death_signal: Option<i32>,
+    /// Where each node runs (node `i` is `hosts[i - 1]`): its own address and
+    /// network namespace, a host of its own that a test can cut off. Empty:
+    /// every node on 127.0.0.1 with free ports.
+    pub hosts: Vec<NodeHost>,
 }
+
+/// A node's own host: an address in a network namespace (`ip netns`). The
+/// node listens on `ip:9092` (PLAINTEXT) and `ip:9093` (CONTROLLER) and runs
+/// under `ip netns exec NETNS` (which execs it: the PID is the node's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeHost {
+    pub ip: String,
+    pub netns: String,
+}
+
+/// The ports a node on a host of its own listens on.
+pub const HOST_BROKER_PORT: u16 = 9092;
+pub const HOST_CONTROLLER_PORT: u16 = 9093;
 
 impl ClusterSpec {
     /// `n` combined broker+controller nodes.
@@ -102,7 +119,14 @@ impl ClusterSpec {
             dir: None,
             start_timeout: None,
             parent_death_signal: None,
+            hosts: Vec::new(),
         }
+    }
+
+    /// Runs node `i` on `hosts[i - 1]` (see [`NodeHost`]).
+    pub fn with_hosts(mut self, hosts: Vec<NodeHost>) -> Self {
+        self.hosts = hosts;
+        self
     }
 
     pub fn with_override(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -164,6 +188,10 @@ pub enum NodeState {
 struct Node {
     id: i32,
     role: Role,
+    /// The address it listens on.
+    host: String,
+    /// The network namespace it runs in, if any.
+    netns: Option<String>,
     broker_port: Option<u16>,
     controller_port: Option<u16>,
     child: Option<Child>,
@@ -173,10 +201,10 @@ struct Node {
 
 impl Node {
     fn broker_addr(&self) -> Option<String> {
-        self.broker_port.map(|p| format!("127.0.0.1:{p}"))
+        self.broker_port.map(|p| format!("{}:{p}", self.host))
     }
     fn controller_addr(&self) -> Option<String> {
-        self.controller_port.map(|p| format!("127.0.0.1:{p}"))
+        self.controller_port.map(|p| format!("{}:{p}", self.host))
     }
 
     /// Reap the child if it exited; a running or stopped node that exited becomes Down.
@@ -255,21 +283,41 @@ impl Cluster {
                 ));
             }
         }
+        if !spec.hosts.is_empty() && spec.hosts.len() != roles.len() {
+            return Err(io::Error::other(format!(
+                "{} hosts for {} nodes",
+                spec.hosts.len(),
+                roles.len()
+            )));
+        }
         // All ports up front, held open together so that none is handed out twice.
-        let wanted: usize = roles
-            .iter()
-            .map(|r| r.is_broker() as usize + r.is_controller() as usize)
-            .sum();
+        let wanted: usize = if spec.hosts.is_empty() {
+            roles
+                .iter()
+                .map(|r| r.is_broker() as usize + r.is_controller() as usize)
+                .sum()
+        } else {
+            0
+        };
         let mut ports = free_loopback_ports(wanted)?.into_iter();
         let mut nodes = Vec::with_capacity(roles.len());
         for (i, role) in roles.iter().enumerate() {
-            // `wanted` counted one port per broker and per controller.
-            let mut port = || ports.next().expect("a port was reserved for each role");
-            let broker_port = role.is_broker().then(&mut port);
-            let controller_port = role.is_controller().then(&mut port);
+            let host = spec.hosts.get(i);
+            // `wanted` counted one port per broker and per controller on loopback.
+            let mut port = |fixed: u16| {
+                if host.is_some() {
+                    fixed
+                } else {
+                    ports.next().expect("a port was reserved for each role")
+                }
+            };
+            let broker_port = role.is_broker().then(|| port(HOST_BROKER_PORT));
+            let controller_port = role.is_controller().then(|| port(HOST_CONTROLLER_PORT));
             nodes.push(Node {
                 id: i as i32 + 1,
                 role: *role,
+                host: host.map_or_else(|| "127.0.0.1".to_string(), |h| h.ip.clone()),
+                netns: host.map(|h| h.netns.clone()),
                 broker_port,
                 controller_port,
                 child: None,
@@ -279,7 +327,7 @@ impl Cluster {
         }
         let voters = nodes
             .iter()
-            .filter_map(|n| n.controller_port.map(|p| format!("{}@127.0.0.1:{p}", n.id)))
+            .filter_map(|n| n.controller_addr().map(|a| format!("{}@{a}", n.id)))
             .collect::<Vec<_>>()
             .join(",");
         let start_timeout = spec.start_timeout.unwrap_or_else(|| {
@@ -725,7 +773,14 @@ impl Cluster {
     /// `strand nodeN.properties --override k=v ...`, without waiting.
     fn spawn(&mut self, id: i32) -> io::Result<()> {
         let mut log = self.open_log(id)?;
-        let mut cmd = Command::new(&self.bin);
+        let mut cmd = match &self.node(id)?.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns.as_str()]).arg(&self.bin);
+                c
+            }
+            None => Command::new(&self.bin),
+        };
         cmd.arg(self.properties_path(id));
         for (k, v) in &self.overrides {
             cmd.arg("--override").arg(format!("{k}={v}"));

@@ -282,6 +282,7 @@ fn main() -> ExitCode {
         start_timeout: args.timeout,
         // node processes get SIGTERM if this process dies without `quit`
         parent_death_signal: Some(libc::SIGTERM),
+        hosts: Vec::new(),
     };
     let mut stdout = io::stdout().lock();
     eprintln!(
