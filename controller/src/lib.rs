@@ -178,8 +178,8 @@ pub struct QuorumSettings {
     /// The bound controller listener; None for a lone voter that needs no network.
     pub listener: Option<tokio::net::TcpListener>,
     pub controller: ControllerConfig,
-    /// What broker sessions are timed by (the wall clock; a simulation's own
-    /// time in `tests/quorum_sim.rs`).
+    /// What broker sessions are timed by (its monotonic side; a
+    /// simulation's own time in `tests/quorum_sim.rs`).
     pub clock: Arc<dyn Clock>,
     /// Seeds the controller's choices (replica placement's starting broker,
     /// topic ids); `None` takes the seed from the OS. A simulation passes its
@@ -445,8 +445,12 @@ struct Controller {
 }
 
 impl Controller {
+    /// Broker sessions are timed on the monotonic clock: a stepped wall
+    /// clock, or a machine paused and resumed, must not fence brokers whose
+    /// heartbeats are queued behind the pause (a single node fenced itself
+    /// this way after a 35 s pause of its VM).
     fn now_ms(&self) -> u64 {
-        self.clock.now_ms().max(0) as u64
+        self.clock.monotonic_ms().max(0) as u64
     }
 
     async fn run(mut self, mut rx: mpsc::Receiver<Envelope>) {

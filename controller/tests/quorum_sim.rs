@@ -662,7 +662,11 @@ struct SimClock {
 
 impl Clock for SimClock {
     fn now_ms(&self) -> i64 {
-        1_700_000_000_000 + self.start.elapsed().as_millis() as i64
+        1_700_000_000_000 + self.monotonic_ms()
+    }
+
+    fn monotonic_ms(&self) -> i64 {
+        self.start.elapsed().as_millis() as i64
     }
 }
 

@@ -7,8 +7,15 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 pub trait Clock: Send + Sync {
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch: timestamps, and what Kafka times
+    /// with its wall clock.
     fn now_ms(&self) -> i64;
+
+    /// Milliseconds on a clock that never jumps (from an arbitrary start):
+    /// timeouts that must not fire because the wall clock was stepped or
+    /// the machine was paused, such as broker sessions (Kafka times them
+    /// with `System.nanoTime`).
+    fn monotonic_ms(&self) -> i64;
 }
 
 /// The wall clock.
@@ -27,6 +34,12 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(0)
+    }
+
+    fn monotonic_ms(&self) -> i64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let start = *START.get_or_init(std::time::Instant::now);
+        i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -52,6 +65,11 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.0.load(Ordering::SeqCst)
+    }
+
+    /// The same time: a manual clock only moves forward when told.
+    fn monotonic_ms(&self) -> i64 {
+        self.now_ms()
     }
 }
 

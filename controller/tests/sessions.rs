@@ -1,0 +1,147 @@
+//! Broker sessions are timed on the monotonic clock: a wall clock stepped
+//! forward (NTP, or a virtual machine paused and resumed: the wall clock
+//! jumps, the monotonic one does not) fences no broker that keeps
+//! heartbeating, while a broker that stops heartbeating is still fenced
+//! after `broker.session.timeout.ms`. (A single node once fenced itself,
+//! and lost every leadership, after a 35 s pause of its machine.)
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
+use strand_controller::manager::ControllerConfig;
+use strand_controller::{start_controller, ControllerHandle, QuorumSettings, StoreKind};
+use strand_types::{Clock, SystemClock};
+use uuid::Uuid;
+
+/// The real clocks, each with an offset a test can jump.
+#[derive(Default)]
+struct JumpingClock {
+    wall: AtomicI64,
+    monotonic: AtomicI64,
+}
+
+impl Clock for JumpingClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + self.wall.load(Ordering::SeqCst)
+    }
+
+    fn monotonic_ms(&self) -> i64 {
+        SystemClock.monotonic_ms() + self.monotonic.load(Ordering::SeqCst)
+    }
+}
+
+const SESSION_MS: u64 = 2_000;
+
+fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
+    let voters: BTreeMap<u64, String> = [(1, "127.0.0.1:1".to_string())].into();
+    QuorumSettings {
+        node_id: 1,
+        cluster_id: "sessions".into(),
+        voters: voters.clone(),
+        initial_voters: voters,
+        store: StoreKind::Memory,
+        election_timeout_ms: 150,
+        session_timeout_ms: SESSION_MS,
+        listener: None,
+        controller: ControllerConfig {
+            node_id: 1,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            producer_id_block_size: 1000,
+            max_replication_factor: usize::MAX,
+        },
+        clock,
+        seed: None,
+    }
+}
+
+async fn register(h: &ControllerHandle, broker_id: i32) -> i64 {
+    let epoch = h
+        .client()
+        .register_broker(BrokerRegistrationRequest {
+            broker_id,
+            incarnation_id: Uuid::new_v4(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+            rack: None,
+        })
+        .await
+        .unwrap();
+    heartbeat(h, broker_id, epoch).await;
+    epoch
+}
+
+async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: i64) -> bool {
+    h.client()
+        .heartbeat(HeartbeatRequest {
+            broker_id,
+            broker_epoch,
+            current_metadata_offset: u64::MAX,
+            want_fence: false,
+            want_shutdown: false,
+        })
+        .await
+        .unwrap()
+        .is_fenced
+}
+
+fn fenced(h: &ControllerHandle, broker_id: i32) -> bool {
+    h.image().brokers.get(&broker_id).is_some_and(|b| b.fenced)
+}
+
+/// Broker 11 heartbeats every second (the controller checks sessions every
+/// 250 ms, so a check falls between the jump and the next heartbeat);
+/// broker 12 stops. Returns when 12 is fenced: sessions were checked after
+/// the jump.
+async fn run(jump: impl FnOnce(&JumpingClock)) -> bool {
+    let clock = Arc::new(JumpingClock::default());
+    let node = start_controller(settings(clock.clone())).await.unwrap();
+    let h = node.handle.clone();
+    let e11 = register(&h, 11).await;
+    register(&h, 12).await;
+    assert!(!fenced(&h, 11) && !fenced(&h, 12));
+    let beating = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            loop {
+                heartbeat(&h, 11, e11).await;
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    jump(&clock);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fenced(&h, 12) {
+        assert!(
+            Instant::now() < deadline,
+            "broker 12 stopped heartbeating and was never fenced"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fenced_11 = fenced(&h, 11);
+    beating.abort();
+    fenced_11
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_jump_fences_no_heartbeating_broker() {
+    let fenced_11 = run(|c| c.wall.store(60_000, Ordering::SeqCst)).await;
+    assert!(
+        !fenced_11,
+        "a 60 s step of the wall clock fenced a broker that kept heartbeating"
+    );
+}
+
+/// The control: the same jump on the clock sessions are timed by fences
+/// broker 11 before its next heartbeat (so the test above can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monotonic_jump_does_fence_it() {
+    let fenced_11 = run(|c| c.monotonic.store(60_000, Ordering::SeqCst)).await;
+    assert!(
+        fenced_11,
+        "a session 60 s old by the session clock was not fenced"
+    );
+}
