@@ -8,6 +8,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::{now_ms, AppendOrigin, AppendOutcome, Partition};
 use strand_protocol::ErrorCode;
@@ -47,6 +50,153 @@ pub fn load_action(leading: Option<i32>, current: Option<i32>) -> LoadAction {
         (Some(epoch), _) => LoadAction::Load(epoch),
         (None, Some(_)) => LoadAction::Unload,
         (None, None) => LoadAction::Keep,
+    }
+}
+
+/// Where one internal-topic partition led here stands for a coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Load<T> {
+    /// Reading the partition; its ids answer COORDINATOR_LOAD_IN_PROGRESS.
+    Loading { epoch: i32 },
+    /// Loaded at `epoch` (the coordinator epoch markers carry), with what
+    /// the coordinator keeps for it.
+    Loaded { epoch: i32, state: T },
+}
+
+impl<T> Load<T> {
+    pub fn epoch(&self) -> i32 {
+        match self {
+            Load::Loading { epoch } | Load::Loaded { epoch, .. } => *epoch,
+        }
+    }
+}
+
+/// A coordinator's internal-topic partitions led here, by index: the one
+/// place their load state lives. Its lock is taken before the coordinator's
+/// own (only [`Loads::finish`] runs coordinator code under it).
+pub struct Loads<T> {
+    parts: Mutex<HashMap<i32, Load<T>>>,
+}
+
+impl<T: Clone> Default for Loads<T> {
+    fn default() -> Self {
+        Loads {
+            parts: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T: Clone> Loads<T> {
+    /// What `partition`, as it stands now, asks of the coordinator (the
+    /// pure [`load_action`]), recorded: loading at the new epoch, or gone.
+    pub fn reconcile(&self, partition: &Partition) -> LoadAction {
+        let leading = partition
+            .is_leader()
+            .then(|| partition.leader_epoch().get());
+        let mut parts = self.parts.lock();
+        let action = load_action(leading, parts.get(&partition.index).map(Load::epoch));
+        match action {
+            LoadAction::Keep => {}
+            LoadAction::Load(epoch) => {
+                parts.insert(partition.index, Load::Loading { epoch });
+            }
+            LoadAction::Unload => {
+                parts.remove(&partition.index);
+            }
+        }
+        action
+    }
+
+    /// `index` loaded here: its coordinator epoch and state, or the error a
+    /// request for one of its ids gets.
+    pub fn loaded(&self, index: i32) -> Result<(i32, T), ErrorCode> {
+        match self.parts.lock().get(&index) {
+            Some(Load::Loaded { epoch, state }) => Ok((*epoch, state.clone())),
+            Some(Load::Loading { .. }) => Err(ErrorCode::CoordinatorLoadInProgress),
+            None => Err(ErrorCode::NotCoordinator),
+        }
+    }
+
+    /// Marks `index` loaded at `epoch` if it is still loading at that epoch,
+    /// running `install` (which puts the loaded ids in place) under the same
+    /// lock, so that no unload or newer load interleaves; false (nothing
+    /// installed) when leadership moved on while it loaded.
+    pub fn finish(&self, index: i32, epoch: i32, state: T, install: impl FnOnce()) -> bool {
+        let mut parts = self.parts.lock();
+        if !matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
+            return false;
+        }
+        install();
+        parts.insert(index, Load::Loaded { epoch, state });
+        true
+    }
+
+    /// A load that failed: forgotten, so the next reconcile loads again
+    /// (instead of answering COORDINATOR_LOAD_IN_PROGRESS for good).
+    pub fn failed(&self, index: i32, epoch: i32) {
+        let mut parts = self.parts.lock();
+        if matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
+            parts.remove(&index);
+        }
+    }
+
+    /// The partition is no longer hosted here; true if it was known.
+    pub fn forget(&self, index: i32) -> bool {
+        self.parts.lock().remove(&index).is_some()
+    }
+}
+
+/// A coordinator on this runtime: what it keeps per loaded partition, how
+/// it loads one and how it drops one.
+pub trait Coordinator: Send + Sync + Sized + 'static {
+    type State: Clone + Send + Sync + 'static;
+    /// For logs: what the coordinator coordinates ("groups", ...).
+    const WHAT: &'static str;
+
+    fn loads(&self) -> &Loads<Self::State>;
+
+    /// Drops what it keeps for partition `index`: its ids answer
+    /// NOT_COORDINATOR from now on.
+    fn unload(&self, index: i32);
+
+    /// Reads the partition and installs it with [`Loads::finish`] (or
+    /// reports [`Loads::failed`]).
+    fn load(
+        self: Arc<Self>,
+        partition: Arc<Partition>,
+        epoch: i32,
+    ) -> impl std::future::Future<Output = ()> + Send;
+}
+
+/// After a reconciliation, for one of a coordinator's partitions hosted
+/// here: load it when newly led (or led at a new epoch), unload it when no
+/// longer led (Kafka's coordinator runtime: scheduleLoadOperation,
+/// scheduleUnloadOperation).
+pub fn on_partition<C: Coordinator>(c: &Arc<C>, partition: &Arc<Partition>) {
+    let index = partition.index;
+    match c.loads().reconcile(partition) {
+        LoadAction::Keep => {}
+        LoadAction::Load(epoch) => {
+            c.unload(index);
+            let (c, p) = (c.clone(), partition.clone());
+            tokio::spawn(async move { c.load(p, epoch).await });
+        }
+        LoadAction::Unload => {
+            c.unload(index);
+            tracing::info!(
+                topic = %partition.topic,
+                partition = index,
+                "no longer coordinating the {} of this partition",
+                C::WHAT
+            );
+        }
+    }
+}
+
+/// The partition is no longer hosted here (deleted or reassigned).
+pub fn forget_partition<C: Coordinator>(c: &C, index: i32) {
+    if c.loads().forget(index) {
+        c.unload(index);
     }
 }
 
@@ -210,6 +360,40 @@ fn map_append_error(code: ErrorCode) -> ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<T: Clone> Loads<T> {
+        fn start_loading(&self, index: i32, epoch: i32) {
+            self.parts.lock().insert(index, Load::Loading { epoch });
+        }
+    }
+
+    #[test]
+    fn loads_install_only_the_current_epoch_and_retry_a_failed_load() {
+        let loads: Loads<&str> = Loads::default();
+        assert_eq!(loads.loaded(3), Err(ErrorCode::NotCoordinator));
+        loads.start_loading(3, 5);
+        assert_eq!(loads.loaded(3), Err(ErrorCode::CoordinatorLoadInProgress));
+        // A load of an older epoch finishing late installs nothing.
+        let mut ran = false;
+        assert!(!loads.finish(3, 4, "old", || ran = true));
+        assert!(!ran);
+        loads.failed(3, 4);
+        assert_eq!(loads.loaded(3), Err(ErrorCode::CoordinatorLoadInProgress));
+        assert!(loads.finish(3, 5, "log", || ran = true));
+        assert!(ran);
+        assert_eq!(loads.loaded(3), Ok((5, "log")));
+        // Loaded stays loaded: a late failure report of that epoch is stale.
+        loads.failed(3, 5);
+        assert_eq!(loads.loaded(3), Ok((5, "log")));
+        assert!(loads.forget(3));
+        assert!(!loads.forget(3));
+        assert_eq!(loads.loaded(3), Err(ErrorCode::NotCoordinator));
+        // A failed load is forgotten, so the next reconcile loads again.
+        loads.start_loading(4, 1);
+        loads.failed(4, 1);
+        assert_eq!(loads.loaded(4), Err(ErrorCode::NotCoordinator));
+        assert_eq!(load_action(Some(1), None), LoadAction::Load(1));
+    }
 
     #[test]
     fn coordinator_partition_matches_java_hash_code() {

@@ -9,7 +9,8 @@ use crate::broker_client::BrokerConnPool;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
 use crate::coordinator_runtime::{
-    append_records, coordinator_partition, for_each_record, load_action, wait_committed, LoadAction,
+    self, append_records, coordinator_partition, for_each_record, wait_committed, Coordinator,
+    Loads,
 };
 use crate::replica_manager::PartitionListener;
 use bytes::Bytes;
@@ -37,25 +38,6 @@ pub const TXN_TOPIC: &str = "__transaction_state";
 /// WriteTxnMarkers v1 (v0 is gone from Kafka 4 and from the codec).
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
-#[derive(Clone)]
-enum Load {
-    Loading {
-        epoch: i32,
-    },
-    Loaded {
-        epoch: i32,
-        partition: Arc<Partition>,
-    },
-}
-
-impl Load {
-    fn epoch(&self) -> i32 {
-        match self {
-            Load::Loading { epoch } | Load::Loaded { epoch, .. } => *epoch,
-        }
-    }
-}
-
 /// One transactional id on this coordinator.
 pub struct TxnEntry {
     pub id: String,
@@ -74,7 +56,9 @@ pub struct Coordinated {
 
 pub struct TxnCoordinator {
     controller: ControllerLink,
-    partitions: Mutex<HashMap<i32, Load>>,
+    /// The `__transaction_state` partitions led here; a loaded one keeps
+    /// its partition (the transaction log its ids are written to).
+    partitions: Loads<Arc<Partition>>,
     txns: Mutex<HashMap<String, Arc<TxnEntry>>>,
     /// Connections to partition leaders for markers.
     pub peers: BrokerConnPool,
@@ -84,7 +68,7 @@ impl TxnCoordinator {
     pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink) -> Self {
         TxnCoordinator {
             controller,
-            partitions: Mutex::new(HashMap::new()),
+            partitions: Loads::default(),
             txns: Mutex::new(HashMap::new()),
             peers: BrokerConnPool::new(format!("strand-txn-coordinator-{}", config.node_id)),
         }
@@ -99,13 +83,6 @@ impl TxnCoordinator {
         Duration::from_secs(30)
     }
 
-    fn forget_loading(&self, index: i32, epoch: i32) {
-        let mut parts = self.partitions.lock();
-        if matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
-            parts.remove(&index);
-        }
-    }
-
     /// Drops an entry created for an InitProducerId that persisted nothing.
     pub fn drop_placeholder(&self, entry: &Arc<TxnEntry>) {
         let mut txns = self.txns.lock();
@@ -118,11 +95,7 @@ impl TxnCoordinator {
         }
     }
 
-    fn unload(&self, index: i32) {
-        self.txns.lock().retain(|_, e| e.partition != index);
-    }
-
-    async fn load(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+    async fn load_txn_partition(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
         let index = partition.index;
         let p = partition.clone();
         let loaded = tokio::task::spawn_blocking(move || read_txn_partition(&p)).await;
@@ -130,23 +103,19 @@ impl TxnCoordinator {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::error!(partition = index, error = %e, "cannot load transaction state partition; retried at the next reconcile");
-                self.forget_loading(index, epoch);
+                self.partitions.failed(index, epoch);
                 return;
             }
             Err(e) => {
                 tracing::error!(partition = index, error = %e, "transaction state load failed; retried at the next reconcile");
-                self.forget_loading(index, epoch);
+                self.partitions.failed(index, epoch);
                 return;
             }
         };
         let mut to_complete = Vec::new();
-        {
-            let mut parts = self.partitions.lock();
-            if !matches!(parts.get(&index), Some(Load::Loading { epoch: e }) if *e == epoch) {
-                return; // Leadership moved on while loading.
-            }
+        let count = state.len();
+        let installed = self.partitions.finish(index, epoch, partition.clone(), || {
             let mut txns = self.txns.lock();
-            let count = state.len();
             for (id, record) in state {
                 let prepare = record.state.is_prepare();
                 let entry = Arc::new(TxnEntry {
@@ -163,21 +132,17 @@ impl TxnCoordinator {
                 }
                 txns.insert(id, entry);
             }
-            parts.insert(
-                index,
-                Load::Loaded {
-                    epoch,
-                    partition: partition.clone(),
-                },
-            );
-            tracing::info!(
-                partition = index,
-                epoch,
-                transactional_ids = count,
-                completing = to_complete.len(),
-                "transaction state loaded; coordinating its transactional ids"
-            );
+        });
+        if !installed {
+            return; // Leadership moved on while loading.
         }
+        tracing::info!(
+            partition = index,
+            epoch,
+            transactional_ids = count,
+            completing = to_complete.len(),
+            "transaction state loaded; coordinating its transactional ids"
+        );
         // Transactions left in PrepareCommit/PrepareAbort: finish them.
         for entry in to_complete {
             let me = self.clone();
@@ -195,11 +160,7 @@ impl TxnCoordinator {
         create: bool,
     ) -> Result<Option<Coordinated>, ErrorCode> {
         let index = Self::partition_for(id, partitions);
-        let (epoch, log) = match self.partitions.lock().get(&index) {
-            Some(Load::Loaded { epoch, partition }) => (*epoch, partition.clone()),
-            Some(Load::Loading { .. }) => return Err(ErrorCode::CoordinatorLoadInProgress),
-            None => return Err(ErrorCode::NotCoordinator),
-        };
+        let (epoch, log) = self.partitions.loaded(index)?;
         let entry = {
             let txns = self.txns.lock();
             txns.get(id).cloned()
@@ -231,7 +192,9 @@ impl TxnCoordinator {
 
     /// Whether this broker still coordinates `entry` at `epoch`.
     fn still_coordinating(&self, entry: &TxnEntry, epoch: i32) -> bool {
-        matches!(self.partitions.lock().get(&entry.partition), Some(Load::Loaded { epoch: e, .. }) if *e == epoch)
+        self.partitions
+            .loaded(entry.partition)
+            .is_ok_and(|(e, _)| e == epoch)
             && self
                 .txns
                 .lock()
@@ -537,10 +500,10 @@ impl TxnCoordinator {
     }
 
     fn loaded(&self, index: i32) -> Option<(Arc<Partition>, i32)> {
-        match self.partitions.lock().get(&index) {
-            Some(Load::Loaded { epoch, partition }) => Some((partition.clone(), *epoch)),
-            _ => None,
-        }
+        self.partitions
+            .loaded(index)
+            .ok()
+            .map(|(epoch, partition)| (partition, epoch))
     }
 }
 
@@ -689,38 +652,32 @@ impl PartitionListener for TxnCoordinator {
     /// Called after every reconcile for each `__transaction_state` partition
     /// hosted here: loads one newly led (at a new epoch), unloads one no longer led.
     fn on_partition(self: Arc<Self>, partition: &Arc<Partition>) {
-        let index = partition.index;
-        let leading = partition
-            .is_leader()
-            .then(|| partition.leader_epoch().get());
-        let mut parts = self.partitions.lock();
-        let current = parts.get(&index).map(Load::epoch);
-        match load_action(leading, current) {
-            LoadAction::Keep => {}
-            LoadAction::Load(epoch) => {
-                parts.insert(index, Load::Loading { epoch });
-                drop(parts);
-                self.unload(index);
-                let me = self.clone();
-                let p = partition.clone();
-                tokio::spawn(async move { me.load(p, epoch).await });
-            }
-            LoadAction::Unload => {
-                parts.remove(&index);
-                drop(parts);
-                self.unload(index);
-                tracing::info!(
-                    partition = index,
-                    "no longer transaction coordinator for this partition"
-                );
-            }
-        }
+        coordinator_runtime::on_partition(&self, partition);
     }
 
     /// A partition no longer hosted here.
     fn forget_partition(&self, index: i32) {
-        if self.partitions.lock().remove(&index).is_some() {
-            self.unload(index);
-        }
+        coordinator_runtime::forget_partition(self, index);
+    }
+}
+
+impl Coordinator for TxnCoordinator {
+    type State = Arc<Partition>;
+    const WHAT: &'static str = "transactional ids";
+
+    fn loads(&self) -> &Loads<Arc<Partition>> {
+        &self.partitions
+    }
+
+    fn unload(&self, index: i32) {
+        self.txns.lock().retain(|_, e| e.partition != index);
+    }
+
+    fn load(
+        self: Arc<Self>,
+        partition: Arc<Partition>,
+        epoch: i32,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        self.load_txn_partition(partition, epoch)
     }
 }

@@ -9,8 +9,8 @@ pub mod records;
 
 use crate::config::BrokerConfig;
 use crate::coordinator_runtime::{
-    append_committed, append_records, coordinator_partition, for_each_record, load_action,
-    wait_committed, LoadAction,
+    self, append_committed, append_records, coordinator_partition, for_each_record, wait_committed,
+    Coordinator, Loads,
 };
 use crate::replica_manager::PartitionListener;
 use bytes::Bytes;
@@ -28,18 +28,6 @@ use tokio::sync::oneshot;
 
 /// The internal topic holding group metadata and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
-
-/// Where a `__consumer_offsets` partition led here stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Load {
-    /// Reading the partition; its groups answer COORDINATOR_LOAD_IN_PROGRESS.
-    Loading {
-        epoch: i32,
-    },
-    Loaded {
-        epoch: i32,
-    },
-}
 
 /// One group on this coordinator: its membership state machine (absent for
 /// groups that only have offsets, e.g. from simple commits), its committed
@@ -90,7 +78,7 @@ impl GroupSlot {
 
 pub struct GroupCoordinator {
     config: Arc<BrokerConfig>,
-    partitions: Mutex<HashMap<i32, Load>>,
+    partitions: Loads<()>,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
 }
 
@@ -107,7 +95,7 @@ impl GroupCoordinator {
     pub fn new(config: Arc<BrokerConfig>) -> Self {
         GroupCoordinator {
             config,
-            partitions: Mutex::new(HashMap::new()),
+            partitions: Loads::default(),
             groups: Mutex::new(HashMap::new()),
         }
     }
@@ -142,7 +130,7 @@ impl GroupCoordinator {
 
     /// Reads the whole partition and rebuilds its groups and offsets, then
     /// answers for them (if still leader at `epoch`).
-    async fn load(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+    async fn load_offsets_partition(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
         let index = partition.index;
         let started = std::time::Instant::now();
         let p = partition.clone();
@@ -150,20 +138,34 @@ impl GroupCoordinator {
         let state = match state {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                tracing::error!(partition = index, error = %e, "cannot load offsets partition");
+                tracing::error!(partition = index, error = %e, "cannot load offsets partition; retried at the next reconcile");
+                self.partitions.failed(index, epoch);
                 return;
             }
             Err(e) => {
-                tracing::error!(partition = index, error = %e, "offsets load task failed");
+                tracing::error!(partition = index, error = %e, "offsets load task failed; retried at the next reconcile");
+                self.partitions.failed(index, epoch);
                 return;
             }
         };
-        let mut parts = self.partitions.lock();
-        if parts.get(&index) != Some(&Load::Loading { epoch }) {
-            return; // Leadership moved on while loading.
-        }
-        let mut groups = self.groups.lock();
         let count = state.len();
+        let installed = self.partitions.finish(index, epoch, (), || {
+            self.install_groups(index, state);
+        });
+        if installed {
+            tracing::info!(
+                partition = index,
+                epoch,
+                groups = count,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "offsets partition loaded; coordinating its groups"
+            );
+        }
+    }
+
+    /// Puts a loaded partition's groups in place.
+    fn install_groups(&self, index: i32, state: LoadedState) {
+        let mut groups = self.groups.lock();
         let now = now_ms();
         for (id, loaded) in state {
             let LoadedGroup {
@@ -197,14 +199,6 @@ impl GroupCoordinator {
                 }),
             );
         }
-        parts.insert(index, Load::Loaded { epoch });
-        tracing::info!(
-            partition = index,
-            epoch,
-            groups = count,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "offsets partition loaded; coordinating its groups"
-        );
     }
 
     /// The group's entry if this broker coordinates it now; creates an empty
@@ -216,11 +210,7 @@ impl GroupCoordinator {
         create: bool,
     ) -> Result<Option<Arc<GroupEntry>>, ErrorCode> {
         let index = Self::partition_for(id, partitions);
-        match self.partitions.lock().get(&index) {
-            Some(Load::Loaded { .. }) => {}
-            Some(Load::Loading { .. }) => return Err(not_here(true)),
-            None => return Err(not_here(false)),
-        }
+        self.partitions.loaded(index)?;
         let mut groups = self.groups.lock();
         if let Some(g) = groups.get(id) {
             return Ok(Some(g.clone()));
@@ -264,10 +254,7 @@ impl GroupCoordinator {
         // the caller answers a retriable error and the coordinator sends the
         // marker again once the groups are loaded (they are in the map
         // before the partition is marked Loaded).
-        if !matches!(
-            self.partitions.lock().get(&index),
-            Some(Load::Loaded { .. })
-        ) {
+        if self.partitions.loaded(index).is_err() {
             return false;
         }
         let entries: Vec<Arc<GroupEntry>> = self
@@ -564,40 +551,32 @@ impl PartitionListener for GroupCoordinator {
     /// hosted here: starts loading one this broker now leads (at a new
     /// epoch), unloads one it no longer leads.
     fn on_partition(self: Arc<Self>, partition: &Arc<Partition>) {
-        let index = partition.index;
-        let leading = partition
-            .is_leader()
-            .then(|| partition.leader_epoch().get());
-        let mut parts = self.partitions.lock();
-        let current = parts
-            .get(&index)
-            .map(|(Load::Loading { epoch } | Load::Loaded { epoch })| *epoch);
-        match load_action(leading, current) {
-            LoadAction::Keep => {}
-            LoadAction::Load(epoch) => {
-                parts.insert(index, Load::Loading { epoch });
-                drop(parts);
-                self.unload_groups(index);
-                let me = self.clone();
-                let p = partition.clone();
-                tokio::spawn(async move { me.load(p, epoch).await });
-            }
-            LoadAction::Unload => {
-                parts.remove(&index);
-                drop(parts);
-                self.unload_groups(index);
-                tracing::info!(
-                    partition = index,
-                    "no longer coordinator for this offsets partition"
-                );
-            }
-        }
+        coordinator_runtime::on_partition(&self, partition);
     }
 
     /// A partition no longer hosted here (topic deleted or reassigned).
     fn forget_partition(&self, index: i32) {
-        if self.partitions.lock().remove(&index).is_some() {
-            self.unload_groups(index);
-        }
+        coordinator_runtime::forget_partition(self, index);
+    }
+}
+
+impl Coordinator for GroupCoordinator {
+    type State = ();
+    const WHAT: &'static str = "groups";
+
+    fn loads(&self) -> &Loads<()> {
+        &self.partitions
+    }
+
+    fn unload(&self, index: i32) {
+        self.unload_groups(index);
+    }
+
+    fn load(
+        self: Arc<Self>,
+        partition: Arc<Partition>,
+        epoch: i32,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        self.load_offsets_partition(partition, epoch)
     }
 }
