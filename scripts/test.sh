@@ -26,6 +26,13 @@ else
     cargo test --workspace --no-fail-fast
 fi
 
+echo "== chaos: a 3-node cluster on network namespaces, every fault kind, 60 s of concurrent clients, the history checked (needs root)"
+"$CARGO_TARGET_DIR/debug/strand-chaos" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --faultfs "$CARGO_TARGET_DIR/debug/libstrand_faultfs.so" \
+    --seed 1 --secs 60 \
+    --out "$STRAND_CACHE/chaos"
+
 echo "== librdkafka test suite (must-pass list)"
 suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \

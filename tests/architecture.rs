@@ -46,6 +46,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-faultfs", &[]),
     // Histories and their checker: pure, and nothing of ours.
     ("strand-chaos", &[]),
+    // The chaos runner: clusters through the harness, judged by the checker.
+    (
+        "strand-chaos-runner",
+        &["strand-chaos", "strand-compat-tests"],
+    ),
     ("strand-compat-tests", &[]),
     (
         "strand-broker",

@@ -2,8 +2,9 @@
 //! every anomaly with the operations that show it.
 //!
 //! What it knows of the workloads: values are unique (a value read names
-//! its write), and a group's committed offset for a partition only grows
-//! (the workloads commit positions they reached). What each anomaly means:
+//! its write). A group's committed offset is checked as a register: a later
+//! commit may lower it (a new member starting from an older offset). What
+//! each anomaly means:
 //!
 //! | anomaly | the history shows |
 //! |---|---|
@@ -17,7 +18,7 @@
 //! | `nonmonotonic_poll` | one consumer, without a new assignment or seek, read an offset at or below one it read before |
 //! | `poll_skip` | one consumer, without a new assignment or seek, read past a value it should have seen (for read_committed: one that committed or was not transactional) |
 //! | `nonmonotonic_send` | one producer's acknowledged writes to a partition got offsets out of the order it sent them |
-//! | `offset_backwards` | OffsetFetch returned less than an offset whose commit completed before the fetch began |
+//! | `offset_backwards` | OffsetFetch returned an offset no live commit wrote: one a later commit superseded before the fetch began, or one never committed |
 //! | `offset_vanished` | OffsetFetch returned no offset where a commit had completed before the fetch began |
 //! | `aborted_offset_commit` | OffsetFetch returned an offset that only an aborted transaction had committed |
 
@@ -642,24 +643,50 @@ impl Checker {
         }
     }
 
-    /// Committed offsets never move backwards or vanish, and an aborted
-    /// transaction's offsets are never committed.
+    /// A group's committed offset for a partition behaves as a register:
+    /// OffsetFetch returns the value of a commit that was invoked before
+    /// the fetch ended and not superseded (by a commit invoked after it
+    /// completed and completed before the fetch began); nothing where a
+    /// commit completed before the fetch began is a vanished offset; and an
+    /// aborted transaction's offsets are never the answer. A later commit
+    /// may lower the offset (a new member starting from an older one), so
+    /// "backwards" means an answer older than the latest completed commit.
     fn check_offsets(&mut self, ops: &[Completed<'_>]) {
-        // (group, tp) -> [(completed at, offset, events)]
-        type Commits = BTreeMap<(String, Tp), Vec<(usize, i64, Vec<usize>)>>;
-        let mut commits: Commits = BTreeMap::new();
+        #[derive(Clone)]
+        struct Commit {
+            invoked: usize,
+            /// `usize::MAX` while (or if ever) unknown.
+            completed: usize,
+            offset: i64,
+            events: Vec<usize>,
+        }
+        let mut commits: BTreeMap<(String, Tp), Vec<Commit>> = BTreeMap::new();
         let mut aborted: BTreeMap<(String, Tp), BTreeMap<i64, Vec<usize>>> = BTreeMap::new();
         for op in ops {
             let mut events = vec![op.invoke.index];
             events.extend(op.completion.map(|c| c.index));
+            // Only a commit that completed ok has a completion time; one
+            // that failed never happened; an unknown one may happen at any
+            // time after its invocation.
+            let completed = match op.kind() {
+                Kind::Ok => op.completed_at(),
+                _ => usize::MAX,
+            };
             match (op.op(), op.kind()) {
-                (Op::Commit { group, offsets }, Kind::Ok) => {
-                    self.stats.offset_commits += 1;
+                (Op::Commit { group, offsets }, kind) if kind != Kind::Fail => {
+                    if kind == Kind::Ok {
+                        self.stats.offset_commits += 1;
+                    }
                     for (tp, o) in offsets {
                         commits
                             .entry((group.clone(), tp.clone()))
                             .or_default()
-                            .push((op.completed_at(), *o, events.clone()));
+                            .push(Commit {
+                                invoked: op.invoke.index,
+                                completed,
+                                offset: *o,
+                                events: events.clone(),
+                            });
                     }
                 }
                 (
@@ -672,16 +699,17 @@ impl Checker {
                     kind,
                 ) => {
                     let committed = kind == Kind::Ok && !abort;
-                    let certainly_not = (kind == Kind::Ok && *abort) || kind == Kind::Fail;
+                    let unknown = kind == Kind::Info;
                     for (tp, o) in offsets {
                         let key = (group.clone(), tp.clone());
-                        if committed {
-                            commits.entry(key).or_default().push((
-                                op.completed_at(),
-                                *o,
-                                events.clone(),
-                            ));
-                        } else if certainly_not {
+                        if committed || unknown {
+                            commits.entry(key).or_default().push(Commit {
+                                invoked: op.invoke.index,
+                                completed,
+                                offset: *o,
+                                events: events.clone(),
+                            });
+                        } else {
                             aborted.entry(key).or_default().insert(*o, events.clone());
                         }
                     }
@@ -690,6 +718,10 @@ impl Checker {
             }
         }
         let mut found = Vec::new();
+        // Per key, the earlier fetches' answers: (completed at, the commits
+        // that answer could have come from).
+        type Answers = Vec<(usize, Vec<Commit>)>;
+        let mut answered: BTreeMap<(String, Tp), Answers> = BTreeMap::new();
         for op in ops {
             let Some(done) = op.completion.filter(|c| c.kind == Kind::Ok) else {
                 continue;
@@ -701,50 +733,91 @@ impl Checker {
             let began = op.invoke.index;
             for (tp, got) in offsets {
                 let key = (group.clone(), tp.clone());
-                let before = commits
-                    .get(&key)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(at, _, _)| *at < began)
-                    .max_by_key(|(_, o, _)| *o);
-                match (before, got) {
-                    (Some((_, want, ev)), None) => {
-                        let mut events = ev.clone();
-                        events.extend([began, done.index]);
-                        found.push((
-                            AnomalyKind::OffsetVanished,
-                            tp.clone(),
-                            events,
-                            format!("group {group}: {tp} had committed offset {want}; OffsetFetch found none"),
-                        ));
-                    }
-                    (Some((_, want, ev)), Some(got)) if got < want => {
-                        let mut events = ev.clone();
-                        events.extend([began, done.index]);
-                        found.push((
-                            AnomalyKind::OffsetBackwards,
-                            tp.clone(),
-                            events,
-                            format!("group {group}: {tp} had committed offset {want}; OffsetFetch found {got}"),
-                        ));
-                    }
-                    _ => {}
-                }
-                if let Some(got) = got {
-                    let ever_committed = commits
-                        .get(&key)
-                        .is_some_and(|cs| cs.iter().any(|(_, o, _)| o == got));
-                    if let Some(ev) = aborted.get(&key).and_then(|a| a.get(got)) {
-                        if !ever_committed {
-                            let mut events = ev.clone();
-                            events.extend([began, done.index]);
+                let all = commits.get(&key).map(Vec::as_slice).unwrap_or(&[]);
+                let latest = all
+                    .iter()
+                    .filter(|c| c.completed < began)
+                    .max_by_key(|c| c.completed);
+                let superseded = |c: &Commit| {
+                    all.iter()
+                        .any(|d| d.invoked > c.completed && d.completed < began)
+                };
+                let possible: Vec<&Commit> = all
+                    .iter()
+                    .filter(|c| c.invoked < done.index && !superseded(c))
+                    .collect();
+                let mut events = latest.map(|c| c.events.clone()).unwrap_or_default();
+                events.extend([began, done.index]);
+                match got {
+                    None => {
+                        if let Some(l) = latest {
                             found.push((
-                                AnomalyKind::AbortedOffsetCommit,
+                                AnomalyKind::OffsetVanished,
                                 tp.clone(),
                                 events,
-                                format!("group {group}: OffsetFetch found {tp} at {got}, an offset only an aborted transaction committed"),
+                                format!(
+                                    "group {group}: {tp} had committed offset {}; OffsetFetch found none",
+                                    l.offset
+                                ),
                             ));
                         }
+                    }
+                    Some(got) if !possible.iter().any(|c| c.offset == *got) => {
+                        let ever = all.iter().any(|c| c.offset == *got);
+                        match aborted.get(&key).and_then(|a| a.get(got)) {
+                            Some(ev) if !ever => {
+                                let mut events = ev.clone();
+                                events.extend([began, done.index]);
+                                found.push((
+                                    AnomalyKind::AbortedOffsetCommit,
+                                    tp.clone(),
+                                    events,
+                                    format!("group {group}: OffsetFetch found {tp} at {got}, an offset only an aborted transaction committed"),
+                                ));
+                            }
+                            _ => {
+                                let want =
+                                    latest.map_or("none".to_string(), |l| l.offset.to_string());
+                                let what = if ever {
+                                    "a superseded commit's"
+                                } else {
+                                    "an offset no commit wrote"
+                                };
+                                found.push((
+                                    AnomalyKind::OffsetBackwards,
+                                    tp.clone(),
+                                    events,
+                                    format!("group {group}: {tp} had committed offset {want}; OffsetFetch found {got}, {what}"),
+                                ));
+                            }
+                        }
+                    }
+                    Some(got) => {
+                        // Once a fetch has seen a commit's value, a later
+                        // fetch may not see one that ended before it began.
+                        let from: Vec<Commit> = possible
+                            .iter()
+                            .filter(|c| c.offset == *got)
+                            .map(|c| (*c).clone())
+                            .collect();
+                        let earlier = answered.entry(key.clone()).or_default();
+                        let older = earlier.iter().find(|(at, seen)| {
+                            *at < began
+                                && !seen.is_empty()
+                                && from
+                                    .iter()
+                                    .all(|c| seen.iter().all(|s| c.completed < s.invoked))
+                        });
+                        if let Some((_, seen)) = older {
+                            let before = seen[0].offset;
+                            found.push((
+                                AnomalyKind::OffsetBackwards,
+                                tp.clone(),
+                                events,
+                                format!("group {group}: OffsetFetch found {tp} at {got} after an earlier fetch had found {before}, committed later"),
+                            ));
+                        }
+                        earlier.push((done.index, from));
                     }
                 }
             }

@@ -468,6 +468,33 @@ fn a_committed_offset_never_goes_back_or_vanishes() {
     assert_eq!(report.count(AnomalyKind::OffsetVanished), 1);
 }
 
+/// The offset is a register, not a counter: a later commit may lower it (a
+/// new member of the group starting from an older offset), and then the
+/// earlier, higher value is gone for good.
+#[test]
+fn a_later_lower_commit_supersedes_and_the_old_value_never_returns() {
+    let r = Recorder::new();
+    ok(&r, 1, commit("g", 0, 10), commit("g", 0, 10));
+    ok(&r, 2, commit("g", 0, 7), commit("g", 0, 7));
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(7)));
+    // A commit of unknown outcome may take effect at any time after it began.
+    r.invoke(4, commit("g", 0, 12));
+    r.info(4, commit("g", 0, 12), "timed out");
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(7)));
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(12)));
+    assert_only(&report(&r), &[]);
+    // Once 12 was seen, the older 7 may not come back.
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(7)));
+    let report1 = report(&r);
+    assert_only(&report1, &[AnomalyKind::OffsetBackwards]);
+    assert!(report1.anomalies[0].explanation.contains("earlier fetch"));
+    // Nor may 10, which 7 superseded.
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(10)));
+    let report2 = report(&r);
+    assert_eq!(report2.count(AnomalyKind::OffsetBackwards), 2);
+    assert!(report2.anomalies[1].explanation.contains("superseded"));
+}
+
 #[test]
 fn an_aborted_transaction_s_offsets_are_never_committed() {
     let r = Recorder::new();

@@ -519,6 +519,26 @@ impl Cluster {
     /// Start node `id` again with the same ports, properties and data (a running or
     /// stopped node is first terminated with SIGTERM), then wait until the cluster is
     /// ready. Not formatted again.
+    /// Starts every node that is down (killed, or exited by itself) at once,
+    /// then waits for the cluster to be ready: after a kill of every node,
+    /// restarting them one at a time would wait for a quorum that the next
+    /// start brings.
+    pub fn restart_down(&mut self) -> io::Result<Vec<i32>> {
+        let mut started = Vec::new();
+        for id in self.node_ids() {
+            let n = self.node_mut(id)?;
+            n.refresh();
+            if n.state == NodeState::Down {
+                self.spawn(id)?;
+                started.push(id);
+            }
+        }
+        if !started.is_empty() {
+            self.wait_ready(self.start_timeout)?;
+        }
+        Ok(started)
+    }
+
     pub fn restart(&mut self, id: i32) -> io::Result<()> {
         let n = self.node_mut(id)?;
         n.refresh();
