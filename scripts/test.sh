@@ -26,11 +26,11 @@ else
     cargo test --workspace --no-fail-fast
 fi
 
-echo "== chaos: a 3-node cluster on network namespaces, every fault kind, 60 s of concurrent clients, the history checked (needs root)"
+echo "== chaos: a 3-node cluster on network namespaces, 120 s of concurrent clients under at least 10 faults of every kind, the history checked (needs root)"
 "$CARGO_TARGET_DIR/debug/strand-chaos" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --faultfs "$CARGO_TARGET_DIR/debug/libstrand_faultfs.so" \
-    --seed 1 --secs 60 \
+    --seed 1 --secs 120 \
     --out "$STRAND_CACHE/chaos"
 
 echo "== librdkafka test suite (must-pass list)"

@@ -21,6 +21,8 @@
 //! | `offset_backwards` | OffsetFetch returned an offset no live commit wrote: one a later commit superseded before the fetch began, or one never committed |
 //! | `offset_vanished` | OffsetFetch returned no offset where a commit had completed before the fetch began |
 //! | `aborted_offset_commit` | OffsetFetch returned an offset that only an aborted transaction had committed |
+//! | `duplicate_processing` | one input value is among the inputs of two committed transactions (exactly-once broken) |
+//! | `unprocessed_input` | a value below the offset a committed transaction committed for its group is the input of no committed transaction |
 
 use crate::history::{self, Completed, Event, HistoryError, Isolation, Kind, Op, Tp};
 use serde::Serialize;
@@ -43,6 +45,8 @@ pub enum AnomalyKind {
     OffsetBackwards,
     OffsetVanished,
     AbortedOffsetCommit,
+    DuplicateProcessing,
+    UnprocessedInput,
 }
 
 impl fmt::Display for AnomalyKind {
@@ -159,6 +163,7 @@ pub fn check(events: &[Event]) -> Result<Report, HistoryError> {
     c.check_sessions(&ops);
     c.check_sends();
     c.check_offsets(&ops);
+    c.check_processing(&ops);
     Ok(Report {
         stats: c.stats,
         anomalies: c.anomalies,
@@ -641,6 +646,96 @@ impl Checker {
                 why,
             );
         }
+    }
+
+    /// Consume-transform-produce: each input of a committed transaction is
+    /// processed once, and every input below what the transactions
+    /// committed for their group was processed.
+    fn check_processing(&mut self, ops: &[Completed<'_>]) {
+        let mut by_input: BTreeMap<u64, Vec<(u64, Vec<usize>)>> = BTreeMap::new();
+        let mut committed_to: BTreeMap<(String, Tp), i64> = BTreeMap::new();
+        // Inputs of transactions whose end is unknown: perhaps processed.
+        let mut maybe: BTreeSet<u64> = BTreeSet::new();
+        let mut saw_pipeline = false;
+        for op in ops {
+            let Op::Txn {
+                id,
+                inputs,
+                group,
+                offsets,
+                abort: false,
+                ..
+            } = op.op()
+            else {
+                continue;
+            };
+            if op.kind() == Kind::Info {
+                maybe.extend(inputs);
+            }
+            if op.kind() != Kind::Ok {
+                continue;
+            }
+            saw_pipeline |= !inputs.is_empty();
+            let mut events = vec![op.invoke.index];
+            events.extend(op.completion.map(|c| c.index));
+            for v in inputs {
+                by_input.entry(*v).or_default().push((*id, events.clone()));
+            }
+            if let Some(g) = group {
+                for (tp, o) in offsets {
+                    let e = committed_to.entry((g.clone(), tp.clone())).or_insert(*o);
+                    *e = (*e).max(*o);
+                }
+            }
+        }
+        if !saw_pipeline {
+            return;
+        }
+        let seen_rc: BTreeSet<u64> = self
+            .reads
+            .iter()
+            .filter(|r| r.isolation == Isolation::ReadCommitted)
+            .map(|r| r.value)
+            .collect();
+        let mut found = Vec::new();
+        for (v, txns) in &by_input {
+            if txns.len() > 1 {
+                let ids: Vec<u64> = txns.iter().map(|(id, _)| *id).collect();
+                let events = txns.iter().flat_map(|(_, e)| e.clone()).collect();
+                let tp = self.writes.get(v).map(|w| w.tp.clone());
+                found.push(Anomaly {
+                    kind: AnomalyKind::DuplicateProcessing,
+                    tp,
+                    value: Some(*v),
+                    events,
+                    explanation: format!(
+                        "input {v} was processed by committed transactions {ids:?}"
+                    ),
+                });
+            }
+        }
+        for ((group, tp), upto) in &committed_to {
+            let Some(order) = self.order.get(tp) else {
+                continue;
+            };
+            for (o, v) in order.range(..upto) {
+                if self.committed_visible(*v, &seen_rc)
+                    && !by_input.contains_key(v)
+                    && !maybe.contains(v)
+                {
+                    found.push(Anomaly {
+                        kind: AnomalyKind::UnprocessedInput,
+                        tp: Some(tp.clone()),
+                        value: Some(*v),
+                        events: self.writes.get(v).map(|w| w.events.clone()).unwrap_or_default(),
+                        explanation: format!(
+                            "group {group} committed {tp} up to {upto}, but {v} at {o} is the input of no committed transaction"
+                        ),
+                    });
+                }
+            }
+        }
+        self.anomalies.extend(found);
     }
 
     /// A group's committed offset for a partition behaves as a register:

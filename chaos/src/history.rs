@@ -95,6 +95,10 @@ pub enum Op {
         group: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         offsets: Vec<(Tp, i64)>,
+        /// The values this transaction processed (consume-transform-produce):
+        /// once committed, each input is processed exactly once.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inputs: Vec<u64>,
         #[serde(default)]
         abort: bool,
     },
@@ -318,6 +322,11 @@ impl Recorder {
     /// Unknown whether it happened; `process` is not used again.
     pub fn info(&self, process: u64, op: Op, error: impl Into<String>) -> usize {
         self.push(process, Kind::Info, op, Some(error.into()))
+    }
+
+    /// Time since the recording started (the clock of `time_ns`).
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
     }
 
     /// The events so far.

@@ -57,6 +57,7 @@ fn txn(id: u64, writes: Vec<Write>, abort: bool) -> Op {
         writes,
         group: None,
         offsets: vec![],
+        inputs: vec![],
         abort,
     }
 }
@@ -503,6 +504,7 @@ fn an_aborted_transaction_s_offsets_are_never_committed() {
         writes: vec![],
         group: Some("g".into()),
         offsets: vec![(tp(0), offset)],
+        inputs: vec![],
         abort,
     };
     ok(&r, 1, with_offsets(false, 10), with_offsets(false, 10));
@@ -547,4 +549,66 @@ fn an_operation_the_history_never_completed_counts_as_unknown() {
     let report = report(&r);
     assert_only(&report, &[]);
     assert_eq!(report.stats.transactions_unknown, 1);
+}
+
+/// Consume-transform-produce: a transaction's inputs, its outputs and the
+/// offsets it commits for its group.
+fn pipeline(id: u64, inputs: &[u64], outputs: Vec<Write>, commit_to: i64, abort: bool) -> Op {
+    Op::Txn {
+        id,
+        writes: outputs,
+        group: Some("etl".into()),
+        offsets: vec![(tp(0), commit_to)],
+        inputs: inputs.to_vec(),
+        abort,
+    }
+}
+
+#[test]
+fn each_input_is_processed_exactly_once() {
+    let r = Recorder::new();
+    for (v, o) in [(1, 0), (2, 1), (3, 2)] {
+        ok(&r, 1, send(0, v), sent(0, v, o));
+    }
+    // An aborted attempt at 1 and 2, then the committed one: exactly once.
+    ok(
+        &r,
+        2,
+        pipeline(1, &[1, 2], vec![w(1, 10, None)], 2, true),
+        pipeline(1, &[1, 2], vec![w(1, 10, Some(0))], 2, true),
+    );
+    ok(
+        &r,
+        2,
+        pipeline(2, &[1, 2], vec![w(1, 11, None)], 2, false),
+        pipeline(2, &[1, 2], vec![w(1, 11, Some(2))], 2, false),
+    );
+    assert_only(&report(&r), &[]);
+    // 2 processed again by a committed transaction: not exactly once.
+    ok(
+        &r,
+        3,
+        pipeline(3, &[2, 3], vec![w(1, 12, None)], 3, false),
+        pipeline(3, &[2, 3], vec![w(1, 12, Some(4))], 3, false),
+    );
+    let report = report(&r);
+    assert_only(&report, &[AnomalyKind::DuplicateProcessing]);
+    assert_eq!(report.anomalies[0].value, Some(2));
+}
+
+#[test]
+fn an_input_below_the_committed_offset_must_have_been_processed() {
+    let r = Recorder::new();
+    for (v, o) in [(1, 0), (2, 1), (3, 2)] {
+        ok(&r, 1, send(0, v), sent(0, v, o));
+    }
+    ok(
+        &r,
+        2,
+        pipeline(1, &[1, 3], vec![w(1, 10, None)], 3, false),
+        pipeline(1, &[1, 3], vec![w(1, 10, Some(0))], 3, false),
+    );
+    let report = report(&r);
+    assert_only(&report, &[AnomalyKind::UnprocessedInput]);
+    assert_eq!(report.anomalies[0].value, Some(2));
 }

@@ -63,22 +63,31 @@ pub struct Step {
 
 /// The seed's plan for `run`: a quiet start, faults one at a time with
 /// quiet gaps, and nothing in the last `quiet_end` (every fault heals
-/// before the final reads).
+/// before the final reads). The kinds come in rounds, each a shuffle of
+/// every kind, so a run of at least as many faults as kinds has them all.
 pub fn plan(seed: u64, run: Duration, kinds: &[FaultKind], quiet_end: Duration) -> Vec<Step> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut steps = Vec::new();
     if kinds.is_empty() {
         return steps;
     }
+    let mut round: Vec<FaultKind> = Vec::new();
     let mut t = Duration::from_secs(3);
     loop {
         let lasts = Duration::from_millis(rng.gen_range(2_000..8_000));
         if t + lasts + quiet_end > run {
             return steps;
         }
+        if round.is_empty() {
+            round = kinds.to_vec();
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.gen_range(0..=i));
+            }
+        }
+        let kind = round.pop().expect("a round was just refilled");
         steps.push(Step {
             at: t,
-            kind: kinds[rng.gen_range(0..kinds.len())],
+            kind,
             lasts,
             pick: rng.gen(),
             percent: rng.gen_range(30..=70),
@@ -217,5 +226,14 @@ mod tests {
         assert!(plan(7, run, &[], quiet).is_empty());
         let only = plan(9, run, &[FaultKind::Pause], quiet);
         assert!(only.iter().all(|s| s.kind == FaultKind::Pause));
+        // Every kind within the first round.
+        let long = plan(3, Duration::from_secs(120), &FaultKind::ALL, quiet);
+        assert!(long.len() >= FaultKind::ALL.len(), "{}", long.len());
+        for k in FaultKind::ALL {
+            assert!(
+                long[..FaultKind::ALL.len()].iter().any(|s| s.kind == k),
+                "{k:?} missing from the first round"
+            );
+        }
     }
 }

@@ -40,7 +40,8 @@ enum Workload {
     /// and fetch their offsets.
     Groups,
     /// Transactions over several partitions: committed, aborted, and left
-    /// hanging by an instance its successor fences.
+    /// hanging by an instance its successor fences; with the queue, two
+    /// consume-transform-produce members of one group (exactly once).
     Transactions,
 }
 
@@ -83,6 +84,9 @@ struct Args {
     /// that loses.
     #[arg(long = "topic-config", value_parser = key_value)]
     topic_configs: Vec<(String, String)>,
+    /// How the queue's producers acknowledge.
+    #[arg(long, value_enum, default_value = "all")]
+    acks: workload::Acks,
 }
 
 fn key_value(s: &str) -> Result<(String, String), String> {
@@ -95,6 +99,7 @@ const PARTITIONS: i32 = 4;
 const QUEUE: &str = "chaos-queue";
 const TXN: &str = "chaos-txn";
 const TRANSACTIONAL_IDS: usize = 2;
+const PIPELINES: usize = 2;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -178,6 +183,7 @@ fn run(mut args: Args) -> Result<bool, String> {
     )?;
 
     let shared = Shared::new(bootstrap.clone());
+    let acks = args.acks;
     let mut threads = Vec::new();
     let mut session = 0u64;
     let mut next_session = || {
@@ -193,7 +199,7 @@ fn run(mut args: Args) -> Result<bool, String> {
                     let s = shared.clone();
                     let seed = args.seed * 100 + i;
                     threads.push(std::thread::spawn(move || {
-                        workload::idempotent_producer(s, QUEUE.into(), PARTITIONS, seed)
+                        workload::producer(s, QUEUE.into(), PARTITIONS, seed, acks)
                     }));
                 }
                 assign_readers(&shared, QUEUE, &mut next_session, &mut threads);
@@ -204,7 +210,7 @@ fn run(mut args: Args) -> Result<bool, String> {
                     let s = shared.clone();
                     let seed = args.seed * 100 + 50;
                     threads.push(std::thread::spawn(move || {
-                        workload::idempotent_producer(s, QUEUE.into(), PARTITIONS, seed)
+                        workload::producer(s, QUEUE.into(), PARTITIONS, seed, acks)
                     }));
                 }
                 for _ in 0..2 {
@@ -239,6 +245,24 @@ fn run(mut args: Args) -> Result<bool, String> {
                     }));
                 }
                 assign_readers(&shared, TXN, &mut next_session, &mut threads);
+                // Consume-transform-produce from the queue into the same
+                // topic, two members of one group.
+                if args.workloads.contains(&Workload::Queue) {
+                    for i in 0..PIPELINES {
+                        let (s, id) = (shared.clone(), next_session());
+                        threads.push(std::thread::spawn(move || {
+                            workload::pipeline(
+                                s,
+                                QUEUE.into(),
+                                TXN.into(),
+                                PARTITIONS,
+                                "chaos-etl".into(),
+                                format!("chaos-etl-{i}"),
+                                id,
+                            )
+                        }));
+                    }
+                }
             }
         }
     }
@@ -249,6 +273,9 @@ fn run(mut args: Args) -> Result<bool, String> {
     let plan = faults::plan(args.seed, run_for, &args.faults, Duration::from_secs(5));
     log.line(&format!("{} faults planned", plan.len()));
     let faultfs_control = args.faultfs.as_ref().map(|_| control.clone());
+    // Fault windows on the history's clock, for throughput during and between faults.
+    let mut windows = Vec::new();
+    let mut kinds_run = std::collections::BTreeMap::new();
     for step in &plan {
         sleep_until(started + step.at);
         let leaders = leaders(&bootstrap, &[QUEUE, TXN]);
@@ -260,8 +287,12 @@ fn run(mut args: Args) -> Result<bool, String> {
             controller,
             faultfs_control: faultfs_control.clone(),
         };
+        let from = shared.history.elapsed();
         match faults::start(step, &mut world) {
-            Ok(what) => log.line(&format!("fault: {what} for {:?}", step.lasts)),
+            Ok(what) => {
+                log.line(&format!("fault: {what} for {:?}", step.lasts));
+                *kinds_run.entry(format!("{:?}", step.kind)).or_insert(0) += 1;
+            }
             Err(e) => log.line(&format!("fault {:?} could not start: {e}", step.kind)),
         }
         sleep_until(started + step.at + step.lasts);
@@ -269,8 +300,10 @@ fn run(mut args: Args) -> Result<bool, String> {
             Ok(()) => log.line("healed"),
             Err(e) => return Err(format!("healing failed: {e}")),
         }
+        windows.push((from, shared.history.elapsed()));
     }
     sleep_until(started + run_for);
+    let clients_ran = shared.history.elapsed();
     shared.stop.store(true, Ordering::SeqCst);
     log.line("clients stopping");
     for t in threads {
@@ -281,6 +314,9 @@ fn run(mut args: Args) -> Result<bool, String> {
     // transaction an abandoned instance left open.
     for i in 0..TRANSACTIONAL_IDS {
         fence(&bootstrap, &format!("chaos-tx-{i}"));
+    }
+    for i in 0..PIPELINES {
+        fence(&bootstrap, &format!("chaos-etl-{i}"));
     }
     wait_full_isr(
         &bootstrap,
@@ -304,6 +340,10 @@ fn run(mut args: Args) -> Result<bool, String> {
         "history: {} events; {:?}",
         events.len(),
         report.stats
+    ));
+    let (during, between) = throughput(&events, &windows, clients_ran);
+    log.line(&format!(
+        "faults injected: {kinds_run:?}; acknowledged writes per second: {during:.0} during faults, {between:.0} between them"
     ));
     for a in report.anomalies.iter().take(20) {
         log.line(&format!(
@@ -337,6 +377,47 @@ fn assign_readers(
             )
         }));
     }
+}
+
+/// Acknowledged writes (sends ok, transactions committed) per second
+/// completed inside the fault windows and outside them, up to `end`.
+fn throughput(
+    events: &[strand_chaos::Event],
+    windows: &[(Duration, Duration)],
+    end: Duration,
+) -> (f64, f64) {
+    use strand_chaos::{Kind, Op};
+    let in_fault = |t: Duration| windows.iter().any(|(a, b)| *a <= t && t < *b);
+    let (mut during, mut between) = (0u64, 0u64);
+    for e in events {
+        let writes = match (&e.kind, &e.op) {
+            (Kind::Ok, Op::Send { .. }) => 1,
+            (
+                Kind::Ok,
+                Op::Txn {
+                    writes,
+                    abort: false,
+                    ..
+                },
+            ) => writes.len() as u64,
+            _ => 0,
+        };
+        let t = Duration::from_nanos(e.time_ns);
+        if writes == 0 || t > end {
+            continue;
+        }
+        if in_fault(t) {
+            during += writes;
+        } else {
+            between += writes;
+        }
+    }
+    let fault_secs: f64 = windows.iter().map(|(a, b)| (*b - *a).as_secs_f64()).sum();
+    let quiet_secs = (end.as_secs_f64() - fault_secs).max(1e-9);
+    (
+        during as f64 / fault_secs.max(1e-9),
+        between as f64 / quiet_secs,
+    )
 }
 
 fn sleep_until(t: Instant) {

@@ -109,16 +109,30 @@ fn send(
     .map_err(|(e, _)| e.to_string())
 }
 
-/// An idempotent acks=all producer sending unique values to random
-/// partitions, one at a time.
-pub fn idempotent_producer(shared: Arc<Shared>, topic: String, partitions: i32, seed: u64) {
+/// How the queue's producers acknowledge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Acks {
+    /// acks=all with idempotence (the promise under test).
+    All,
+    /// acks=1 without idempotence or retries: the leader's append alone
+    /// (what the sensitivity runs lose on purpose).
+    Leader,
+}
+
+/// A producer sending unique values to random partitions, one at a time:
+/// idempotent with acks=all, or acks=1.
+pub fn producer(shared: Arc<Shared>, topic: String, partitions: i32, seed: u64, acks: Acks) {
     let mut rng = StdRng::seed_from_u64(seed);
     let make = || {
-        shared
-            .config()
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("message.timeout.ms", "10000")
+        let mut c = shared.config();
+        match acks {
+            Acks::All => c.set("enable.idempotence", "true").set("acks", "all"),
+            Acks::Leader => c
+                .set("enable.idempotence", "false")
+                .set("acks", "1")
+                .set("message.send.max.retries", "0"),
+        };
+        c.set("message.timeout.ms", "10000")
             .set("linger.ms", "1")
             .create_with_context::<_, ThreadedProducer<Reports>>(Reports)
     };
@@ -227,6 +241,7 @@ pub fn transactional_producer(
             writes,
             group: None,
             offsets: vec![],
+            inputs: vec![],
             abort,
         };
         shared.history.invoke(process, op(writes.clone()));
@@ -584,6 +599,220 @@ fn final_read(
                     value,
                 });
             }
+        }
+    }
+}
+
+/// Consume-transform-produce: a group member reading `input` with
+/// read_committed, and for every batch a transaction that writes one new
+/// value per input record to `output` and commits the batch's offsets for
+/// the group (`send_offsets_to_transaction`). Its polls are recorded too.
+pub fn pipeline(
+    shared: Arc<Shared>,
+    input: String,
+    output: String,
+    partitions: i32,
+    group: String,
+    transactional_id: String,
+    session: u64,
+) {
+    let mut config = shared.config();
+    config
+        .set("group.id", &group)
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500");
+    let c: BaseConsumer<Rebalances> = match config.create_with_context(Rebalances::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("strand-chaos: pipeline consumer: {e}");
+            return;
+        }
+    };
+    if let Err(e) = c.subscribe(&[input.as_str()]) {
+        eprintln!("strand-chaos: pipeline subscribe: {e}");
+        return;
+    }
+    let make = || -> Result<ThreadedProducer<Reports>, KafkaError> {
+        let p = shared
+            .config()
+            .set("transactional.id", &transactional_id)
+            .set("transaction.timeout.ms", "10000")
+            .set("message.timeout.ms", "10000")
+            .set("linger.ms", "1")
+            .create_with_context::<_, ThreadedProducer<Reports>>(Reports)?;
+        p.init_transactions(Duration::from_secs(20))?;
+        Ok(p)
+    };
+    let control = shared.process();
+    let reader = shared.process();
+    let mut producer: Option<ThreadedProducer<Reports>> = None;
+    while !shared.stopped() {
+        // One batch, read as any poll is.
+        let poll = |records: Vec<Record>| Op::Poll {
+            session,
+            isolation: Isolation::ReadCommitted,
+            records,
+        };
+        shared.history.invoke(reader, poll(vec![]));
+        let mut records = Vec::new();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < deadline && records.len() < 20 {
+            let msg = c.poll(Duration::from_millis(50));
+            if c.context().changed.swap(false, Ordering::SeqCst) {
+                shared
+                    .history
+                    .ok(reader, poll(std::mem::take(&mut records)));
+                let op = Op::Assign {
+                    session,
+                    tps: assignment_tps(&c),
+                };
+                shared.history.invoke(control, op.clone());
+                shared.history.ok(control, op);
+                shared.history.invoke(reader, poll(vec![]));
+            }
+            if let Some(Ok(m)) = msg {
+                if let Some(value) = m
+                    .payload()
+                    .and_then(|p| std::str::from_utf8(p).ok())
+                    .and_then(|s| s.parse().ok())
+                {
+                    records.push(Record {
+                        tp: tp(m.topic(), m.partition()),
+                        offset: m.offset(),
+                        value,
+                    });
+                }
+            }
+        }
+        shared.history.ok(reader, poll(records.clone()));
+        if records.is_empty() {
+            continue;
+        }
+        let p = match producer.take() {
+            Some(p) => p,
+            None => match make() {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("strand-chaos: {transactional_id}: init: {e}");
+                    // The batch is not processed: read it again from the
+                    // group's offsets.
+                    rewind(&shared, &c, control, session);
+                    continue;
+                }
+            },
+        };
+        let Some(meta) = c.group_metadata() else {
+            producer = Some(p);
+            continue;
+        };
+        // The offsets to commit: after each partition's last record.
+        let mut next: std::collections::BTreeMap<Tp, i64> = Default::default();
+        for r in &records {
+            next.insert(r.tp.clone(), r.offset + 1);
+        }
+        let offsets: Vec<(Tp, i64)> = next.into_iter().collect();
+        let inputs: Vec<u64> = records.iter().map(|r| r.value).collect();
+        let writes: Vec<Write> = records
+            .iter()
+            .map(|r| Write {
+                tp: tp(&output, r.tp.partition % partitions),
+                value: shared.value(),
+                offset: None,
+            })
+            .collect();
+        let process = shared.process();
+        let id = shared.next_txn.fetch_add(1, Ordering::Relaxed);
+        let op = |writes: Vec<Write>| Op::Txn {
+            id,
+            writes,
+            group: Some(group.clone()),
+            offsets: offsets.clone(),
+            inputs: inputs.clone(),
+            abort: false,
+        };
+        shared.history.invoke(process, op(writes.clone()));
+        if let Err(e) = p.begin_transaction() {
+            shared.history.fail(process, op(writes), e.to_string());
+            rewind(&shared, &c, control, session);
+            continue;
+        }
+        let mut done = writes.clone();
+        let mut failed = None;
+        let receivers: Vec<_> = writes
+            .iter()
+            .map(|w| send(&p, &output, w.tp.partition, w.value))
+            .collect();
+        for (w, rx) in done.iter_mut().zip(receivers) {
+            match rx.and_then(|rx| {
+                rx.recv_timeout(Duration::from_secs(20))
+                    .map_err(|e| e.to_string())?
+            }) {
+                Ok((_, offset)) => w.offset = Some(offset),
+                Err(e) => failed = Some(e),
+            }
+        }
+        let mut list = TopicPartitionList::new();
+        for (t, o) in &offsets {
+            let _ = list.add_partition_offset(&t.topic, t.partition, Offset::Offset(*o));
+        }
+        if failed.is_none() {
+            if let Err(e) = p.send_offsets_to_transaction(&list, &meta, Duration::from_secs(20)) {
+                failed = Some(e.to_string());
+            }
+        }
+        let end = match failed {
+            None => p.commit_transaction(Duration::from_secs(20)),
+            Some(_) => p.abort_transaction(Duration::from_secs(20)),
+        };
+        match (end, failed) {
+            (Ok(()), None) => {
+                shared.history.ok(process, op(done));
+                producer = Some(p);
+            }
+            (Ok(()), Some(e)) => {
+                shared.history.fail(process, op(done), e);
+                producer = Some(p);
+                rewind(&shared, &c, control, session);
+            }
+            (Err(e), Some(_)) => {
+                shared.history.fail(process, op(done), e.to_string());
+                rewind(&shared, &c, control, session);
+            }
+            (Err(e), None) => {
+                // Committed or not: the next instance's InitProducerId
+                // settles it, and the group's offsets say where to resume.
+                shared.history.info(process, op(done), e.to_string());
+                rewind(&shared, &c, control, session);
+            }
+        }
+    }
+}
+
+/// After a batch that was not committed: back to the group's committed
+/// offsets, so its records are processed again (that is what exactly-once
+/// asks of an application). Each seek is recorded: the session's reading of
+/// that partition starts anew.
+fn rewind(shared: &Shared, c: &BaseConsumer<Rebalances>, control: u64, session: u64) {
+    let Ok(assigned) = c.assignment() else { return };
+    if let Ok(committed) = c.committed_offsets(assigned, Duration::from_secs(10)) {
+        for e in committed.elements() {
+            let (to, at) = match e.offset() {
+                Offset::Offset(o) => (Offset::Offset(o), o),
+                _ => (Offset::Beginning, 0),
+            };
+            let op = Op::Seek {
+                session,
+                tp: tp(e.topic(), e.partition()),
+                offset: at,
+            };
+            shared.history.invoke(control, op.clone());
+            match c.seek(e.topic(), e.partition(), to, Duration::from_secs(5)) {
+                Ok(()) => shared.history.ok(control, op),
+                Err(err) => shared.history.fail(control, op, err.to_string()),
+            };
         }
     }
 }
