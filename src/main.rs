@@ -10,6 +10,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 use strand_broker::config::BrokerConfig;
@@ -305,7 +306,12 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             let b = broker.clone();
             let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
             lifecycle::controlled_shutdown(&config, &controller, &registration).await;
-            return Err(format!("log directory failed ({what}); stopped without a clean shutdown; the logs are recovered at the next start"));
+            // Halt, as Kafka does: no destructor runs, so nothing of the
+            // failed directory (the controller's RocksDB store is in it
+            // too) is flushed or closed; what was acknowledged is synced.
+            // Not eprintln!: a full disk may hold stderr's file too.
+            let _ = writeln!(std::io::stderr(), "strand: log directory failed ({what}); stopped without a clean shutdown; the logs are recovered at the next start");
+            std::process::exit(1);
         }
     }
     lifecycle::controlled_shutdown(&config, &controller, &registration).await;

@@ -32,10 +32,14 @@ pub enum FaultKind {
     /// Every fsync under a node's log directory fails (faultfs): the node
     /// takes the directory offline and exits; restarted at the end.
     FailedFsync,
+    /// A node's disk fills (faultfs): writes under its log directory fail
+    /// with ENOSPC, the first part-way; the node takes the directory
+    /// offline and exits; restarted at the end.
+    FullDisk,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::IsolateLeader,
         FaultKind::IsolateController,
         FaultKind::IsolateNode,
@@ -45,6 +49,7 @@ impl FaultKind {
         FaultKind::Kill,
         FaultKind::KillAll,
         FaultKind::FailedFsync,
+        FaultKind::FullDisk,
     ];
 }
 
@@ -179,10 +184,21 @@ pub fn start(step: &Step, w: &mut World<'_>) -> io::Result<String> {
             Some(control) => {
                 let x = pick(0);
                 let dir = w.cluster.data_dir(x);
-                std::fs::write(control, format!("fsync {}\n", dir.display()))?;
+                // The trailing slash: the directory's contents, not the
+                // node's log file beside it (`nodeN.log`).
+                std::fs::write(control, format!("fsync {}/\n", dir.display()))?;
                 format!("fsync fails on {x}")
             }
             None => "fsync faults unavailable (no faultfs)".to_string(),
+        },
+        FaultKind::FullDisk => match &w.faultfs_control {
+            Some(control) => {
+                let x = pick(0);
+                let dir = w.cluster.data_dir(x);
+                std::fs::write(control, format!("enospc {}/\n", dir.display()))?;
+                format!("disk full on {x}")
+            }
+            None => "full-disk faults unavailable (no faultfs)".to_string(),
         },
     })
 }

@@ -72,7 +72,7 @@ struct Args {
     #[arg(long, default_value = "target/strand-chaos")]
     out: PathBuf,
     /// compat-tests' faultfs library (LD_PRELOAD into the nodes) for failed
-    /// fsyncs; without it, FailedFsync is skipped.
+    /// fsyncs and full disks; without it, FailedFsync and FullDisk are skipped.
     #[arg(long)]
     faultfs: Option<PathBuf>,
     /// Extra broker setting KEY=VALUE for every node (repeatable), after the
@@ -131,7 +131,8 @@ fn run(mut args: Args) -> Result<bool, String> {
         args.faults = FaultKind::ALL.to_vec();
     }
     if args.faultfs.is_none() {
-        args.faults.retain(|f| *f != FaultKind::FailedFsync);
+        args.faults
+            .retain(|f| !matches!(f, FaultKind::FailedFsync | FaultKind::FullDisk));
     }
     if args.workloads.is_empty() {
         args.workloads = vec![Workload::Queue, Workload::Groups, Workload::Transactions];
@@ -180,6 +181,7 @@ fn run(mut args: Args) -> Result<bool, String> {
         &[QUEUE, TXN],
         args.nodes,
         Duration::from_secs(60),
+        || Ok(()),
     )?;
 
     let shared = Shared::new(bootstrap.clone());
@@ -278,6 +280,7 @@ fn run(mut args: Args) -> Result<bool, String> {
     let mut kinds_run = std::collections::BTreeMap::new();
     for step in &plan {
         sleep_until(started + step.at);
+        restart_late_exits(&mut cluster, &mut log)?;
         let leaders = leaders(&bootstrap, &[QUEUE, TXN]);
         let controller = controller(&cluster);
         let mut world = World {
@@ -309,6 +312,7 @@ fn run(mut args: Args) -> Result<bool, String> {
     for t in threads {
         let _ = t.join();
     }
+    restart_late_exits(&mut cluster, &mut log)?;
 
     // Every transactional id gets a new instance: its InitProducerId ends a
     // transaction an abandoned instance left open.
@@ -323,6 +327,7 @@ fn run(mut args: Args) -> Result<bool, String> {
         &[QUEUE, TXN],
         args.nodes,
         Duration::from_secs(60),
+        || restart_late_exits(&mut cluster, &mut log),
     )?;
     log.line("final reads");
     workload::final_reads(&shared, &topics_read, Duration::from_secs(30));
@@ -495,12 +500,27 @@ fn controller(cluster: &Cluster) -> Option<i32> {
     })
 }
 
+/// A node the fault doomed may exit only after the heal (a failed fsync
+/// that comes due just before the rule is cleared, a shutdown still under
+/// way): it is restarted before the next fault and before the final reads,
+/// so every fault heals.
+fn restart_late_exits(cluster: &mut Cluster, log: &mut Log) -> Result<(), String> {
+    let started = cluster
+        .restart_down()
+        .map_err(|e| format!("restarting nodes that exited after a heal: {e}"))?;
+    if !started.is_empty() {
+        log.line(&format!("restarted {started:?}, which exited after the heal"));
+    }
+    Ok(())
+}
+
 /// Waits until every partition of `topics` has a leader and all `rf` replicas in its ISR.
 fn wait_full_isr(
     bootstrap: &str,
     topics: &[&str],
     rf: usize,
     timeout: Duration,
+    mut meanwhile: impl FnMut() -> Result<(), String>,
 ) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     let c = metadata_client(bootstrap).ok_or("metadata client")?;
@@ -522,6 +542,7 @@ fn wait_full_isr(
         if full {
             return Ok(());
         }
+        meanwhile()?;
         if Instant::now() > deadline {
             return Err(format!(
                 "partitions of {topics:?} without a full ISR after {timeout:?}"

@@ -6,9 +6,11 @@
 //! never retry and believe). A line `stall PREFIX` makes such a call wait
 //! (a disk that stops answering) until the line is gone, then go on; each
 //! call that starts waiting appends a line to `<control>.stalled`, so a test
-//! can wait for the stalls it caused. Every other call goes to the C
-//! library. The control file is read on each call, so a test turns faults
-//! on and off by writing it.
+//! can wait for the stalls it caused. A line `enospc PREFIX` fills the disk
+//! under PREFIX: `write`, `pwrite` and `writev` there fail with ENOSPC,
+//! the first one part-way (half its bytes land, as on a disk that fills
+//! mid-write). Every other call goes to the C library. The control file is
+//! read on each call, so a test turns faults on and off by writing it.
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
@@ -29,10 +31,19 @@ fn next(name: &CStr) -> Option<SyncFn> {
     }
 }
 
+/// The control file's path, read once: the write interposers run in every
+/// context a write does, where taking the environment's lock is not safe.
+fn control_path() -> Option<&'static std::ffi::OsStr> {
+    static CONTROL: OnceLock<Option<std::ffi::OsString>> = OnceLock::new();
+    CONTROL
+        .get_or_init(|| std::env::var_os("STRAND_FAULTFS_CONTROL"))
+        .as_deref()
+}
+
 /// Whether the control file has a `rule PREFIX` line whose prefix `fd`'s
 /// path starts with.
 fn rule_applies(rule: &str, fd: c_int) -> bool {
-    let Some(control) = std::env::var_os("STRAND_FAULTFS_CONTROL") else {
+    let Some(control) = control_path() else {
         return false;
     };
     let Ok(rules) = std::fs::read_to_string(control) else {
@@ -53,9 +64,9 @@ fn stall_while_asked(fd: c_int) {
     if !rule_applies("stall", fd) {
         return;
     }
-    if let Some(control) = std::env::var_os("STRAND_FAULTFS_CONTROL") {
+    if let Some(control) = control_path() {
         use std::io::Write;
-        let mut stalled = control;
+        let mut stalled = control.to_os_string();
         stalled.push(".stalled");
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -103,4 +114,110 @@ pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     interpose(fd, &FDATASYNC, c"fdatasync")
+}
+
+fn fail(errno: c_int) -> isize {
+    // SAFETY: errno is thread-local; setting it is what a failing call does.
+    unsafe { *libc::__errno_location() = errno };
+    -1
+}
+
+fn no_space() -> isize {
+    fail(libc::ENOSPC)
+}
+
+thread_local! {
+    /// The descriptor whose last write this thread cut short: its next
+    /// write fails outright, so a caller that retries the rest sees ENOSPC.
+    static CUT_SHORT: std::cell::Cell<c_int> = const { std::cell::Cell::new(-1) };
+}
+
+/// Under an `enospc` rule: the first write of `len` bytes lands half of
+/// them (`partial(half)` does it), the next fails with ENOSPC. `None`:
+/// no rule, the real call goes ahead.
+fn full_disk(fd: c_int, len: usize, partial: impl FnOnce(usize) -> isize) -> Option<isize> {
+    if !rule_applies("enospc", fd) {
+        return None;
+    }
+    let cut = CUT_SHORT.with(|c| c.replace(-1));
+    if cut != fd && len >= 2 {
+        let n = partial(len / 2);
+        if n > 0 {
+            CUT_SHORT.with(|c| c.set(fd));
+        }
+        return Some(n);
+    }
+    Some(no_space())
+}
+
+type WriteFn = unsafe extern "C" fn(c_int, *const libc::c_void, usize) -> isize;
+type PwriteFn = unsafe extern "C" fn(c_int, *const libc::c_void, usize, libc::off_t) -> isize;
+type WritevFn = unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> isize;
+
+/// The C library's definition of `name`, of type `F`.
+///
+/// # Safety
+/// `F` must be the function pointer type `name` is declared with.
+unsafe fn real<F: Copy>(cell: &OnceLock<usize>, name: &CStr) -> Option<F> {
+    let f = *cell.get_or_init(|| libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize);
+    // SAFETY: a non-null symbol of the type the caller names.
+    (f != 0).then(|| std::mem::transmute_copy::<usize, F>(&f))
+}
+
+static WRITE: OnceLock<usize> = OnceLock::new();
+static PWRITE: OnceLock<usize> = OnceLock::new();
+static PWRITE64: OnceLock<usize> = OnceLock::new();
+static WRITEV: OnceLock<usize> = OnceLock::new();
+
+/// # Safety
+/// Called by programs as the C library's `write`.
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const libc::c_void, len: usize) -> isize {
+    let Some(f) = real::<WriteFn>(&WRITE, c"write") else {
+        return fail(libc::ENOSYS);
+    };
+    full_disk(fd, len, |n| f(fd, buf, n)).unwrap_or_else(|| f(fd, buf, len))
+}
+
+/// # Safety
+/// Called by programs as the C library's `pwrite`.
+#[no_mangle]
+pub unsafe extern "C" fn pwrite(
+    fd: c_int,
+    buf: *const libc::c_void,
+    len: usize,
+    at: libc::off_t,
+) -> isize {
+    let Some(f) = real::<PwriteFn>(&PWRITE, c"pwrite") else {
+        return fail(libc::ENOSYS);
+    };
+    full_disk(fd, len, |n| f(fd, buf, n, at)).unwrap_or_else(|| f(fd, buf, len, at))
+}
+
+/// # Safety
+/// Called by programs as the C library's `pwrite64` (Rust's `write_at`).
+#[no_mangle]
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const libc::c_void,
+    len: usize,
+    at: libc::off_t,
+) -> isize {
+    let Some(f) = real::<PwriteFn>(&PWRITE64, c"pwrite64") else {
+        return fail(libc::ENOSYS);
+    };
+    full_disk(fd, len, |n| f(fd, buf, n, at)).unwrap_or_else(|| f(fd, buf, len, at))
+}
+
+/// # Safety
+/// Called by programs as the C library's `writev`.
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, count: c_int) -> isize {
+    let Some(f) = real::<WritevFn>(&WRITEV, c"writev") else {
+        return fail(libc::ENOSYS);
+    };
+    if rule_applies("enospc", fd) {
+        return no_space();
+    }
+    f(fd, iov, count)
 }
