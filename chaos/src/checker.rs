@@ -760,15 +760,19 @@ impl Checker {
         for op in ops {
             let mut events = vec![op.invoke.index];
             events.extend(op.completion.map(|c| c.index));
-            // Only a commit that completed ok has a completion time; one
-            // that failed never happened; an unknown one may happen at any
-            // time after its invocation.
+            // Only a commit that completed ok has a completion time; any
+            // other may take effect at any time after its invocation. Even
+            // a refused one (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION): the
+            // client retries a commit whose first attempt timed out, and
+            // the refusal of the last attempt says nothing of the first,
+            // whose record the coordinator appended and a later one loads
+            // (Kafka's too; seed 107 of the long run).
             let completed = match op.kind() {
                 Kind::Ok => op.completed_at(),
                 _ => usize::MAX,
             };
             match (op.op(), op.kind()) {
-                (Op::Commit { group, offsets }, kind) if kind != Kind::Fail => {
+                (Op::Commit { group, offsets }, kind) => {
                     if kind == Kind::Ok {
                         self.stats.offset_commits += 1;
                     }

@@ -496,6 +496,22 @@ fn a_later_lower_commit_supersedes_and_the_old_value_never_returns() {
     assert!(report2.anomalies[1].explanation.contains("superseded"));
 }
 
+/// A refused commit may still take effect: the client retried an attempt
+/// that timed out after its record was appended, and only the retry was
+/// refused (seed 107 of the long run). A value nobody committed at all is
+/// still caught.
+#[test]
+fn a_refused_commit_may_have_taken_effect_through_an_earlier_attempt() {
+    let r = Recorder::new();
+    ok(&r, 1, commit("g", 0, 108), commit("g", 0, 108));
+    r.invoke(2, commit("g", 0, 122));
+    r.fail(2, commit("g", 0, 122), "UnknownMemberId");
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(122)));
+    assert_only(&report(&r), &[]);
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(130)));
+    assert_only(&report(&r), &[AnomalyKind::OffsetBackwards]);
+}
+
 #[test]
 fn an_aborted_transaction_s_offsets_are_never_committed() {
     let r = Recorder::new();

@@ -51,8 +51,12 @@ enum Workload {
 )]
 struct Args {
     /// The strand binary.
-    #[arg(long)]
-    strand: PathBuf,
+    #[arg(long, required_unless_present = "check")]
+    strand: Option<PathBuf>,
+    /// Only judge a recorded history (`history.jsonl` of an earlier run)
+    /// with this build's checker: no cluster, no faults.
+    #[arg(long, value_name = "HISTORY")]
+    check: Option<PathBuf>,
     /// Nodes (combined broker+controller).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -103,7 +107,11 @@ const PIPELINES: usize = 2;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args) {
+    let result = match &args.check {
+        Some(history) => judge(history),
+        None => run(args),
+    };
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -124,6 +132,20 @@ impl Log {
         println!("{line}");
         let _ = writeln!(self.file, "{line}");
     }
+}
+
+/// Checks a recorded history and prints what the checker finds.
+fn judge(history: &std::path::Path) -> Result<bool, String> {
+    let file = fs::File::open(history).map_err(|e| format!("{}: {e}", history.display()))?;
+    let events = strand_chaos::history::read(std::io::BufReader::new(file))
+        .map_err(|e| e.to_string())?;
+    let report = strand_chaos::check(&events).map_err(|e| e.to_string())?;
+    println!("history: {} events; {:?}", events.len(), report.stats);
+    for a in report.anomalies.iter().take(20) {
+        println!("ANOMALY {}: {} (events {:?})", a.kind, a.explanation, a.events);
+    }
+    println!("anomalies: {:?}", report.counts());
+    Ok(report.valid())
 }
 
 fn run(mut args: Args) -> Result<bool, String> {
@@ -169,7 +191,7 @@ fn run(mut args: Args) -> Result<bool, String> {
             .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string());
     }
     let mut cluster =
-        Cluster::start(&args.strand, spec).map_err(|e| format!("cluster start: {e}"))?;
+        Cluster::start(args.strand.as_deref().ok_or("--strand is required")?, spec).map_err(|e| format!("cluster start: {e}"))?;
     let bootstrap = cluster.bootstrap();
     log.line(&format!(
         "{} nodes on {bootstrap}; seed {}; faults {:?}; workloads {:?}",

@@ -481,8 +481,10 @@ fn commit_and_fetch(shared: &Shared, c: &BaseConsumer<Rebalances>, group: &str) 
         Ok(()) => {
             shared.history.ok(process, op);
         }
-        // A commit refused by the coordinator (rebalance in progress, an
-        // older generation) did not happen; anything else may have.
+        // A commit the coordinator refused (rebalance in progress, an older
+        // generation) is a failure, anything else unknown; the checker
+        // takes either as possibly applied, since the refusal may be of a
+        // retry whose first attempt was appended.
         Err(KafkaError::ConsumerCommit(code))
             if matches!(
                 code,
