@@ -255,9 +255,15 @@ pub fn transactional_producer(
             .iter()
             .map(|w| send(&p, &topic, w.tp.partition, w.value))
             .collect();
+        // One deadline for the batch, not one per record: a producer whose
+        // deliveries stall (fenced, in an abortable error) would otherwise
+        // hold the thread up to 20 s per record (in seeds 101 and 110 of
+        // the long run one pipeline batch stayed open ~10 minutes and the
+        // clients could not stop).
+        let deadline = Instant::now() + Duration::from_secs(20);
         for (w, rx) in done.iter_mut().zip(receivers) {
             match rx.and_then(|rx| {
-                rx.recv_timeout(Duration::from_secs(20))
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
                     .map_err(|e| e.to_string())?
             }) {
                 Ok((_, offset)) => w.offset = Some(offset),
@@ -747,9 +753,15 @@ pub fn pipeline(
             .iter()
             .map(|w| send(&p, &output, w.tp.partition, w.value))
             .collect();
+        // One deadline for the batch, not one per record: a producer whose
+        // deliveries stall (fenced, in an abortable error) would otherwise
+        // hold the thread up to 20 s per record (in seeds 101 and 110 of
+        // the long run one pipeline batch stayed open ~10 minutes and the
+        // clients could not stop).
+        let deadline = Instant::now() + Duration::from_secs(20);
         for (w, rx) in done.iter_mut().zip(receivers) {
             match rx.and_then(|rx| {
-                rx.recv_timeout(Duration::from_secs(20))
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
                     .map_err(|e| e.to_string())?
             }) {
                 Ok((_, offset)) => w.offset = Some(offset),
