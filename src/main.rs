@@ -77,6 +77,21 @@ fn main() {
     }
 }
 
+/// Stops the process at once, as Kafka's `Exit.halt`: `_exit` runs no
+/// destructor, atexit handler or C++ static destructor, so nothing of a
+/// failed directory (the controller's RocksDB store is in it too) is
+/// flushed, closed or waited on; what was acknowledged is already synced.
+fn halt(why: &str) -> ! {
+    // Not eprintln!: a full disk may hold stderr's file too, and eprintln!
+    // panics when the write fails.
+    let _ = writeln!(
+        std::io::stderr(),
+        "strand: {why}; stopped without a clean shutdown; the logs are recovered at the next start"
+    );
+    // SAFETY: _exit ends the process; nothing runs after it.
+    unsafe { libc::_exit(1) }
+}
+
 async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let log_dir = config.log_dirs[0].clone();
     std::fs::create_dir_all(&log_dir)
@@ -94,6 +109,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             .map(|v| (v.id as u64, v.addr.clone()))
             .collect()
     };
+    let mut metadata_stopped = None;
     let controller = if config.is_controller() {
         let listener = match config.controller_listener() {
             Some(l) => {
@@ -133,13 +149,30 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         })
         .await
         .map_err(|e| format!("controller start failed: {e}"))?;
+        metadata_stopped = Some(node.stopped());
         node.handle
     } else {
         strand_controller::remote_handle(&voters)
     };
+    // This node's Raft stopped for good (its metadata store failed a write
+    // or an fsync): it can neither vote nor learn new metadata, and a
+    // broker on a frozen image would serve stale leaderships. Pending
+    // forever on a broker-only node.
+    let metadata_failed = async move {
+        match metadata_stopped {
+            Some(stopped) => stopped.await,
+            None => std::future::pending().await,
+        }
+    };
     if !config.is_broker() {
         tracing::info!(node_id = config.node_id, "controller is running");
-        lifecycle::wait_for_signal().await?;
+        tokio::select! {
+            signalled = lifecycle::wait_for_signal() => signalled?,
+            why = metadata_failed => {
+                tracing::error!(error = %why, "the metadata store failed: stopping");
+                halt(&format!("metadata store failed ({why})"));
+            }
+        }
         return Ok(());
     }
     // The broker sees the controller only through its API (typed calls and
@@ -306,12 +339,15 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             let b = broker.clone();
             let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
             lifecycle::controlled_shutdown(&config, &controller, &registration).await;
-            // Halt, as Kafka does: no destructor runs, so nothing of the
-            // failed directory (the controller's RocksDB store is in it
-            // too) is flushed or closed; what was acknowledged is synced.
-            // Not eprintln!: a full disk may hold stderr's file too.
-            let _ = writeln!(std::io::stderr(), "strand: log directory failed ({what}); stopped without a clean shutdown; the logs are recovered at the next start");
-            std::process::exit(1);
+            halt(&format!("log directory failed ({what})"));
+        }
+        why = metadata_failed => {
+            // The same directory: the metadata store lives in it too.
+            tracing::error!(error = %why, "the metadata store failed: handing over leaderships and stopping");
+            let b = broker.clone();
+            let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
+            lifecycle::controlled_shutdown(&config, &controller, &registration).await;
+            halt(&format!("metadata store failed ({why})"));
         }
     }
     lifecycle::controlled_shutdown(&config, &controller, &registration).await;

@@ -334,6 +334,71 @@ fn a_full_disk_under_the_whole_data_directory_halts_the_broker_and_loses_nothing
     );
 }
 
+/// A failing fsync under the metadata store alone, on the active
+/// controller (strand-chaos seed 112: the node's Raft stopped for good on
+/// the failed fsync while its broker went on serving a frozen image, and
+/// the cluster never got its ISRs whole again). The node must stop by
+/// itself, saying why; the others elect a controller and go on; restarted
+/// once the disk is healthy it recovers and rejoins, and nothing
+/// acknowledged is lost.
+#[test]
+fn a_failing_fsync_of_the_metadata_store_stops_the_node() {
+    let control_dir = tempfile::tempdir().unwrap();
+    let control = control_dir.path().join("faults");
+    std::fs::write(&control, "").unwrap();
+    let mut cluster = Cluster::start(
+        &common::strand_bin(),
+        spec()
+            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
+    )
+    .expect("cluster starts");
+    let ids = cluster.broker_ids();
+    let victim = common::eventually("a controller", Duration::from_secs(30), || {
+        let a = addr(&cluster, ids[0]).parse().ok()?;
+        let id = describe_cluster(a, 1, Duration::from_secs(2)).ok()?.controller_id;
+        (id >= 0).then_some(id)
+    });
+    let others: Vec<i32> = ids.iter().copied().filter(|&id| id != victim).collect();
+    let topic = "metadata-fsync";
+    create_topic(&cluster, topic, &ids, &[("min.insync.replicas", "2")]);
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let v = format!("before-{i}");
+        write_acked(&mut cluster, topic, &v);
+        acked.push(v);
+    }
+    let store = cluster.data_dir(victim).join("__cluster_metadata-0");
+    std::fs::write(&control, format!("fsync {}/\n", store.display())).unwrap();
+    // Any metadata change makes every voter append and fsync: a new topic.
+    let mut c = Client::connect(&addr(&cluster, others[0])).unwrap();
+    let _ = common::create_topics(&mut c, vec![common::creatable_topic("trigger", 1, 3, &[])]);
+    common::eventually("the node with the failed store stopped", Duration::from_secs(30), || {
+        matches!(cluster.state(victim), Ok(NodeState::Down)).then_some(())
+    });
+    let log = String::from_utf8_lossy(&std::fs::read(cluster.log_path(victim)).unwrap()).into_owned();
+    assert!(
+        log.contains("metadata store failed") && !log.contains("panicked"),
+        "{}",
+        cluster.log_tail(victim)
+    );
+    // The others go on without it.
+    for i in 0..10 {
+        let v = format!("without-{i}");
+        write_acked(&mut cluster, topic, &v);
+        acked.push(v);
+    }
+    std::fs::write(&control, "").unwrap();
+    cluster.restart(victim).expect("restarts");
+    common::eventually("every replica in the ISR again", Duration::from_secs(60), || {
+        let v = common::partition_view(&addr(&cluster, others[0]), topic, 0, Duration::from_secs(2))?;
+        (v.isr.len() == 3).then_some(())
+    });
+    let read = read_all(&mut cluster, topic);
+    let lost: Vec<&String> = acked.iter().filter(|v| !read.contains(v)).collect();
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+}
+
 /// A tmpfs mount, unmounted on drop.
 struct Mount(PathBuf);
 

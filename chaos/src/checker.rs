@@ -752,6 +752,11 @@ impl Checker {
             invoked: usize,
             /// `usize::MAX` while (or if ever) unknown.
             completed: usize,
+            /// By when its record, if any attempt appended one, was in the
+            /// log: its completion when it has one (ok, or refused: every
+            /// attempt was appended or refused before the last answer),
+            /// `usize::MAX` when unknown (a request may still be in flight).
+            placed_by: usize,
             offset: i64,
             events: Vec<usize>,
         }
@@ -771,6 +776,10 @@ impl Checker {
                 Kind::Ok => op.completed_at(),
                 _ => usize::MAX,
             };
+            let placed_by = match op.kind() {
+                Kind::Ok | Kind::Fail => op.completed_at(),
+                _ => usize::MAX,
+            };
             match (op.op(), op.kind()) {
                 (Op::Commit { group, offsets }, kind) => {
                     if kind == Kind::Ok {
@@ -783,6 +792,7 @@ impl Checker {
                             .push(Commit {
                                 invoked: op.invoke.index,
                                 completed,
+                                placed_by,
                                 offset: *o,
                                 events: events.clone(),
                             });
@@ -805,6 +815,7 @@ impl Checker {
                             commits.entry(key).or_default().push(Commit {
                                 invoked: op.invoke.index,
                                 completed,
+                                placed_by,
                                 offset: *o,
                                 events: events.clone(),
                             });
@@ -839,7 +850,7 @@ impl Checker {
                     .max_by_key(|c| c.completed);
                 let superseded = |c: &Commit| {
                     all.iter()
-                        .any(|d| d.invoked > c.completed && d.completed < began)
+                        .any(|d| d.invoked > c.placed_by && d.completed < began)
                 };
                 let possible: Vec<&Commit> = all
                     .iter()

@@ -510,6 +510,16 @@ fn a_refused_commit_may_have_taken_effect_through_an_earlier_attempt() {
     assert_only(&report(&r), &[]);
     ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(130)));
     assert_only(&report(&r), &[AnomalyKind::OffsetBackwards]);
+    // A commit begun after the refusal came back was appended after any
+    // attempt of the refused one: once it completes, 122 may not return.
+    let r = Recorder::new();
+    r.invoke(2, commit("g", 0, 122));
+    r.fail(2, commit("g", 0, 122), "UnknownMemberId");
+    ok(&r, 1, commit("g", 0, 150), commit("g", 0, 150));
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(150)));
+    assert_only(&report(&r), &[]);
+    ok(&r, 3, fetch("g", 0, None), fetch("g", 0, Some(122)));
+    assert_only(&report(&r), &[AnomalyKind::OffsetBackwards]);
 }
 
 #[test]

@@ -193,6 +193,25 @@ pub struct ControllerNode {
     pub handle: ControllerHandle,
 }
 
+impl ControllerNode {
+    /// Resolves, with why, once this node's Raft has stopped for good: a
+    /// fatal error such as a failed write or fsync of the metadata store,
+    /// after which this node can neither vote nor learn new metadata.
+    pub fn stopped(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut metrics = self.raft.metrics();
+        async move {
+            loop {
+                if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                    return fatal.to_string();
+                }
+                if metrics.changed().await.is_err() {
+                    return "the metadata quorum's Raft stopped".to_string();
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("metadata store: {0}")]

@@ -161,6 +161,9 @@ fn run(mut args: Args) -> Result<bool, String> {
     }
     let _ = fs::remove_dir_all(&args.out);
     fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // Absolute: the nodes run in their own directories, and faultfs opens
+    // the control file by the path it is given.
+    args.out = fs::canonicalize(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let mut log = Log {
         file: fs::File::create(args.out.join("faults.log")).map_err(|e| e.to_string())?,
         start: Instant::now(),

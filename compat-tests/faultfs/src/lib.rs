@@ -7,9 +7,11 @@
 //! (a disk that stops answering) until the line is gone, then go on; each
 //! call that starts waiting appends a line to `<control>.stalled`, so a test
 //! can wait for the stalls it caused. A line `enospc PREFIX` fills the disk
-//! under PREFIX: `write`, `pwrite` and `writev` there fail with ENOSPC,
-//! the first one part-way (half its bytes land, as on a disk that fills
-//! mid-write). Every other call goes to the C library. The control file is
+//! under PREFIX: `write`, `pwrite` and `writev` of regular files there
+//! fail with ENOSPC, the process's first `write`/`pwrite` part-way (half
+//! its bytes land, as on a disk that fills mid-write), every later one
+//! outright. Not covered: `fallocate`, creating files, and stdio's own
+//! buffered writes (glibc calls its internal write for those). Every other call goes to the C library. The control file is
 //! read on each call, so a test turns faults on and off by writing it.
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
@@ -126,27 +128,44 @@ fn no_space() -> isize {
     fail(libc::ENOSPC)
 }
 
-thread_local! {
-    /// The descriptor whose last write this thread cut short: its next
-    /// write fails outright, so a caller that retries the rest sees ENOSPC.
-    static CUT_SHORT: std::cell::Cell<c_int> = const { std::cell::Cell::new(-1) };
+/// Whether this process's disk has filled: the first write under an
+/// `enospc` rule lands part-way and sets it; every later one fails
+/// outright. A process whose disk filled is expected to stop (a broker's
+/// log directory goes offline), so it is never cleared.
+static FILLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `fd` is a regular file: only those fill a disk. Sockets, pipes
+/// and eventfds (tokio's wakers, its signal pipe) skip the control file at
+/// the cost of one fstat, which is async-signal-safe.
+fn regular_file(fd: c_int) -> bool {
+    // SAFETY: fstat writes only into the struct it is given.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
+    }
 }
 
-/// Under an `enospc` rule: the first write of `len` bytes lands half of
-/// them (`partial(half)` does it), the next fails with ENOSPC. `None`:
-/// no rule, the real call goes ahead.
+/// Under an `enospc` rule: the first write of the process lands half of
+/// its bytes (`partial(half)` does it), every later one fails with
+/// ENOSPC. `None`: no rule, the real call goes ahead with errno as it was.
 fn full_disk(fd: c_int, len: usize, partial: impl FnOnce(usize) -> isize) -> Option<isize> {
-    if !rule_applies("enospc", fd) {
+    if control_path().is_none() || !regular_file(fd) {
         return None;
     }
-    let cut = CUT_SHORT.with(|c| c.replace(-1));
-    if cut != fd && len >= 2 {
-        let n = partial(len / 2);
-        if n > 0 {
-            CUT_SHORT.with(|c| c.set(fd));
-        }
-        return Some(n);
+    // SAFETY: errno is thread-local; the rule check must not change what
+    // the caller sees of it.
+    let errno = unsafe { *libc::__errno_location() };
+    let applies = rule_applies("enospc", fd);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    if !applies {
+        return None;
     }
+    use std::sync::atomic::Ordering;
+    if len >= 2 && !FILLED.swap(true, Ordering::SeqCst) {
+        return Some(partial(len / 2));
+    }
+    FILLED.store(true, Ordering::SeqCst);
     Some(no_space())
 }
 
@@ -216,8 +235,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, count: c_int
     let Some(f) = real::<WritevFn>(&WRITEV, c"writev") else {
         return fail(libc::ENOSYS);
     };
-    if rule_applies("enospc", fd) {
-        return no_space();
+    // Never part-way: one partial vector write is not worth the bookkeeping.
+    match full_disk(fd, 0, |_| 0) {
+        Some(r) => r,
+        None => f(fd, iov, count),
     }
-    f(fd, iov, count)
 }
