@@ -334,7 +334,22 @@ fn run(mut args: Args) -> Result<bool, String> {
     let clients_ran = shared.history.elapsed();
     shared.stop.store(true, Ordering::SeqCst);
     log.line("clients stopping");
-    for t in threads {
+    // A client blocked inside librdkafka past its own timeouts (seed 1 on
+    // 2026-12-02: send_offsets_to_transaction with a 20 s timeout still
+    // blocked minutes after the clients were told to stop) is left behind:
+    // its operation stays without a completion, which the checker takes as
+    // unknown, and the fencing below settles its transaction.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while threads.iter().any(|t| !t.is_finished()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let blocked = threads.iter().filter(|t| !t.is_finished()).count();
+    if blocked > 0 {
+        log.line(&format!(
+            "{blocked} client thread(s) still blocked in the client library; left behind"
+        ));
+    }
+    for t in threads.into_iter().filter(|t| t.is_finished()) {
         let _ = t.join();
     }
     restart_late_exits(&mut cluster, &mut log)?;
@@ -382,9 +397,21 @@ fn run(mut args: Args) -> Result<bool, String> {
         ));
     }
     log.line(&format!("anomalies: {:?}", report.counts()));
+    // A node that panicked, however the history came out, fails the run:
+    // the broker never panics, and a restart must not hide one.
+    let mut panicked = Vec::new();
+    for id in cluster.node_ids() {
+        let text = fs::read(cluster.log_path(id)).unwrap_or_default();
+        if String::from_utf8_lossy(&text).contains("panicked at") {
+            panicked.push(id);
+        }
+    }
+    if !panicked.is_empty() {
+        log.line(&format!("nodes {panicked:?} panicked (see their logs)"));
+    }
     drop(cluster);
     drop(net);
-    Ok(report.valid())
+    Ok(report.valid() && panicked.is_empty())
 }
 
 /// Two consumers of every partition of `topic` by assign, one per
