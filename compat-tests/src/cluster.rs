@@ -197,6 +197,8 @@ struct Node {
     child: Option<Child>,
     pid: u32,
     state: NodeState,
+    /// How its last process ended, once reaped.
+    exited: Option<ExitStatus>,
 }
 
 impl Node {
@@ -216,6 +218,7 @@ impl Node {
         if st.is_some() {
             self.child = None;
             self.state = NodeState::Down;
+            self.exited = st;
         }
         st
     }
@@ -323,6 +326,7 @@ impl Cluster {
                 child: None,
                 pid: 0,
                 state: NodeState::Down,
+                exited: None,
             });
         }
         let voters = nodes
@@ -453,6 +457,13 @@ impl Cluster {
         let n = self.node_mut(id)?;
         n.refresh();
         Ok(n.state)
+    }
+
+    /// How node `id`'s last process ended, once it has (reaped by `state`).
+    pub fn exit_status(&mut self, id: i32) -> io::Result<Option<ExitStatus>> {
+        let n = self.node_mut(id)?;
+        n.refresh();
+        Ok(n.exited)
     }
 
     /// `node ID pid PID broker HOST:PORT`, with ` stopped` appended for a SIGSTOPped node,
