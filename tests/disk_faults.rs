@@ -158,13 +158,20 @@ fn values_on_disk(dir: &Path) -> Vec<String> {
 /// The common part: writes before the fault, arming it, the move, writes
 /// after it, and the checks once the fault is gone and the old leader is
 /// back. `arm` starts the fault; `clear` ends it before the restart.
+/// What the fault's story must show beyond losing nothing.
+struct Expect {
+    /// The bound on the leadership's move.
+    moves_within: Duration,
+    /// Whether the node ends in Strand's halt (exit status 1).
+    halts: bool,
+}
+
 fn leadership_moves_and_nothing_acknowledged_is_lost(
     cluster: &mut Cluster,
     topic: &str,
     leader: i32,
     value_len: usize,
-    moves_within: Duration,
-    halts: bool,
+    expect: Expect,
     arm: impl FnOnce(&mut Cluster),
     clear: impl FnOnce(&mut Cluster),
 ) {
@@ -203,8 +210,9 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
         "writes refused with {refused:?} (KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER or no answer expected)"
     );
     assert!(
-        moved_after < moves_within,
-        "leadership moved after {moved_after:?}, beyond {moves_within:?}; {}",
+        moved_after < expect.moves_within,
+        "leadership moved after {moved_after:?}, beyond {:?}; {}",
+        expect.moves_within,
         cluster.broker_ids().iter().map(|id| format!("node {id}: {}", cluster.log_tail(*id))).collect::<Vec<_>>().join("\n")
     );
     for i in 0..20 {
@@ -223,7 +231,7 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
         "{}",
         cluster.log_tail(leader)
     );
-    if halts {
+    if expect.halts {
         // Strand's halt: its last words, and exit status 1 (not a signal).
         let status = cluster.exit_status(leader).unwrap();
         assert!(
@@ -291,8 +299,10 @@ fn failing_fsync_takes_the_leader_offline_and_loses_nothing() {
         topic,
         leader,
         100,
-        SESSION_TIMEOUT,
-        true,
+        Expect {
+            moves_within: SESSION_TIMEOUT,
+            halts: true,
+        },
         |_| std::fs::write(&control, format!("fsync {}\n", partition_dir.display())).unwrap(),
         |_| std::fs::write(&control, "").unwrap(),
     );
@@ -338,10 +348,12 @@ fn a_full_disk_under_the_whole_data_directory_halts_the_broker_and_loses_nothing
         topic,
         leader,
         100,
-        // Election (a few timeouts of 1 s) plus a fresh session.
-        SESSION_TIMEOUT + Duration::from_secs(6),
-        // Debian's RocksDB aborts first (see above).
-        false,
+        Expect {
+            // Election (a few timeouts of 1 s) plus a fresh session.
+            moves_within: SESSION_TIMEOUT + Duration::from_secs(6),
+            // Debian's RocksDB aborts first (see above).
+            halts: false,
+        },
         |_| std::fs::write(&control, format!("enospc {}/\n", data_dir.display())).unwrap(),
         |_| std::fs::write(&control, "").unwrap(),
     );
@@ -466,8 +478,10 @@ fn full_disk_takes_the_leader_offline_and_loses_nothing() {
         leader,
         // 20 writes of 40 KiB fit in 1 MiB; the next ones fill it.
         40 << 10,
-        SESSION_TIMEOUT,
-        true,
+        Expect {
+            moves_within: SESSION_TIMEOUT,
+            halts: true,
+        },
         |_| {},
         |_| mount_ref.resize("64m"),
     );
