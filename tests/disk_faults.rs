@@ -213,7 +213,12 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
         moved_after < expect.moves_within,
         "leadership moved after {moved_after:?}, beyond {:?}; {}",
         expect.moves_within,
-        cluster.broker_ids().iter().map(|id| format!("node {id}: {}", cluster.log_tail(*id))).collect::<Vec<_>>().join("\n")
+        cluster
+            .broker_ids()
+            .iter()
+            .map(|id| format!("node {id}: {}", cluster.log_tail(*id)))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     for i in 0..20 {
         let v = format!("after-{i}-{pad}");
@@ -225,7 +230,8 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
         matches!(cluster.state(leader), Ok(NodeState::Down)).then_some(())
     });
     // It said why, and nothing panicked on the way out.
-    let log = String::from_utf8_lossy(&std::fs::read(cluster.log_path(leader)).unwrap()).into_owned();
+    let log =
+        String::from_utf8_lossy(&std::fs::read(cluster.log_path(leader)).unwrap()).into_owned();
     assert!(
         log.contains("log directory failed") && !log.contains("panicked"),
         "{}",
@@ -235,7 +241,8 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
         // Strand's halt: its last words, and exit status 1 (not a signal).
         let status = cluster.exit_status(leader).unwrap();
         assert!(
-            log.contains("strand: log directory failed") && status.and_then(|s| s.code()) == Some(1),
+            log.contains("strand: log directory failed")
+                && status.and_then(|s| s.code()) == Some(1),
             "exit {status:?}; {}",
             cluster.log_tail(leader)
         );
@@ -334,7 +341,9 @@ fn a_full_disk_under_the_whole_data_directory_halts_the_broker_and_loses_nothing
     let ids = cluster.broker_ids();
     let controller = common::eventually("a controller", Duration::from_secs(30), || {
         let a = addr(&cluster, ids[0]).parse().ok()?;
-        let id = describe_cluster(a, 1, Duration::from_secs(2)).ok()?.controller_id;
+        let id = describe_cluster(a, 1, Duration::from_secs(2))
+            .ok()?
+            .controller_id;
         (id >= 0).then_some(id)
     });
     let mut replicas = vec![controller];
@@ -381,7 +390,9 @@ fn a_failing_fsync_of_the_metadata_store_stops_the_node() {
     let ids = cluster.broker_ids();
     let victim = common::eventually("a controller", Duration::from_secs(30), || {
         let a = addr(&cluster, ids[0]).parse().ok()?;
-        let id = describe_cluster(a, 1, Duration::from_secs(2)).ok()?.controller_id;
+        let id = describe_cluster(a, 1, Duration::from_secs(2))
+            .ok()?
+            .controller_id;
         (id >= 0).then_some(id)
     });
     let others: Vec<i32> = ids.iter().copied().filter(|&id| id != victim).collect();
@@ -398,10 +409,13 @@ fn a_failing_fsync_of_the_metadata_store_stops_the_node() {
     // Any metadata change makes every voter append and fsync: a new topic.
     let mut c = Client::connect(&addr(&cluster, others[0])).unwrap();
     let _ = common::create_topics(&mut c, vec![common::creatable_topic("trigger", 1, 3, &[])]);
-    common::eventually("the node with the failed store stopped", Duration::from_secs(30), || {
-        matches!(cluster.state(victim), Ok(NodeState::Down)).then_some(())
-    });
-    let log = String::from_utf8_lossy(&std::fs::read(cluster.log_path(victim)).unwrap()).into_owned();
+    common::eventually(
+        "the node with the failed store stopped",
+        Duration::from_secs(30),
+        || matches!(cluster.state(victim), Ok(NodeState::Down)).then_some(()),
+    );
+    let log =
+        String::from_utf8_lossy(&std::fs::read(cluster.log_path(victim)).unwrap()).into_owned();
     let status = cluster.exit_status(victim).unwrap();
     assert!(
         log.contains("strand: metadata store failed")
@@ -418,10 +432,19 @@ fn a_failing_fsync_of_the_metadata_store_stops_the_node() {
     }
     std::fs::write(&control, "").unwrap();
     cluster.restart(victim).expect("restarts");
-    common::eventually("every replica in the ISR again", Duration::from_secs(60), || {
-        let v = common::partition_view(&addr(&cluster, others[0]), topic, 0, Duration::from_secs(2))?;
-        (v.isr.len() == 3).then_some(())
-    });
+    common::eventually(
+        "every replica in the ISR again",
+        Duration::from_secs(60),
+        || {
+            let v = common::partition_view(
+                &addr(&cluster, others[0]),
+                topic,
+                0,
+                Duration::from_secs(2),
+            )?;
+            (v.isr.len() == 3).then_some(())
+        },
+    );
     let read = read_all(&mut cluster, topic);
     let lost: Vec<&String> = acked.iter().filter(|v| !read.contains(v)).collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");

@@ -137,12 +137,15 @@ impl Log {
 /// Checks a recorded history and prints what the checker finds.
 fn judge(history: &std::path::Path) -> Result<bool, String> {
     let file = fs::File::open(history).map_err(|e| format!("{}: {e}", history.display()))?;
-    let events = strand_chaos::history::read(std::io::BufReader::new(file))
-        .map_err(|e| e.to_string())?;
+    let events =
+        strand_chaos::history::read(std::io::BufReader::new(file)).map_err(|e| e.to_string())?;
     let report = strand_chaos::check(&events).map_err(|e| e.to_string())?;
     println!("history: {} events; {:?}", events.len(), report.stats);
     for a in report.anomalies.iter().take(20) {
-        println!("ANOMALY {}: {} (events {:?})", a.kind, a.explanation, a.events);
+        println!(
+            "ANOMALY {}: {} (events {:?})",
+            a.kind, a.explanation, a.events
+        );
     }
     println!("anomalies: {:?}", report.counts());
     Ok(report.valid())
@@ -193,8 +196,8 @@ fn run(mut args: Args) -> Result<bool, String> {
             .with_env("LD_PRELOAD", lib.display().to_string())
             .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string());
     }
-    let mut cluster =
-        Cluster::start(args.strand.as_deref().ok_or("--strand is required")?, spec).map_err(|e| format!("cluster start: {e}"))?;
+    let mut cluster = Cluster::start(args.strand.as_deref().ok_or("--strand is required")?, spec)
+        .map_err(|e| format!("cluster start: {e}"))?;
     let bootstrap = cluster.bootstrap();
     log.line(&format!(
         "{} nodes on {bootstrap}; seed {}; faults {:?}; workloads {:?}",
@@ -561,7 +564,9 @@ fn restart_late_exits(cluster: &mut Cluster, log: &mut Log) -> Result<(), String
         .restart_down()
         .map_err(|e| format!("restarting nodes that exited after a heal: {e}"))?;
     if !started.is_empty() {
-        log.line(&format!("restarted {started:?}, which exited after the heal"));
+        log.line(&format!(
+            "restarted {started:?}, which exited after the heal"
+        ));
     }
     Ok(())
 }
