@@ -339,7 +339,10 @@ fn run(mut args: Args) -> Result<bool, String> {
     log.line("clients stopping");
     // A client blocked inside librdkafka past its own timeouts (seed 1 on
     // 2026-12-02: send_offsets_to_transaction with a 20 s timeout still
-    // blocked minutes after the clients were told to stop) is left behind:
+    // blocked minutes after the clients were told to stop; librdkafka
+    // issues 5456 and 5511: its coordinator-request timeout is never
+    // checked, so the call waits for a group coordinator that went down
+    // or away) is left behind:
     // its operation stays without a completion, which the checker takes as
     // unknown, and the fencing below settles its transaction.
     let deadline = Instant::now() + Duration::from_secs(90);
