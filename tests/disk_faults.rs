@@ -42,6 +42,22 @@ fn faultfs_library() -> PathBuf {
     lib
 }
 
+/// A 3-node cluster (`spec()`) with faultfs preloaded, and its control
+/// file, empty (the directory holding it lives as long as the first value).
+fn faultfs_cluster() -> (tempfile::TempDir, PathBuf, Cluster) {
+    let control_dir = tempfile::tempdir().unwrap();
+    let control = control_dir.path().join("faults");
+    std::fs::write(&control, "").unwrap();
+    let cluster = Cluster::start(
+        &common::strand_bin(),
+        spec()
+            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
+    )
+    .expect("cluster starts");
+    (control_dir, control, cluster)
+}
+
 /// Creates `topic` (one partition, replicas in `replicas` order, so the
 /// first leads) and waits until all of them are in its ISR.
 fn create_topic(cluster: &Cluster, topic: &str, replicas: &[i32], configs: &[(&str, &str)]) {
@@ -281,16 +297,7 @@ fn leadership_moves_and_nothing_acknowledged_is_lost(
 /// append is fsynced before it counts).
 #[test]
 fn failing_fsync_takes_the_leader_offline_and_loses_nothing() {
-    let control_dir = tempfile::tempdir().unwrap();
-    let control = control_dir.path().join("faults");
-    std::fs::write(&control, "").unwrap();
-    let mut cluster = Cluster::start(
-        &common::strand_bin(),
-        spec()
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
-            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
-    )
-    .expect("cluster starts");
+    let (_control_dir, control, mut cluster) = faultfs_cluster();
     let ids = cluster.broker_ids();
     let topic = "fsync-fault";
     create_topic(
@@ -326,16 +333,7 @@ fn failing_fsync_takes_the_leader_offline_and_loses_nothing() {
 /// Strand's halt: what it acknowledged was synced before, and it recovers.
 #[test]
 fn a_full_disk_under_the_whole_data_directory_halts_the_broker_and_loses_nothing() {
-    let control_dir = tempfile::tempdir().unwrap();
-    let control = control_dir.path().join("faults");
-    std::fs::write(&control, "").unwrap();
-    let mut cluster = Cluster::start(
-        &common::strand_bin(),
-        spec()
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
-            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
-    )
-    .expect("cluster starts");
+    let (_control_dir, control, mut cluster) = faultfs_cluster();
     // The partition's leader is the active controller: the hardest case,
     // its metadata store fills with its log.
     let ids = cluster.broker_ids();
@@ -377,16 +375,7 @@ fn a_full_disk_under_the_whole_data_directory_halts_the_broker_and_loses_nothing
 /// acknowledged is lost.
 #[test]
 fn a_failing_fsync_of_the_metadata_store_stops_the_node() {
-    let control_dir = tempfile::tempdir().unwrap();
-    let control = control_dir.path().join("faults");
-    std::fs::write(&control, "").unwrap();
-    let mut cluster = Cluster::start(
-        &common::strand_bin(),
-        spec()
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
-            .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
-    )
-    .expect("cluster starts");
+    let (_control_dir, control, mut cluster) = faultfs_cluster();
     let ids = cluster.broker_ids();
     let victim = common::eventually("a controller", Duration::from_secs(30), || {
         let a = addr(&cluster, ids[0]).parse().ok()?;

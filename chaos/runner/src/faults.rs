@@ -180,27 +180,22 @@ pub fn start(step: &Step, w: &mut World<'_>) -> io::Result<String> {
             }
             "kill -9 every node".to_string()
         }
-        FaultKind::FailedFsync => match &w.faultfs_control {
-            Some(control) => {
-                let x = pick(0);
-                let dir = w.cluster.data_dir(x);
-                // The trailing slash: the directory's contents, not the
-                // node's log file beside it (`nodeN.log`).
-                std::fs::write(control, format!("fsync {}/\n", dir.display()))?;
-                format!("fsync fails on {x}")
-            }
-            None => "fsync faults unavailable (no faultfs)".to_string(),
-        },
-        FaultKind::FullDisk => match &w.faultfs_control {
-            Some(control) => {
-                let x = pick(0);
-                let dir = w.cluster.data_dir(x);
-                std::fs::write(control, format!("enospc {}/\n", dir.display()))?;
-                format!("disk full on {x}")
-            }
-            None => "full-disk faults unavailable (no faultfs)".to_string(),
-        },
+        FaultKind::FailedFsync => faultfs_rule(w, "fsync", pick(0), "fsync fails on")?,
+        FaultKind::FullDisk => faultfs_rule(w, "enospc", pick(0), "disk full on")?,
     })
+}
+
+/// Sets faultfs's `rule` on node `x`'s data directory; what was done, for
+/// the log.
+fn faultfs_rule(w: &World<'_>, rule: &str, x: i32, what: &str) -> io::Result<String> {
+    let Some(control) = &w.faultfs_control else {
+        return Ok(format!("{rule} faults unavailable (no faultfs)"));
+    };
+    // The trailing slash: the directory's contents, not the node's log
+    // file beside it (`nodeN.log`).
+    let dir = w.cluster.data_dir(x);
+    std::fs::write(control, format!("{rule} {}/\n", dir.display()))?;
+    Ok(format!("{what} {x}"))
 }
 
 /// Ends every fault: the network whole, paused nodes continued, faultfs

@@ -109,6 +109,29 @@ fn send(
     .map_err(|(e, _)| e.to_string())
 }
 
+/// Waits for a transaction's deliveries, filling in each write's offset,
+/// with one deadline for the batch, not one per record: a producer whose
+/// deliveries stall (fenced, in an abortable error) would otherwise hold
+/// the thread up to 20 s per record (in seeds 101 and 110 of the long run
+/// one pipeline batch stayed open ~10 minutes and the clients could not
+/// stop). The last failure, if any, goes to `failed`.
+fn await_deliveries(
+    done: &mut [Write],
+    receivers: Vec<Result<mpsc::Receiver<Delivered>, String>>,
+    failed: &mut Option<String>,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (w, rx) in done.iter_mut().zip(receivers) {
+        match rx.and_then(|rx| {
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .map_err(|e| e.to_string())?
+        }) {
+            Ok((_, offset)) => w.offset = Some(offset),
+            Err(e) => *failed = Some(e),
+        }
+    }
+}
+
 /// How the queue's producers acknowledge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Acks {
@@ -255,21 +278,7 @@ pub fn transactional_producer(
             .iter()
             .map(|w| send(&p, &topic, w.tp.partition, w.value))
             .collect();
-        // One deadline for the batch, not one per record: a producer whose
-        // deliveries stall (fenced, in an abortable error) would otherwise
-        // hold the thread up to 20 s per record (in seeds 101 and 110 of
-        // the long run one pipeline batch stayed open ~10 minutes and the
-        // clients could not stop).
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for (w, rx) in done.iter_mut().zip(receivers) {
-            match rx.and_then(|rx| {
-                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                    .map_err(|e| e.to_string())?
-            }) {
-                Ok((_, offset)) => w.offset = Some(offset),
-                Err(e) => failed = Some(e),
-            }
-        }
+        await_deliveries(&mut done, receivers, &mut failed);
         if hang {
             // Never ended: it cannot commit, and the next instance's
             // InitProducerId aborts it.
@@ -753,21 +762,7 @@ pub fn pipeline(
             .iter()
             .map(|w| send(&p, &output, w.tp.partition, w.value))
             .collect();
-        // One deadline for the batch, not one per record: a producer whose
-        // deliveries stall (fenced, in an abortable error) would otherwise
-        // hold the thread up to 20 s per record (in seeds 101 and 110 of
-        // the long run one pipeline batch stayed open ~10 minutes and the
-        // clients could not stop).
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for (w, rx) in done.iter_mut().zip(receivers) {
-            match rx.and_then(|rx| {
-                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                    .map_err(|e| e.to_string())?
-            }) {
-                Ok((_, offset)) => w.offset = Some(offset),
-                Err(e) => failed = Some(e),
-            }
-        }
+        await_deliveries(&mut done, receivers, &mut failed);
         let mut list = TopicPartitionList::new();
         for (t, o) in &offsets {
             let _ = list.add_partition_offset(&t.topic, t.partition, Offset::Offset(*o));
