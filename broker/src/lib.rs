@@ -35,5 +35,6 @@ pub mod meta;
 pub mod node;
 pub mod replica_fetcher;
 pub mod replica_manager;
+pub mod replica_plan;
 pub mod server;
 pub mod txn_coordinator;

@@ -5,6 +5,7 @@
 
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::replica_plan;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,14 +14,16 @@ use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config};
 use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
+use strand_metadata::records::ConfigMap;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
-use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch, ProducerId};
+use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
 use strand_partition::{
-    delete_dir, read_partition_metadata, Partition, PartitionSettings, ReplicaState, DELETE_SUFFIX,
+    delete_dir, read_partition_metadata, Partition, PartitionSettings, DELETE_SUFFIX,
 };
+
 /// The image's broker ids (never negative in a registration).
 fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
     ids.iter().map(|&id| BrokerId::new(id)).collect()
@@ -73,8 +76,6 @@ pub fn partition_settings(
     }
 }
 
-type PartitionKey = (String, i32);
-
 /// Follows the partitions of one topic hosted on this broker: the seam
 /// through which the coordinators learn of leadership without the replica
 /// manager knowing them.
@@ -91,11 +92,11 @@ pub trait PartitionListener: Send + Sync {
 pub struct ReplicaManager {
     pub config: Arc<BrokerConfig>,
     pub controller: ControllerLink,
-    partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
     /// Partitions whose log could not be opened, with the topic id tried.
-    failed: Mutex<HashMap<PartitionKey, Uuid>>,
+    failed: Mutex<BTreeMap<TopicPartition, Uuid>>,
     /// This broker's registration epoch (fences stale producer-id requests).
     broker_epoch: i64,
     /// The current producer id block: (next id, end exclusive).
@@ -126,7 +127,7 @@ impl ReplicaManager {
             controller,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
-            failed: Mutex::new(HashMap::new()),
+            failed: Mutex::new(BTreeMap::new()),
             broker_epoch,
             producer_ids: tokio::sync::Mutex::new((0, 0)),
             fetchers,
@@ -214,10 +215,11 @@ impl ReplicaManager {
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
-        self.partitions
-            .read()
-            .get(&(topic.to_string(), index))
-            .cloned()
+        self.partition_by_key(&TopicPartition::new(topic, index))
+    }
+
+    fn partition_by_key(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.partitions.read().get(tp).cloned()
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
@@ -236,8 +238,11 @@ impl ReplicaManager {
             }
             return Ok(p);
         }
-        let key = (topic.to_string(), index);
-        if self.failed.lock().contains_key(&key) {
+        if self
+            .failed
+            .lock()
+            .contains_key(&TopicPartition::new(topic, index))
+        {
             // Its log could not be opened: offline here until a restart.
             return Err(ErrorCode::KafkaStorageError);
         }
@@ -289,76 +294,64 @@ impl ReplicaManager {
             return;
         }
         let image = self.image();
-        let me = self.node_id();
-        let mut wanted: HashMap<PartitionKey, (Uuid, ReplicaState, PartitionSettings)> =
-            HashMap::new();
-        for (name, topic) in &image.topics {
-            let settings = partition_settings(&self.config, &topic.configs);
-            for p in &topic.partitions {
-                if p.replicas.contains(&me) {
-                    let replica = ReplicaState {
-                        leader_epoch: LeaderEpoch::new(p.leader_epoch),
-                        partition_epoch: PartitionEpoch::new(p.partition_epoch),
-                        replicas: broker_ids(&p.replicas),
-                        isr: broker_ids(&p.isr),
-                        leader: BrokerId::from_wire(p.leader),
-                    };
-                    wanted.insert(
-                        (name.clone(), p.partition),
-                        (topic.topic_id, replica, settings.clone()),
-                    );
-                }
-            }
-        }
-        let current: Vec<(PartitionKey, Arc<Partition>)> = self
+        let me = BrokerId::new(self.node_id());
+        let hosted: BTreeMap<TopicPartition, Uuid> = self
             .partitions
             .read()
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, p)| (k.clone(), p.topic_id))
             .collect();
-        for (key, part) in current {
-            match wanted.get(&key) {
-                Some((id, _, settings)) if *id == part.topic_id => {
-                    part.update_settings(settings.clone());
-                }
-                _ => {
-                    for l in self.listeners.read().iter().filter(|l| l.topic() == key.0) {
-                        l.forget_partition(key.1);
-                    }
-                    self.partitions.write().remove(&key);
-                    part.mark_deleted();
-                    tracing::info!(topic = %key.0, partition = key.1, "deleting partition");
-                    delete_dir(&self.partition_dir(&key.0, key.1));
-                }
+        let failed = self.failed.lock().clone();
+        let settings = |configs: &ConfigMap| partition_settings(&self.config, configs);
+        let changes = replica_plan::local_changes(&image, me, &hosted, &failed, &settings);
+
+        for (tp, reason) in &changes.deletes {
+            for l in self
+                .listeners
+                .read()
+                .iter()
+                .filter(|l| l.topic() == &*tp.topic)
+            {
+                l.forget_partition(tp.partition);
+            }
+            let Some(part) = self.partitions.write().remove(tp) else {
+                continue;
+            };
+            part.mark_deleted();
+            tracing::info!(topic = %tp.topic, partition = tp.partition, ?reason, "deleting partition");
+            delete_dir(&self.partition_dir(&tp.topic, tp.partition));
+        }
+        {
+            let mut failed = self.failed.lock();
+            for tp in &changes.forget_failed {
+                failed.remove(tp);
             }
         }
-        self.failed
-            .lock()
-            .retain(|key, id| wanted.get(key).is_some_and(|w| w.0 == *id));
-        for (key, (id, replica, settings)) in &wanted {
-            let (key, id) = (key.clone(), *id);
-            if self.partitions.read().contains_key(&key)
-                || self.failed.lock().get(&key) == Some(&id)
-            {
-                continue;
-            }
-            let dir = self.partition_dir(&key.0, key.1);
+        for tp in &changes.opens {
+            let a = &changes.assigned[tp];
+            let dir = self.partition_dir(&tp.topic, tp.partition);
             // A directory left by an earlier topic of the same name is stale.
             if let Some(old) = read_partition_metadata(&dir) {
-                if old != id {
+                if old != a.topic_id {
                     tracing::info!(dir = %dir.display(), "removing stale partition directory of a deleted topic");
                     delete_dir(&dir);
                 }
             }
-            let opened =
-                Partition::open(&dir, &key.0, id, key.1, replica.clone(), settings.clone());
+            let opened = Partition::open(
+                &dir,
+                &tp.topic,
+                a.topic_id,
+                tp.partition,
+                a.replica.clone(),
+                a.settings.clone(),
+            );
             match opened.map(|p| p.report_failures_to(&self.log_dir_failures)) {
                 Ok(p) => {
-                    self.partitions.write().insert(key, Arc::new(p));
+                    self.partitions.write().insert(tp.clone(), Arc::new(p));
                 }
                 Err(e) => {
                     tracing::error!(dir = %dir.display(), error = %e, "cannot open partition; it is offline on this broker");
-                    self.failed.lock().insert(key, id);
+                    self.failed.lock().insert(tp.clone(), a.topic_id);
                 }
             }
         }
@@ -366,29 +359,23 @@ impl ReplicaManager {
         // Lead or follow as the image says; followers fetch from their leader.
         let eligible = |r: BrokerId| image.is_active(r.get());
         let mut follow: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
-        let parts: Vec<(PartitionKey, Arc<Partition>)> = self
-            .partitions
-            .read()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (key, part) in parts {
-            let Some((_, replica, settings)) = wanted.get(&key) else {
-                continue;
+        for (tp, a) in &changes.assigned {
+            let Some(part) = self.partition_by_key(tp) else {
+                continue; // Failed to open: offline here.
             };
-            let config = self.leader_config(settings);
-            let following =
-                part.apply_registration(replica.clone(), config, &eligible, BrokerId::new(me));
-            if let (true, Some(leader)) = (following, replica.leader) {
-                follow.entry(leader.get()).or_default().push(part.clone());
+            part.update_settings(a.settings.clone());
+            let config = self.leader_config(&a.settings);
+            let following = part.apply_registration(a.replica.clone(), config, &eligible, me);
+            if let (true, replica_plan::Role::Follower(leader)) = (following, a.role(me)) {
+                follow.entry(leader.get()).or_default().push(part);
             }
         }
         self.fetchers.update(follow);
         // The group and transaction coordinators follow leadership of
         // `__consumer_offsets` and `__transaction_state`.
         let listeners = self.listeners.read();
-        for (key, part) in self.partitions.read().iter() {
-            for l in listeners.iter().filter(|l| l.topic() == key.0) {
+        for (tp, part) in self.partitions.read().iter() {
+            for l in listeners.iter().filter(|l| l.topic() == &*tp.topic) {
                 l.clone().on_partition(part);
             }
         }
