@@ -333,6 +333,7 @@ pub async fn start_on_raft(
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_entropy(),
         },
+        last_event_ms: None,
     };
     tokio::spawn(controller.run(rx));
     Ok(ControllerNode { raft, handle })
@@ -461,9 +462,32 @@ struct Controller {
     session_timeout_ms: u64,
     clock: Arc<dyn Clock>,
     rng: StdRng,
+    /// When the event loop last began an event (a request or a tick), on
+    /// the session clock: a long gap is the controller's own stall.
+    last_event_ms: Option<u64>,
 }
 
 impl Controller {
+    /// Called as each event begins: a stall of the controller itself (a
+    /// paused process, a loop held up by a slow commit) is credited to
+    /// every broker session before anything is decided, so brokers whose
+    /// heartbeats are queued behind the stall are not fenced for it.
+    fn note_event(&mut self) {
+        let now = self.now_ms();
+        if let Some(stalled) =
+            manager::cluster::controller_stall(self.last_event_ms, now, self.session_timeout_ms)
+        {
+            if self.active {
+                tracing::warn!(
+                    stalled_ms = stalled,
+                    "the controller was not listening; broker sessions are credited with the stall"
+                );
+            }
+            self.heartbeats.credit_stall(stalled);
+        }
+        self.last_event_ms = Some(now);
+    }
+
     /// Broker sessions are timed on the monotonic clock: a stepped wall
     /// clock, or a machine paused and resumed, must not fence brokers whose
     /// heartbeats are queued behind the pause (a single node fenced itself
@@ -479,12 +503,16 @@ impl Controller {
             tokio::select! {
                 event = rx.recv() => match event {
                     Some((request, reply)) => {
+                        self.note_event();
                         let r = self.handle(request).await;
                         let _ = reply.send(r);
                     }
                     None => return,
                 },
-                _ = tick.tick() => self.on_tick().await,
+                _ = tick.tick() => {
+                    self.note_event();
+                    self.on_tick().await
+                }
             }
         }
     }

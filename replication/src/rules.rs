@@ -311,6 +311,24 @@ pub fn check_request_leader_epoch(
     }
 }
 
+/// Whether a fetch may be answered from a snapshot of the partition's
+/// offsets, checked on every read of the fetch, including after it waited:
+/// a fetch accepted in one leader term is never answered with another
+/// term's data (Kafka's DelayedFetch completes with the error when the
+/// replica stops leading or its leader epoch moves, cases A and E).
+/// `leading`: the epoch this broker leads at in the snapshot, `None` when
+/// it does not lead; `request_epoch`: the fetch's current leader epoch,
+/// `None` when it carries -1 (then only leadership is checked).
+pub fn check_fetch_term(
+    leading: Option<LeaderEpoch>,
+    request_epoch: Option<LeaderEpoch>,
+) -> Result<(), ErrorCode> {
+    match leading {
+        None => Err(ErrorCode::NotLeaderOrFollower),
+        Some(ours) => check_request_leader_epoch(request_epoch, ours),
+    }
+}
+
 /// One observation of a partition for the ack decision of one pending append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckObservation {

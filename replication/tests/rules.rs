@@ -381,6 +381,29 @@ fn fetch_completion_and_request_epochs() {
     );
 }
 
+/// A fetch is answered only within the term it was accepted in: a table
+/// of (epoch led at in the snapshot, the request's current epoch).
+#[test]
+fn a_fetch_is_answered_only_in_its_leader_term() {
+    let table = [
+        (None, None, Err(ErrorCode::NotLeaderOrFollower)),
+        (None, Some(e(4)), Err(ErrorCode::NotLeaderOrFollower)),
+        (Some(e(4)), None, Ok(())),
+        (Some(e(4)), Some(e(4)), Ok(())),
+        // Seed 212 of the chaos run: parked at epoch 4, the leader is
+        // leader again at epoch 6 when new data arrives.
+        (Some(e(6)), Some(e(4)), Err(ErrorCode::FencedLeaderEpoch)),
+        (Some(e(4)), Some(e(6)), Err(ErrorCode::UnknownLeaderEpoch)),
+    ];
+    for (leading, request, expected) in table {
+        assert_eq!(
+            check_fetch_term(leading, request),
+            expected,
+            "leading {leading:?}, request {request:?}"
+        );
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     /// Leader appends n records.

@@ -30,6 +30,8 @@ struct Target {
     fetch_offset: Option<Offset>,
     partition_max_bytes: usize,
     last_fetched_epoch: Option<LeaderEpoch>,
+    /// The request's current leader epoch (KIP-320), `None` for -1.
+    current_leader_epoch: Option<LeaderEpoch>,
     partition: Result<Arc<Partition>, ErrorCode>,
 }
 
@@ -76,13 +78,10 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
         };
         topics.push((t.topic.clone(), t.topic_id));
         for p in &t.partitions {
+            let current_leader_epoch = LeaderEpoch::from_wire(p.current_leader_epoch);
             let mut partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) => broker.leader_partition_at_epoch(
-                    n,
-                    p.partition,
-                    LeaderEpoch::from_wire(p.current_leader_epoch),
-                ),
+                Some(n) => broker.leader_partition_at_epoch(n, p.partition, current_leader_epoch),
             };
             let fetch_offset = Offset::from_wire(p.fetch_offset);
             let last_fetched_epoch = LeaderEpoch::from_wire(p.last_fetched_epoch);
@@ -108,6 +107,7 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
                     fetch_offset,
                     partition_max_bytes: p.partition_max_bytes.max(0) as usize,
                     last_fetched_epoch,
+                    current_leader_epoch,
                     partition,
                 },
             ));
@@ -209,6 +209,18 @@ fn read_all(
             }
             Ok(p) => {
                 let offsets = p.offsets();
+                // Checked on every read, not only when the request came in:
+                // a fetch that waited must not be answered from a later
+                // leader term (nor after this broker stopped leading).
+                if let Err(code) =
+                    rules::check_fetch_term(offsets.leading_epoch, t.current_leader_epoch)
+                {
+                    pd.error_code = code.code();
+                    pd.records = Some(Bytes::new());
+                    errors = true;
+                    out.push((t.topic, pd));
+                    continue;
+                }
                 pd.high_watermark = offsets.high_watermark.get();
                 // Kafka reports the LSO whatever the isolation level.
                 pd.last_stable_offset = offsets.last_stable_offset.get();

@@ -69,6 +69,16 @@ impl BrokerHeartbeats {
         BrokerHeartbeats { sessions }
     }
 
+    /// Credits every session with `stalled_ms` the controller spent not
+    /// listening (its process paused, its event loop held up): heartbeats
+    /// sent meanwhile wait unheard in its queue, so that time is the
+    /// controller's silence, not the brokers'.
+    pub fn credit_stall(&mut self, stalled_ms: u64) {
+        for s in self.sessions.values_mut() {
+            s.last_contact_ms = s.last_contact_ms.saturating_add(stalled_ms);
+        }
+    }
+
     /// Forgets a broker's session: its process is known to be gone (the
     /// broker of a combined node whose controller just restarted), so a new
     /// incarnation may register at once instead of after the session timeout.
@@ -295,6 +305,23 @@ pub fn heartbeat(
         should_shutdown: next == BrokerState::ShutdownNow,
     };
     Ok((records, reply))
+}
+
+/// How long the controller was not listening before an event at `now_ms`,
+/// when that counts as a stall of its own: its event loop runs at least
+/// every tick (250 ms), so a gap since the previous event longer than half
+/// a broker session is the controller paused or held up, not brokers gone
+/// silent, and sessions are credited with it
+/// ([`BrokerHeartbeats::credit_stall`]) before anything is fenced.
+/// Ordinary lateness (a busy machine) is below the bound and credits
+/// nothing, so a late loop still fences a broker that stopped.
+pub fn controller_stall(
+    previous_event_ms: Option<u64>,
+    now_ms: u64,
+    session_timeout_ms: u64,
+) -> Option<u64> {
+    let gap = now_ms.saturating_sub(previous_event_ms?);
+    (gap > session_timeout_ms / 2).then_some(gap)
 }
 
 /// Fences every unfenced broker not heard from for longer than
@@ -692,5 +719,59 @@ mod tests {
                 .code,
             ErrorCode::DuplicateBrokerRegistration
         );
+    }
+    #[test]
+    fn a_stall_of_the_controller_is_credited_to_every_session() {
+        // (previous event, now) -> credited stall, with a 9 s session.
+        let table = [
+            (None, 100_000, None),
+            (Some(100_000), 100_250, None),
+            (Some(100_000), 104_500, None),
+            (Some(100_000), 104_501, Some(4_501)),
+            (Some(100_000), 160_000, Some(60_000)),
+            (Some(100_000), 90_000, None),
+        ];
+        for (previous, now, want) in table {
+            assert_eq!(
+                controller_stall(previous, now, TIMEOUT),
+                want,
+                "{previous:?} -> {now}"
+            );
+        }
+
+        // Brokers 1 and 2 heartbeat at 1,000; the controller is paused from
+        // 1,100 to 20,000. Its first event credits the stall: nobody is
+        // fenced, though both sessions look 19 s old.
+        let mut img = MetadataImage::default();
+        let mut hbs = BrokerHeartbeats::default();
+        let epochs = cluster(&mut img, &mut hbs, &[1, 2]);
+        for (j, id) in [1, 2].into_iter().enumerate() {
+            heartbeat(
+                &img,
+                &mut hbs,
+                &hb(id, epochs[j], img.applied, false, false),
+                0,
+                1_000,
+            )
+            .unwrap();
+        }
+        assert_eq!(fence_stale_brokers(&img, &hbs, 20_000, TIMEOUT).len(), 2);
+        let stalled = controller_stall(Some(1_100), 20_000, TIMEOUT).expect("a stall");
+        hbs.credit_stall(stalled);
+        assert!(fence_stale_brokers(&img, &hbs, 20_000, TIMEOUT).is_empty());
+        // Broker 1's queued heartbeat is heard; broker 2 is really gone and
+        // is fenced one session after the stall, not never.
+        heartbeat(
+            &img,
+            &mut hbs,
+            &hb(1, epochs[0], img.applied, false, false),
+            0,
+            20_010,
+        )
+        .unwrap();
+        assert!(fence_stale_brokers(&img, &hbs, 1_000 + stalled + TIMEOUT, TIMEOUT).is_empty());
+        let recs = fence_stale_brokers(&img, &hbs, 1_001 + stalled + TIMEOUT, TIMEOUT);
+        apply_all(&mut img, &recs);
+        assert!(img.brokers[&2].fenced && !img.brokers[&1].fenced);
     }
 }
