@@ -8,6 +8,7 @@
 use bytes::Bytes;
 use std::path::Path;
 use strand_protocol::batch::{self, BatchIter};
+use strand_types::{LeaderEpoch, Offset};
 
 /// A request frame as the server reads it: the size prefix, then the
 /// header and body decoded for every API and version Strand serves.
@@ -148,7 +149,7 @@ fn open_and_use(dir: &Path) {
     };
     let (start, end) = (log.log_start_offset(), log.log_end_offset());
     assert!(start <= end, "log start {start} past the LEO {end}");
-    if let Ok(r) = log.read(start, 1 << 20, i64::MAX, true) {
+    if let Ok(r) = log.read(start, 1 << 20, Offset::new(i64::MAX), true) {
         assert_eq!(batch::valid_prefix_len(&r.records), r.records.len());
     }
     let _ = log.offset_for_timestamp(0);
@@ -159,8 +160,11 @@ fn open_and_use(dir: &Path) {
     }
     let mut b = batch_around(&one_record(), 0, 1, 0);
     if let Ok(headers) = batch::validate_record_set(&b) {
-        if log.append_as_leader(&mut b, &headers, 0, None).is_ok() {
-            assert_eq!(log.log_end_offset(), end + 1);
+        if log
+            .append_as_leader(&mut b, &headers, LeaderEpoch::ZERO, None)
+            .is_ok()
+        {
+            assert_eq!(log.log_end_offset(), end.next());
         }
     }
     let _ = log.truncate_to(start);

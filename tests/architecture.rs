@@ -13,7 +13,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-types", &[]),
     ("strand-protocol", &[]),
     ("strand-metadata", &["strand-protocol"]),
-    ("strand-log", &["strand-protocol"]),
+    ("strand-log", &["strand-types", "strand-protocol"]),
     ("strand-txn", &["strand-types", "strand-protocol"]),
     ("strand-replication", &["strand-types", "strand-protocol"]),
     ("strand-group", &["strand-protocol"]),

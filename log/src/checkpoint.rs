@@ -4,13 +4,16 @@
 use std::io;
 use std::path::Path;
 
+use strand_types::{LeaderEpoch, Offset};
+
 use crate::error::LogError;
 use crate::storage::Storage;
 
 /// Checkpoint format version written as the first line.
 const VERSION: &str = "0";
 
-/// Writes a single-value checkpoint: `0\n<value>\n`.
+/// Writes a single-value checkpoint: `0\n<value>\n`. Values are the wire
+/// integers (the caller converts): these files are Kafka's.
 pub fn write_value(storage: &dyn Storage, path: &Path, value: i64) -> io::Result<()> {
     storage.write_atomic(path, format!("{VERSION}\n{value}\n").as_bytes())
 }
@@ -34,8 +37,13 @@ pub fn read_value(storage: &dyn Storage, path: &Path) -> Result<Option<i64>, Log
 }
 
 /// Writes the leader-epoch checkpoint in Kafka's text format:
-/// `0\n<count>\n<epoch> <start offset>\n...`.
-pub fn write_epochs(storage: &dyn Storage, path: &Path, entries: &[(i32, i64)]) -> io::Result<()> {
+/// `0\n<count>\n<epoch> <start offset>\n...` (the newtypes print their
+/// integers).
+pub fn write_epochs(
+    storage: &dyn Storage,
+    path: &Path,
+    entries: &[(LeaderEpoch, Offset)],
+) -> io::Result<()> {
     let mut s = format!("{VERSION}\n{}\n", entries.len());
     for (e, o) in entries {
         s.push_str(&format!("{e} {o}\n"));
@@ -43,7 +51,12 @@ pub fn write_epochs(storage: &dyn Storage, path: &Path, entries: &[(i32, i64)]) 
     storage.write_atomic(path, s.as_bytes())
 }
 
-pub fn read_epochs(storage: &dyn Storage, path: &Path) -> Result<Vec<(i32, i64)>, LogError> {
+/// Reads the leader-epoch checkpoint; empty if missing. A negative epoch or
+/// offset (never written: the cache holds neither) is malformed.
+pub fn read_epochs(
+    storage: &dyn Storage,
+    path: &Path,
+) -> Result<Vec<(LeaderEpoch, Offset)>, LogError> {
     let Some(raw) = storage.read_opt(path)? else {
         return Ok(Vec::new());
     };
@@ -66,13 +79,15 @@ pub fn read_epochs(storage: &dyn Storage, path: &Path) -> Result<Vec<(i32, i64)>
     for _ in 0..n {
         let line = lines.next().ok_or_else(corrupt)?;
         let mut parts = line.split_whitespace();
-        let e: i32 = parts
+        let e = parts
             .next()
             .and_then(|p| p.parse().ok())
+            .and_then(LeaderEpoch::from_wire)
             .ok_or_else(corrupt)?;
-        let o: i64 = parts
+        let o = parts
             .next()
             .and_then(|p| p.parse().ok())
+            .and_then(Offset::from_wire)
             .ok_or_else(corrupt)?;
         out.push((e, o));
     }

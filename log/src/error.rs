@@ -2,6 +2,8 @@
 
 use std::io;
 
+use strand_types::Offset;
+
 /// Why a log operation failed; the broker maps it to Kafka's error codes
 /// at its edge (KAFKA_STORAGE_ERROR, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE).
 #[derive(thiserror::Error, Debug)]
@@ -10,9 +12,9 @@ pub enum LogError {
     Io(#[from] io::Error),
     #[error("offset {offset} is out of range [{log_start}, {log_end}]")]
     OffsetOutOfRange {
-        offset: i64,
-        log_start: i64,
-        log_end: i64,
+        offset: Offset,
+        log_start: Offset,
+        log_end: Offset,
     },
     #[error("corrupt log data: {0}")]
     Corrupt(String),
@@ -20,5 +22,8 @@ pub enum LogError {
     InvalidRecords(String),
     /// A follower append whose offsets do not continue the log.
     #[error("unexpected append offset {first_offset}: log end offset is {log_end}")]
-    UnexpectedAppendOffset { first_offset: i64, log_end: i64 },
+    UnexpectedAppendOffset {
+        first_offset: Offset,
+        log_end: Offset,
+    },
 }

@@ -55,6 +55,20 @@
 //! Segment age for `log.roll.ms` is measured from when the segment was created
 //! or loaded (wall clock), not from the first batch's timestamp, so clients with
 //! skewed clocks cannot force a roll on every append.
+//!
+//! # Types
+//!
+//! The API speaks `strand_types`: offsets are [`Offset`], leader epochs
+//! [`LeaderEpoch`], producer ids [`ProducerId`]; where Kafka answers -1 ("no
+//! such epoch", "no offset") it is `None`. Timestamps stay `i64` (-1 = none).
+//! The files keep Kafka's integers (bytes unchanged): values are converted
+//! where they are read and written. A negative value, which is never
+//! written, is treated as missing in the HW, log-start and recovery-point
+//! checkpoints (as before: they are clamped), as malformed in the
+//! leader-epoch checkpoint, and as the end of the valid entries in an
+//! aborted-transaction index. Segments and their offset and time indexes
+//! count in integers inside the crate (the indexes relative to the segment's
+//! base).
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
@@ -84,6 +98,7 @@ use strand_protocol::batch::{
     assign_offset_and_epoch, stamp_log_append_time, BatchHeader, BATCH_HEADER_LEN,
 };
 use strand_protocol::record_count;
+use strand_types::{LeaderEpoch, Offset, ProducerId};
 
 use crate::epoch::EpochCache;
 use crate::segment::{Segment, Stop};
@@ -137,24 +152,25 @@ impl Default for LogConfig {
 /// Result of an append.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendInfo {
-    pub first_offset: i64,
-    pub last_offset: i64,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
     /// Largest batch max timestamp appended (-1 if none).
     pub max_timestamp: i64,
     /// Offset associated with `max_timestamp` (the batch's last offset for
-    /// CreateTime, the first offset for LogAppendTime).
-    pub offset_of_max_timestamp: i64,
+    /// CreateTime, the first offset for LogAppendTime); `None` (Kafka's -1)
+    /// when no batch carries a timestamp.
+    pub offset_of_max_timestamp: Option<Offset>,
     /// The stamped LogAppendTime, -1 unless stamped.
     pub log_append_time: i64,
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
 }
 
 /// Result of a read: whole batches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
     pub records: Bytes,
-    pub log_start_offset: i64,
-    pub log_end_offset: i64,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
 }
 
 /// The durable log of one partition. Not internally synchronised: callers hold
@@ -164,13 +180,15 @@ pub struct PartitionLog {
     storage: Arc<dyn Storage>,
     dir: PathBuf,
     config: LogConfig,
+    /// By base offset (segments count in integers: see `log_offset`).
     segments: BTreeMap<i64, Segment>,
-    log_start: i64,
-    leo: i64,
-    hw: i64,
-    recovery_point: i64,
-    /// The recovery point last written to disk (may lag `recovery_point`).
-    persisted_recovery_point: i64,
+    log_start: Offset,
+    leo: Offset,
+    hw: Offset,
+    recovery_point: Offset,
+    /// The recovery point last written to disk (may lag `recovery_point`);
+    /// `None` until the first write at open.
+    persisted_recovery_point: Option<Offset>,
     epochs: EpochCache,
     last_flush_ms: i64,
     /// Set when any write, fsync or checkpoint failed: every later write and
@@ -195,6 +213,15 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// An offset read from the log's segments (a base, a batch's offset, a
+/// segment's end): never negative. Segment bases are 20-digit file names or
+/// the log's own offsets, and a segment holds only batches at or above its
+/// base with increasing offsets (appends and recovery check both).
+fn log_offset(offset: i64) -> Offset {
+    debug_assert!(offset >= 0, "offset {offset} in a segment");
+    Offset::new(offset)
 }
 
 /// Parses a 20-digit base-offset file stem.
@@ -292,7 +319,11 @@ impl PartitionLog {
                 .flatten()
                 .unwrap_or(0)
         };
-        let hw = checkpoint::read_value(&*storage, &dir.join(HW_CHECKPOINT_FILE))?.unwrap_or(0);
+        // A negative value (never written) counts as missing: 0, clamped below.
+        let hw_on_disk = checkpoint::read_value(&*storage, &dir.join(HW_CHECKPOINT_FILE))?;
+        let hw = hw_on_disk
+            .and_then(Offset::from_wire)
+            .unwrap_or(Offset::ZERO);
         let mut epochs = EpochCache::new(checkpoint::read_epochs(
             &*storage,
             &dir.join(EPOCH_CHECKPOINT_FILE),
@@ -334,10 +365,12 @@ impl PartitionLog {
                     // Only epochs above the latest known: an earlier one's
                     // batches start where the cache says, not at the first
                     // batch of this segment.
+                    // A batch without an epoch (-1) adds none, as in Kafka.
                     seg.walk(0, |_, h| {
-                        let epoch = h.partition_leader_epoch;
-                        if epochs.latest_epoch().is_none_or(|latest| epoch > latest) {
-                            epochs_rebuilt |= epochs.assign(epoch, h.base_offset);
+                        if let Some(epoch) = LeaderEpoch::from_wire(h.partition_leader_epoch) {
+                            if epochs.latest_epoch().is_none_or(|latest| epoch > latest) {
+                                epochs_rebuilt |= epochs.assign(epoch, log_offset(h.base_offset));
+                            }
                         }
                         Ok(true)
                     })?;
@@ -358,27 +391,27 @@ impl PartitionLog {
             dir: dir.to_path_buf(),
             config,
             segments,
-            log_start: 0,
-            leo: 0,
+            log_start: Offset::ZERO,
+            leo: Offset::ZERO,
             hw,
-            recovery_point: 0,
-            persisted_recovery_point: -1,
+            recovery_point: Offset::ZERO,
+            persisted_recovery_point: None,
             epochs,
             last_flush_ms: now,
             failed: false,
             on_failure: None,
             dir_offline: None,
         };
-        log.leo = log.active().next_offset;
-        let first_base = *log.segments.keys().next().unwrap_or(&0);
-        log.log_start = ckpt_log_start.unwrap_or(first_base).max(first_base);
+        log.leo = log_offset(log.active().next_offset);
+        let first_base = log.first_base();
+        log.log_start = log_offset(ckpt_log_start.unwrap_or(first_base).max(first_base));
         if log.log_start > log.leo {
             let start = log.log_start;
             log.truncate_fully_and_start_at(start)?;
         } else {
             log.delete_segments_below_log_start()?;
         }
-        if ckpt_log_start != Some(log.log_start) {
+        if ckpt_log_start != Some(log.log_start.get()) {
             log.write_log_start()?;
         }
         let mut changed = epochs_rebuilt;
@@ -387,9 +420,11 @@ impl PartitionLog {
         if changed {
             log.write_epochs()?;
         }
+        // Rewritten when clamped, or when the file held a negative value.
         let clamped = log.hw.clamp(log.log_start, log.leo);
-        if clamped != log.hw {
-            log.checkpoint_high_watermark(clamped)?;
+        if clamped.get() != hw_on_disk.unwrap_or(0) {
+            checkpoint::write_value(&*storage, &dir.join(HW_CHECKPOINT_FILE), clamped.get())?;
+            log.hw = clamped;
         }
         log.delete_snapshots_above(log.leo)?;
         for seg in log.segments.values_mut() {
@@ -459,6 +494,15 @@ impl PartitionLog {
             .expect("a log always has an active segment")
     }
 
+    /// Base offset of the first segment.
+    fn first_base(&self) -> i64 {
+        *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has an active segment")
+    }
+
     fn active_mut(&mut self) -> &mut Segment {
         self.segments
             .values_mut()
@@ -479,7 +523,7 @@ impl PartitionLog {
         &mut self,
         records: &mut [u8],
         headers: &[BatchHeader],
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
     ) -> Result<AppendInfo, LogError> {
         self.append_as_leader_at(records, headers, leader_epoch, log_append_time_ms, now_ms())
@@ -490,7 +534,7 @@ impl PartitionLog {
         &mut self,
         records: &mut [u8],
         headers: &[BatchHeader],
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
@@ -509,13 +553,13 @@ impl PartitionLog {
         &mut self,
         records: &mut [u8],
         headers: &[BatchHeader],
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         check_layout(records, headers)?;
         let first = self.leo;
-        let mut offset = first;
+        let mut offset = first.get();
         let mut pos = 0usize;
         let mut assigned = Vec::with_capacity(headers.len());
         let mut max_ts = -1i64;
@@ -523,7 +567,7 @@ impl PartitionLog {
         for h in headers {
             let size = h.total_size();
             let b = &mut records[pos..pos + size];
-            assign_offset_and_epoch(b, offset, leader_epoch);
+            assign_offset_and_epoch(b, offset, leader_epoch.get());
             if let Some(t) = log_append_time_ms {
                 stamp_log_append_time(b, h, t);
             }
@@ -543,9 +587,10 @@ impl PartitionLog {
         self.append_batches(records, &assigned, now_ms)?;
         Ok(AppendInfo {
             first_offset: first,
-            last_offset: offset - 1,
+            // At least one batch (checked), none empty: at or past `first`.
+            last_offset: log_offset(offset - 1),
             max_timestamp: max_ts,
-            offset_of_max_timestamp: offset_of_max,
+            offset_of_max_timestamp: Offset::from_wire(offset_of_max),
             log_append_time: log_append_time_ms.unwrap_or(-1),
             log_start_offset: self.log_start,
         })
@@ -568,15 +613,21 @@ impl PartitionLog {
         headers: &[BatchHeader],
     ) -> Result<AppendInfo, LogError> {
         check_layout(records, headers)?;
-        if headers[0].base_offset < self.leo {
+        let Some(first_offset) = Offset::from_wire(headers[0].base_offset) else {
+            return Err(LogError::InvalidRecords(format!(
+                "negative base offset {}",
+                headers[0].base_offset
+            )));
+        };
+        if first_offset < self.leo {
             return Err(LogError::UnexpectedAppendOffset {
-                first_offset: headers[0].base_offset,
+                first_offset,
                 log_end: self.leo,
             });
         }
         let mut max_ts = -1i64;
         let mut offset_of_max = -1i64;
-        let mut next = self.leo;
+        let mut next = self.leo.get();
         for h in headers {
             if h.base_offset < next {
                 return Err(LogError::InvalidRecords(format!(
@@ -592,10 +643,11 @@ impl PartitionLog {
         }
         self.append_batches(records, headers, now_ms())?;
         Ok(AppendInfo {
-            first_offset: headers[0].base_offset,
-            last_offset: next - 1,
+            first_offset,
+            // Offsets increase from `first_offset` (checked), no batch empty.
+            last_offset: log_offset(next - 1),
             max_timestamp: max_ts,
-            offset_of_max_timestamp: offset_of_max,
+            offset_of_max_timestamp: Offset::from_wire(offset_of_max),
             log_append_time: -1,
             log_start_offset: self.log_start,
         })
@@ -616,7 +668,10 @@ impl PartitionLog {
         headers: &[BatchHeader],
         now_ms: i64,
     ) -> Result<(), LogError> {
-        let last_offset = headers.last().map(|h| h.last_offset()).unwrap_or(self.leo);
+        let last_offset = headers
+            .last()
+            .map(|h| h.last_offset())
+            .unwrap_or(self.leo.get());
         let limit = self.segment_limit();
         let (segment_ms, index_bytes, interval) = (
             self.config.segment_ms,
@@ -640,15 +695,19 @@ impl PartitionLog {
             )));
         }
         seg.append(records, headers, interval)?;
-        self.leo = last_offset + 1;
+        self.leo = log_offset(last_offset + 1);
         let mut changed = false;
         for h in headers {
-            changed |= self.epochs.assign(h.partition_leader_epoch, h.base_offset);
+            // A batch without an epoch (-1) adds none, as in Kafka.
+            if let Some(epoch) = LeaderEpoch::from_wire(h.partition_leader_epoch) {
+                changed |= self.epochs.assign(epoch, log_offset(h.base_offset));
+            }
         }
         if changed {
             self.write_epochs()?;
         }
-        if (self.leo - self.recovery_point).max(0) as u64 >= self.config.flush_interval_messages {
+        if self.leo.since(self.recovery_point).max(0) as u64 >= self.config.flush_interval_messages
+        {
             self.flush_at(now_ms)?;
         }
         Ok(())
@@ -664,10 +723,10 @@ impl PartitionLog {
         }
         seg.maybe_append_time_entry()?;
         seg.flush()?;
-        let new = Segment::open(&self.storage, &self.dir, leo, true, now_ms)?;
+        let new = Segment::open(&self.storage, &self.dir, leo.get(), true, now_ms)?;
         self.storage.sync_dir(&self.dir)?;
-        tracing::debug!(dir = %self.dir.display(), base = leo, "rolled a new log segment");
-        self.segments.insert(leo, new);
+        tracing::debug!(dir = %self.dir.display(), base = %leo, "rolled a new log segment");
+        self.segments.insert(leo.get(), new);
         self.set_recovery_point(leo, true)?;
         Ok(())
     }
@@ -691,23 +750,23 @@ impl PartitionLog {
     /// whole. `fetch_offset` outside `[log start, LEO]` is `OffsetOutOfRange`.
     pub fn read(
         &self,
-        fetch_offset: i64,
+        fetch_offset: Offset,
         max_bytes: usize,
-        max_offset: i64,
+        max_offset: Offset,
         min_one: bool,
     ) -> Result<ReadResult, LogError> {
         if fetch_offset < self.log_start || fetch_offset > self.leo {
             return Err(self.out_of_range(fetch_offset));
         }
-        let max_offset = max_offset.min(self.leo);
+        let max_offset = max_offset.min(self.leo).get();
         let mut out: Vec<u8> = Vec::new();
-        if fetch_offset < max_offset {
+        if fetch_offset.get() < max_offset {
             let start_base = self.floor_base(fetch_offset);
             let mut first_seg = true;
             for seg in self.segments.range(start_base..).map(|(_, s)| s) {
                 let start = if first_seg {
                     first_seg = false;
-                    match seg.find_batch(fetch_offset)? {
+                    match seg.find_batch(fetch_offset.get())? {
                         Some((pos, _)) => pos,
                         None => continue,
                     }
@@ -751,7 +810,7 @@ impl PartitionLog {
         })
     }
 
-    fn out_of_range(&self, offset: i64) -> LogError {
+    fn out_of_range(&self, offset: Offset) -> LogError {
         LogError::OffsetOutOfRange {
             offset,
             log_start: self.log_start,
@@ -761,41 +820,41 @@ impl PartitionLog {
 
     /// Base offset of the segment that would hold `offset` (the first segment if
     /// the offset is below all of them).
-    fn floor_base(&self, offset: i64) -> i64 {
+    fn floor_base(&self, offset: Offset) -> i64 {
         self.segments
-            .range(..=offset)
+            .range(..=offset.get())
             .next_back()
             .or_else(|| self.segments.iter().next())
             .map(|(b, _)| *b)
             .unwrap_or(0)
     }
 
-    pub fn log_start_offset(&self) -> i64 {
+    pub fn log_start_offset(&self) -> Offset {
         self.log_start
     }
 
-    pub fn log_end_offset(&self) -> i64 {
+    pub fn log_end_offset(&self) -> Offset {
         self.leo
     }
 
     /// Offset below which everything is known to be fsynced.
-    pub fn recovery_point(&self) -> i64 {
+    pub fn recovery_point(&self) -> Offset {
         self.recovery_point
     }
 
     /// The high watermark last checkpointed (clamped to `[log start, LEO]` at open).
-    pub fn high_watermark_checkpoint(&self) -> i64 {
+    pub fn high_watermark_checkpoint(&self) -> Offset {
         self.hw
     }
 
     /// Durably records the high watermark (skipped when unchanged).
-    pub fn checkpoint_high_watermark(&mut self, hw: i64) -> Result<(), LogError> {
+    pub fn checkpoint_high_watermark(&mut self, hw: Offset) -> Result<(), LogError> {
         self.guarded(|log| log.checkpoint_high_watermark_unguarded(hw))
     }
 
-    fn checkpoint_high_watermark_unguarded(&mut self, hw: i64) -> Result<(), LogError> {
+    fn checkpoint_high_watermark_unguarded(&mut self, hw: Offset) -> Result<(), LogError> {
         if hw != self.hw || !self.storage.exists(&self.dir.join(HW_CHECKPOINT_FILE)) {
-            checkpoint::write_value(&*self.storage, &self.dir.join(HW_CHECKPOINT_FILE), hw)?;
+            checkpoint::write_value(&*self.storage, &self.dir.join(HW_CHECKPOINT_FILE), hw.get())?;
             self.hw = hw;
         }
         Ok(())
@@ -804,12 +863,12 @@ impl PartitionLog {
     /// DeleteRecords: moves the log start offset up to `offset` (the caller has
     /// checked it against the HW), persists it, and deletes segments wholly below
     /// it (never the active one). Returns the new log start offset.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64, LogError> {
+    pub fn delete_records_before(&mut self, offset: Offset) -> Result<Offset, LogError> {
         self.guarded(|log| log.delete_records_before_unguarded(offset))
     }
 
-    fn delete_records_before_unguarded(&mut self, offset: i64) -> Result<i64, LogError> {
-        if offset > self.leo || offset < 0 {
+    fn delete_records_before_unguarded(&mut self, offset: Offset) -> Result<Offset, LogError> {
+        if offset > self.leo {
             return Err(self.out_of_range(offset));
         }
         if offset <= self.log_start {
@@ -832,7 +891,7 @@ impl PartitionLog {
             let (Some(_), Some(&second)) = (keys.next(), keys.next()) else {
                 break;
             };
-            if second > self.log_start {
+            if second > self.log_start.get() {
                 break;
             }
             self.delete_first_segment()?;
@@ -851,8 +910,8 @@ impl PartitionLog {
 
     /// ListOffsets by timestamp: the first record (at or above the log start)
     /// whose timestamp is `>= ts`, as (offset, timestamp).
-    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
-        let log_start = self.log_start;
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(Offset, i64)>, LogError> {
+        let log_start = self.log_start.get();
         for seg in self.segments.values() {
             if seg.max_ts < ts || seg.next_offset <= log_start {
                 continue;
@@ -865,8 +924,8 @@ impl PartitionLog {
                 found = self.find_record(seg, pos, h, |o, t| o >= log_start && t >= ts)?;
                 Ok(found.is_none())
             })?;
-            if found.is_some() {
-                return Ok(found);
+            if let Some((offset, timestamp)) = found {
+                return Ok(Some((log_offset(offset), timestamp)));
             }
             if matches!(stop, Stop::Invalid | Stop::Incomplete) {
                 return Err(seg.corrupt(stop));
@@ -877,7 +936,7 @@ impl PartitionLog {
 
     /// Decodes the batch at `pos` and returns the first record matching
     /// `pred(offset, timestamp)`. LogAppendTime batches give every record the
-    /// batch max timestamp.
+    /// batch max timestamp. Offsets here are the segments' integers.
     fn find_record(
         &self,
         seg: &Segment,
@@ -886,7 +945,7 @@ impl PartitionLog {
         pred: impl Fn(i64, i64) -> bool,
     ) -> Result<Option<(i64, i64)>, LogError> {
         if h.is_log_append_time() {
-            let offset = h.base_offset.max(self.log_start);
+            let offset = h.base_offset.max(self.log_start.get());
             return Ok((offset <= h.last_offset() && pred(offset, h.max_timestamp))
                 .then_some((offset, h.max_timestamp)));
         }
@@ -921,26 +980,28 @@ impl PartitionLog {
 
     /// ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the first record with
     /// the largest timestamp; `None` on an empty log.
-    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, LogError> {
+    pub fn max_timestamp_and_offset(&self) -> Result<Option<(Offset, i64)>, LogError> {
+        let log_start = self.log_start.get();
         let mut best: Option<&Segment> = None;
         for seg in self.segments.values() {
             if seg.max_ts >= 0
-                && seg.next_offset > self.log_start
+                && seg.next_offset > log_start
                 && best.is_none_or(|b| seg.max_ts > b.max_ts)
             {
                 best = Some(seg);
             }
         }
         let Some(seg) = best else { return Ok(None) };
-        let target = seg.offset_of_max_ts.max(self.log_start);
+        // A segment with a max timestamp has its offset.
+        let target = seg.offset_of_max_ts.max(log_start);
         let Some((pos, h)) = seg.find_batch(target)? else {
-            return Ok(Some((seg.offset_of_max_ts, seg.max_ts)));
+            return Ok(Some((log_offset(seg.offset_of_max_ts), seg.max_ts)));
         };
         let max = h.max_timestamp;
-        let log_start = self.log_start;
-        Ok(self
+        let (offset, timestamp) = self
             .find_record(seg, pos, &h, |o, t| o >= log_start && t == max)?
-            .or(Some((h.last_offset(), max))))
+            .unwrap_or((h.last_offset(), max));
+        Ok(Some((log_offset(offset), timestamp)))
     }
 
     /// Records an aborted transaction in the index of the segment that holds
@@ -955,7 +1016,6 @@ impl PartitionLog {
     fn append_aborted_txn_unguarded(&mut self, txn: AbortedTxn) -> Result<bool, LogError> {
         if txn.last_offset < self.log_start
             || txn.last_offset >= self.leo
-            || txn.first_offset < 0
             || txn.first_offset > txn.last_offset
         {
             return Err(LogError::InvalidRecords(format!(
@@ -981,9 +1041,9 @@ impl PartitionLog {
     /// below the bound are skipped by their smallest first offset.
     pub fn collect_aborted_txns(
         &self,
-        start_offset: i64,
-        upper_bound_offset: i64,
-    ) -> Vec<(i64, i64)> {
+        start_offset: Offset,
+        upper_bound_offset: Offset,
+    ) -> Vec<(ProducerId, Offset)> {
         let mut found = Vec::new();
         if start_offset >= upper_bound_offset {
             return Vec::new();
@@ -1008,12 +1068,12 @@ impl PartitionLog {
     }
 
     /// The latest leader epoch in the epoch cache.
-    pub fn latest_epoch(&self) -> Option<i32> {
+    pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
         self.epochs.latest_epoch()
     }
 
     /// The leader-epoch cache entries: (epoch, start offset).
-    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+    pub fn epoch_entries(&self) -> Vec<(LeaderEpoch, Offset)> {
         self.epochs.entries().to_vec()
     }
 
@@ -1021,16 +1081,16 @@ impl PartitionLog {
     /// epoch at its LEO before appending).
     pub fn assign_epoch_start_offset(
         &mut self,
-        epoch: i32,
-        start_offset: i64,
+        epoch: LeaderEpoch,
+        start_offset: Offset,
     ) -> Result<(), LogError> {
         self.guarded(|log| log.assign_epoch_start_offset_unguarded(epoch, start_offset))
     }
 
     fn assign_epoch_start_offset_unguarded(
         &mut self,
-        epoch: i32,
-        start_offset: i64,
+        epoch: LeaderEpoch,
+        start_offset: Offset,
     ) -> Result<(), LogError> {
         if self.epochs.assign(epoch, start_offset) {
             self.write_epochs()?;
@@ -1038,22 +1098,21 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`.
-    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+    /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`:
+    /// the largest epoch at or below `epoch` and its end offset; `None`
+    /// (Kafka's (-1, -1)) when every known epoch is above it or none is known.
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
         self.epochs.end_offset_for(epoch, self.leo)
     }
 
     /// Drops every batch with offsets at or above `offset` (a batch straddling it
     /// is dropped whole, so the LEO may end below `offset`), fixing indexes, the
     /// epoch cache, the recovery point, the HW checkpoint and producer snapshots.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
         self.guarded(|log| log.truncate_to_unguarded(offset))
     }
 
-    fn truncate_to_unguarded(&mut self, offset: i64) -> Result<(), LogError> {
-        if offset < 0 {
-            return Err(self.out_of_range(offset));
-        }
+    fn truncate_to_unguarded(&mut self, offset: Offset) -> Result<(), LogError> {
         if offset >= self.leo {
             // No batch goes, but epochs starting at or past `offset` do: a
             // leader epoch assigned at the LEO and never written must not be
@@ -1063,18 +1122,21 @@ impl PartitionLog {
             }
             return Ok(());
         }
-        let first_base = *self.segments.keys().next().unwrap_or(&0);
-        if offset < first_base {
+        if offset.get() < self.first_base() {
             return self.truncate_fully_and_start_at(offset);
         }
-        let above: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        let above: Vec<i64> = self
+            .segments
+            .range(offset.get() + 1..)
+            .map(|(b, _)| *b)
+            .collect();
         for b in above {
             if let Some(seg) = self.segments.remove(&b) {
                 seg.delete_files()?;
             }
         }
         let interval = self.config.index_interval_bytes;
-        self.leo = self.active_mut().truncate_to(offset, interval)?;
+        self.leo = log_offset(self.active_mut().truncate_to(offset.get(), interval)?);
         if self.log_start > self.leo {
             // As Kafka: the log start never stays above the end of the log.
             self.log_start = self.leo;
@@ -1085,16 +1147,16 @@ impl PartitionLog {
 
     /// Deletes every segment and restarts the log empty at `offset` (log start
     /// and LEO both `offset`); the epoch cache and producer snapshots are cleared.
-    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+    pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
         self.guarded(|log| log.truncate_fully_and_start_at_unguarded(offset))
     }
 
-    fn truncate_fully_and_start_at_unguarded(&mut self, offset: i64) -> Result<(), LogError> {
+    fn truncate_fully_and_start_at_unguarded(&mut self, offset: Offset) -> Result<(), LogError> {
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
-        let seg = Segment::open(&self.storage, &self.dir, offset, true, now_ms())?;
-        self.segments.insert(offset, seg);
+        let seg = Segment::open(&self.storage, &self.dir, offset.get(), true, now_ms())?;
+        self.segments.insert(offset.get(), seg);
         self.leo = offset;
         self.log_start = offset;
         self.write_log_start()?;
@@ -1140,12 +1202,22 @@ impl PartitionLog {
     /// rewritten only when forced, when the point moves back, or when it moves
     /// into another segment: a lagging file only widens the recovery scan, which
     /// always starts at the beginning of the segment holding the point.
-    fn set_recovery_point(&mut self, offset: i64, force: bool) -> Result<(), LogError> {
+    /// Before the first write (at open) the file counts as pointing into the
+    /// first segment.
+    fn set_recovery_point(&mut self, offset: Offset, force: bool) -> Result<(), LogError> {
         self.recovery_point = offset;
         let persisted = self.persisted_recovery_point;
-        if force || offset < persisted || self.floor_base(offset) != self.floor_base(persisted) {
-            checkpoint::write_value(&*self.storage, &self.dir.join(RECOVERY_POINT_FILE), offset)?;
-            self.persisted_recovery_point = offset;
+        let persisted_base = persisted.map_or_else(|| self.first_base(), |p| self.floor_base(p));
+        if force
+            || persisted.is_some_and(|p| offset < p)
+            || self.floor_base(offset) != persisted_base
+        {
+            checkpoint::write_value(
+                &*self.storage,
+                &self.dir.join(RECOVERY_POINT_FILE),
+                offset.get(),
+            )?;
+            self.persisted_recovery_point = Some(offset);
         }
         Ok(())
     }
@@ -1167,7 +1239,7 @@ impl PartitionLog {
     /// Deletes old segments by time and by size, never the active segment, and
     /// advances the log start offset. Returns the number of segments deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
-        self.apply_retention_below(now_ms, i64::MAX)
+        self.guarded(|log| log.apply_retention_below_unguarded(now_ms, i64::MAX))
     }
 
     /// `apply_retention`, deleting only segments whose offsets all lie below
@@ -1175,9 +1247,9 @@ impl PartitionLog {
     pub fn apply_retention_below(
         &mut self,
         now_ms: i64,
-        upper_bound: i64,
+        upper_bound: Offset,
     ) -> Result<usize, LogError> {
-        self.guarded(|log| log.apply_retention_below_unguarded(now_ms, upper_bound))
+        self.guarded(|log| log.apply_retention_below_unguarded(now_ms, upper_bound.get()))
     }
 
     fn apply_retention_below_unguarded(
@@ -1213,7 +1285,7 @@ impl PartitionLog {
             }
         }
         if deleted > 0 {
-            let first_base = *self.segments.keys().next().expect("active segment");
+            let first_base = log_offset(self.first_base());
             if first_base > self.log_start {
                 self.log_start = first_base;
                 self.write_log_start()?;
@@ -1235,8 +1307,8 @@ impl PartitionLog {
     }
 
     /// Base offsets of the segments, oldest first.
-    pub fn segment_base_offsets(&self) -> Vec<i64> {
-        self.segments.keys().copied().collect()
+    pub fn segment_base_offsets(&self) -> Vec<Offset> {
+        self.segments.keys().map(|b| log_offset(*b)).collect()
     }
 
     pub fn dir(&self) -> &Path {
@@ -1245,7 +1317,7 @@ impl PartitionLog {
 
     /// Headers of every batch from the one containing `from_offset` (or the log
     /// start, if later) to the LEO, in order.
-    pub fn batch_headers_from(&self, from_offset: i64) -> Result<Vec<BatchHeader>, LogError> {
+    pub fn batch_headers_from(&self, from_offset: Offset) -> Result<Vec<BatchHeader>, LogError> {
         let from = from_offset.max(self.log_start);
         let mut out = Vec::new();
         if from >= self.leo {
@@ -1255,7 +1327,7 @@ impl PartitionLog {
         for seg in self.segments.range(self.floor_base(from)..).map(|(_, s)| s) {
             let start = if first_seg {
                 first_seg = false;
-                match seg.find_batch(from)? {
+                match seg.find_batch(from.get())? {
                     Some((pos, _)) => pos,
                     None => continue,
                 }
@@ -1273,12 +1345,13 @@ impl PartitionLog {
         Ok(out)
     }
 
-    fn snapshot_path(&self, offset: i64) -> PathBuf {
+    fn snapshot_path(&self, offset: Offset) -> PathBuf {
+        let offset = offset.get();
         self.dir.join(format!("{offset:020}{SNAPSHOT_SUFFIX}"))
     }
 
     /// Snapshot offsets on disk, ascending.
-    fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
+    fn snapshot_offsets(&self) -> Result<Vec<Offset>, LogError> {
         let mut out = Vec::new();
         for path in self.storage.list_dir(&self.dir)? {
             if let Some(off) = path
@@ -1286,6 +1359,7 @@ impl PartitionLog {
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_suffix(SNAPSHOT_SUFFIX))
                 .and_then(parse_base)
+                .and_then(Offset::from_wire)
             {
                 out.push(off);
             }
@@ -1296,13 +1370,13 @@ impl PartitionLog {
 
     /// Durably writes an opaque producer-state snapshot taken at `offset` and
     /// keeps only the latest two.
-    pub fn write_producer_snapshot(&mut self, offset: i64, data: &[u8]) -> Result<(), LogError> {
+    pub fn write_producer_snapshot(&mut self, offset: Offset, data: &[u8]) -> Result<(), LogError> {
         self.guarded(|log| log.write_producer_snapshot_unguarded(offset, data))
     }
 
     fn write_producer_snapshot_unguarded(
         &mut self,
-        offset: i64,
+        offset: Offset,
         data: &[u8],
     ) -> Result<(), LogError> {
         // Replay after a restart starts at the snapshot and re-derives only
@@ -1323,7 +1397,7 @@ impl PartitionLog {
     }
 
     /// The latest producer snapshot at or below the LEO.
-    pub fn latest_producer_snapshot(&self) -> Result<Option<(i64, Vec<u8>)>, LogError> {
+    pub fn latest_producer_snapshot(&self) -> Result<Option<(Offset, Vec<u8>)>, LogError> {
         let offsets = self.snapshot_offsets()?;
         for off in offsets.into_iter().rev() {
             if off > self.leo {
@@ -1338,7 +1412,7 @@ impl PartitionLog {
         Ok(None)
     }
 
-    fn delete_snapshots_above(&self, offset: i64) -> Result<(), LogError> {
+    fn delete_snapshots_above(&self, offset: Offset) -> Result<(), LogError> {
         for off in self.snapshot_offsets()? {
             if off > offset {
                 self.storage.remove_if_exists(&self.snapshot_path(off))?;
@@ -1351,7 +1425,7 @@ impl PartitionLog {
         Ok(checkpoint::write_value(
             &*self.storage,
             &self.dir.join(LOG_START_CHECKPOINT_FILE),
-            self.log_start,
+            self.log_start.get(),
         )?)
     }
 

@@ -14,6 +14,7 @@ use crate::index::{
 };
 use crate::storage::{Storage, StorageFile};
 use crate::txn_index::TxnIndex;
+use strand_types::Offset;
 
 /// First and largest read sizes used when walking a segment: small for the
 /// fetch path (a few headers after an index entry), growing for long scans.
@@ -116,6 +117,9 @@ pub fn walk(
     }
 }
 
+/// Offsets here are the integers of the files (a base, and offsets relative
+/// to it); none is negative: the base is a 20-digit name or one of the log's
+/// offsets, and the segment holds only batches at or above it.
 pub struct Segment {
     pub base: i64,
     log_path: PathBuf,
@@ -176,7 +180,7 @@ impl Segment {
             size,
             oi: IndexFile::open(&**storage, &ip)?,
             ti: IndexFile::open(&**storage, &tp)?,
-            txn: TxnIndex::open(storage, dir, base, create_new)?,
+            txn: TxnIndex::open(storage, dir, Offset::new(base), create_new)?,
             bytes_since_index: 0,
             max_ts: -1,
             offset_of_max_ts: -1,
@@ -317,7 +321,7 @@ impl Segment {
         }
         self.maybe_append_time_entry()?;
         // Aborts whose markers did not survive go with them.
-        self.txn.truncate_from(self.next_offset)?;
+        self.txn.truncate_from(Offset::new(self.next_offset))?;
         self.log_dirty = true;
         Ok(truncated)
     }
@@ -384,7 +388,7 @@ impl Segment {
         self.bytes_since_index = since;
         // Entries past the segment's end (its tail was cut while the index
         // kept them, or the file is damaged) describe markers that are gone.
-        self.txn.truncate_from(next)?;
+        self.txn.truncate_from(Offset::new(next))?;
         Ok(0)
     }
 

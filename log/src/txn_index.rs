@@ -13,14 +13,16 @@
 //!
 //! The file is created on the first entry (most segments never see an abort).
 //! At open, a torn tail (not a whole entry) or entries that cannot be right
-//! (unknown version, a marker outside the segment, offsets not increasing) are
-//! cut off, never trusted: the partition re-derives missing entries when it
-//! replays the log after its last producer snapshot.
+//! (unknown version, a negative producer id or offset, a marker outside the
+//! segment, offsets not increasing) are cut off, never trusted: the partition
+//! re-derives missing entries when it replays the log after its last producer
+//! snapshot.
 
 use crate::storage::{Storage, StorageFile};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use strand_types::{Offset, ProducerId};
 
 /// Size of one entry on disk.
 pub const TXN_ENTRY_LEN: usize = 2 + 8 + 8 + 8 + 8;
@@ -29,27 +31,28 @@ const TXN_ENTRY_VERSION: i16 = 0;
 /// One aborted transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AbortedTxn {
-    pub producer_id: i64,
+    pub producer_id: ProducerId,
     /// Offset of the transaction's first batch on this partition.
-    pub first_offset: i64,
+    pub first_offset: Offset,
     /// Offset of the abort marker.
-    pub last_offset: i64,
+    pub last_offset: Offset,
     /// The LSO once the abort was appended (as Kafka records it).
-    pub last_stable_offset: i64,
+    pub last_stable_offset: Offset,
 }
 
 impl AbortedTxn {
     fn encode(&self) -> [u8; TXN_ENTRY_LEN] {
         let mut b = [0u8; TXN_ENTRY_LEN];
         b[0..2].copy_from_slice(&TXN_ENTRY_VERSION.to_be_bytes());
-        b[2..10].copy_from_slice(&self.producer_id.to_be_bytes());
-        b[10..18].copy_from_slice(&self.first_offset.to_be_bytes());
-        b[18..26].copy_from_slice(&self.last_offset.to_be_bytes());
-        b[26..34].copy_from_slice(&self.last_stable_offset.to_be_bytes());
+        b[2..10].copy_from_slice(&self.producer_id.get().to_be_bytes());
+        b[10..18].copy_from_slice(&self.first_offset.get().to_be_bytes());
+        b[18..26].copy_from_slice(&self.last_offset.get().to_be_bytes());
+        b[26..34].copy_from_slice(&self.last_stable_offset.get().to_be_bytes());
         b
     }
 
-    /// `None` for an entry with an unknown version.
+    /// `None` for an entry with an unknown version or a negative producer id
+    /// or offset (none is ever written).
     fn decode(b: &[u8]) -> Option<AbortedTxn> {
         let i64_at = |at: usize| {
             let mut v = [0u8; 8];
@@ -61,15 +64,16 @@ impl AbortedTxn {
             return None;
         }
         Some(AbortedTxn {
-            producer_id: i64_at(2)?,
-            first_offset: i64_at(10)?,
-            last_offset: i64_at(18)?,
-            last_stable_offset: i64_at(26)?,
+            producer_id: ProducerId::from_wire(i64_at(2)?)?,
+            first_offset: Offset::from_wire(i64_at(10)?)?,
+            last_offset: Offset::from_wire(i64_at(18)?)?,
+            last_stable_offset: Offset::from_wire(i64_at(26)?)?,
         })
     }
 }
 
-pub fn txn_index_path(dir: &Path, base: i64) -> PathBuf {
+pub fn txn_index_path(dir: &Path, base: Offset) -> PathBuf {
+    let base = base.get();
     dir.join(format!("{base:020}.txnindex"))
 }
 
@@ -77,13 +81,13 @@ pub fn txn_index_path(dir: &Path, base: i64) -> PathBuf {
 /// appended to as they are added.
 pub struct TxnIndex {
     path: PathBuf,
-    base: i64,
+    base: Offset,
     storage: Arc<dyn Storage>,
     file: Option<Box<dyn StorageFile>>,
     entries: Vec<AbortedTxn>,
-    /// Smallest `first_offset` of the entries (i64::MAX when none): lets a
+    /// Smallest `first_offset` of the entries (`None` when none): lets a
     /// search skip segments with nothing that starts below its upper bound.
-    min_first: i64,
+    min_first: Option<Offset>,
     dirty: bool,
 }
 
@@ -94,7 +98,7 @@ impl TxnIndex {
     pub fn open(
         storage: &Arc<dyn Storage>,
         dir: &Path,
-        base: i64,
+        base: Offset,
         create_new: bool,
     ) -> io::Result<TxnIndex> {
         let path = txn_index_path(dir, base);
@@ -104,7 +108,7 @@ impl TxnIndex {
             storage: storage.clone(),
             file: None,
             entries: Vec::new(),
-            min_first: i64::MAX,
+            min_first: None,
             dirty: false,
         };
         if create_new {
@@ -127,11 +131,7 @@ impl TxnIndex {
                 .entries
                 .last()
                 .is_none_or(|prev| e.last_offset > prev.last_offset);
-            if !ordered
-                || e.last_offset < base
-                || e.first_offset < 0
-                || e.first_offset > e.last_offset
-            {
+            if !ordered || e.last_offset < base || e.first_offset > e.last_offset {
                 break;
             }
             index.entries.push(e);
@@ -156,12 +156,7 @@ impl TxnIndex {
     }
 
     fn recompute_min(&mut self) {
-        self.min_first = self
-            .entries
-            .iter()
-            .map(|e| e.first_offset)
-            .min()
-            .unwrap_or(i64::MAX);
+        self.min_first = self.entries.iter().map(|e| e.first_offset).min();
     }
 
     fn file(&mut self) -> io::Result<&dyn StorageFile> {
@@ -188,7 +183,10 @@ impl TxnIndex {
             .entries
             .partition_point(|e| e.last_offset < txn.last_offset);
         self.entries.insert(at, txn);
-        self.min_first = self.min_first.min(txn.first_offset);
+        self.min_first = Some(
+            self.min_first
+                .map_or(txn.first_offset, |m| m.min(txn.first_offset)),
+        );
         if at + 1 == self.entries.len() {
             let pos = (at * TXN_ENTRY_LEN) as u64;
             self.file()?.write_all_at(&txn.encode(), pos)?;
@@ -212,7 +210,7 @@ impl TxnIndex {
 
     /// Drops every entry whose marker is at or above `offset` (the segment
     /// was truncated there).
-    pub fn truncate_from(&mut self, offset: i64) -> io::Result<()> {
+    pub fn truncate_from(&mut self, offset: Offset) -> io::Result<()> {
         let keep = self.entries.partition_point(|e| e.last_offset < offset);
         if keep < self.entries.len() {
             self.entries.truncate(keep);
@@ -226,8 +224,8 @@ impl TxnIndex {
 
     /// Entries whose marker is at or after `start` and whose transaction
     /// begins before `upper`, appended to `out`.
-    pub fn collect(&self, start: i64, upper: i64, out: &mut Vec<AbortedTxn>) {
-        if self.min_first >= upper {
+    pub fn collect(&self, start: Offset, upper: Offset, out: &mut Vec<AbortedTxn>) {
+        if self.min_first.is_none_or(|m| m >= upper) {
             return;
         }
         out.extend(
@@ -238,7 +236,7 @@ impl TxnIndex {
     }
 
     /// Base offset of the segment this index belongs to.
-    pub fn base(&self) -> i64 {
+    pub fn base(&self) -> Offset {
         self.base
     }
 
@@ -260,11 +258,28 @@ mod tests {
 
     fn t(pid: i64, first: i64, last: i64) -> AbortedTxn {
         AbortedTxn {
-            producer_id: pid,
-            first_offset: first,
-            last_offset: last,
-            last_stable_offset: last + 1,
+            producer_id: ProducerId::new(pid),
+            first_offset: Offset::new(first),
+            last_offset: Offset::new(last),
+            last_stable_offset: Offset::new(last + 1),
         }
+    }
+
+    fn o(offset: i64) -> Offset {
+        Offset::new(offset)
+    }
+
+    /// The bytes are Kafka's `AbortedTxn` layout: version 0, then the four
+    /// big-endian i64s.
+    #[test]
+    fn entry_layout() {
+        let b = t(7, 3, 12).encode();
+        let mut want = vec![0u8, 0];
+        for v in [7i64, 3, 12, 13] {
+            want.extend_from_slice(&v.to_be_bytes());
+        }
+        assert_eq!(b.to_vec(), want);
+        assert_eq!(AbortedTxn::decode(&b), Some(t(7, 3, 12)));
     }
 
     #[test]
@@ -273,7 +288,7 @@ mod tests {
         let mut ix = TxnIndex::open(
             &crate::storage::FileStorage::shared(),
             dir.path(),
-            100,
+            o(100),
             false,
         )
         .unwrap();
@@ -288,38 +303,48 @@ mod tests {
                 .iter()
                 .map(|e| e.last_offset)
                 .collect::<Vec<_>>(),
-            vec![105, 107, 110]
+            vec![o(105), o(107), o(110)]
         );
         ix.flush().unwrap();
         let back = TxnIndex::open(
             &crate::storage::FileStorage::shared(),
             dir.path(),
-            100,
+            o(100),
             false,
         )
         .unwrap();
         assert_eq!(back.entries(), ix.entries());
 
         let mut out = Vec::new();
-        back.collect(106, 108, &mut out);
+        back.collect(o(106), o(108), &mut out);
         assert_eq!(out, vec![t(3, 102, 107), t(2, 101, 110)]);
         out.clear();
-        back.collect(0, 90, &mut out);
+        back.collect(o(0), o(90), &mut out);
         assert!(out.is_empty(), "nothing starts below 90");
     }
 
     #[test]
     fn truncate_drops_markers_at_or_above() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix =
-            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
+        let mut ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            o(0),
+            false,
+        )
+        .unwrap();
         for (i, last) in [5, 9, 12].iter().enumerate() {
             ix.add(t(i as i64, last - 2, *last)).unwrap();
         }
-        ix.truncate_from(9).unwrap();
+        ix.truncate_from(o(9)).unwrap();
         assert_eq!(ix.entries(), &[t(0, 3, 5)]);
-        let back =
-            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
+        let back = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            o(0),
+            false,
+        )
+        .unwrap();
         assert_eq!(back.entries(), &[t(0, 3, 5)]);
         assert_eq!(
             fs::metadata(back.path()).unwrap().len(),
@@ -333,7 +358,7 @@ mod tests {
         let mut ix = TxnIndex::open(
             &crate::storage::FileStorage::shared(),
             dir.path(),
-            10,
+            o(10),
             false,
         )
         .unwrap();
@@ -350,7 +375,7 @@ mod tests {
         let ix = TxnIndex::open(
             &crate::storage::FileStorage::shared(),
             dir.path(),
-            10,
+            o(10),
             false,
         )
         .unwrap();
@@ -366,7 +391,7 @@ mod tests {
             TxnIndex::open(
                 &crate::storage::FileStorage::shared(),
                 dir.path(),
-                10,
+                o(10),
                 false
             )
             .unwrap()
@@ -383,7 +408,7 @@ mod tests {
             TxnIndex::open(
                 &crate::storage::FileStorage::shared(),
                 dir.path(),
-                10,
+                o(10),
                 false
             )
             .unwrap()
@@ -395,12 +420,31 @@ mod tests {
         assert!(TxnIndex::open(
             &crate::storage::FileStorage::shared(),
             dir.path(),
-            10,
+            o(10),
             false
         )
         .unwrap()
         .entries()
         .is_empty());
+
+        // A negative producer id or offset (the wire's -1, never written): cut
+        // there, and the file with it.
+        for field in [2usize, 10, 26] {
+            let mut negative = t(3, 12, 20).encode();
+            negative[field..field + 8].copy_from_slice(&(-1i64).to_be_bytes());
+            let mut bad = whole.clone();
+            bad.extend_from_slice(&negative);
+            fs::write(&path, &bad).unwrap();
+            let ix = TxnIndex::open(
+                &crate::storage::FileStorage::shared(),
+                dir.path(),
+                o(10),
+                false,
+            )
+            .unwrap();
+            assert_eq!(ix.entries().len(), 2, "field at {field}");
+            assert_eq!(fs::read(&path).unwrap(), whole, "field at {field}");
+        }
 
         // Arbitrary bytes never panic.
         for n in 0..200usize {
@@ -409,7 +453,7 @@ mod tests {
             let ix = TxnIndex::open(
                 &crate::storage::FileStorage::shared(),
                 dir.path(),
-                10,
+                o(10),
                 false,
             )
             .unwrap();
@@ -420,11 +464,21 @@ mod tests {
     #[test]
     fn create_new_removes_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let mut ix =
-            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, false).unwrap();
+        let mut ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            o(0),
+            false,
+        )
+        .unwrap();
         ix.add(t(1, 0, 1)).unwrap();
-        let ix =
-            TxnIndex::open(&crate::storage::FileStorage::shared(), dir.path(), 0, true).unwrap();
+        let ix = TxnIndex::open(
+            &crate::storage::FileStorage::shared(),
+            dir.path(),
+            o(0),
+            true,
+        )
+        .unwrap();
         assert!(ix.entries().is_empty());
         assert!(!ix.path().exists());
     }

@@ -16,7 +16,7 @@ fn refuses_every_write(log: &mut PartitionLog) {
     let h = headers(&b);
     let hw = log.log_end_offset();
     assert!(matches!(
-        log.append_as_leader(&mut b, &h, 0, None),
+        log.append_as_leader(&mut b, &h, e(0), None),
         Err(LogError::Io(_))
     ));
     assert!(matches!(log.flush(), Err(LogError::Io(_))));
@@ -43,7 +43,7 @@ fn the_first_io_error_takes_the_log_offline_for_good() {
     let moved = tmp.path().join("moved");
     std::fs::rename(&dir, &moved).unwrap();
     assert!(matches!(
-        log.checkpoint_high_watermark(3),
+        log.checkpoint_high_watermark(o(3)),
         Err(LogError::Io(_))
     ));
     assert!(log.is_failed());
@@ -54,14 +54,14 @@ fn the_first_io_error_takes_the_log_offline_for_good() {
     assert!(matches!(log.close_clean(), Err(LogError::Io(_))));
     assert_eq!(
         log.log_end_offset(),
-        3,
+        o(3),
         "nothing appended after the failure"
     );
     assert_eq!(told.load(Ordering::SeqCst), 1, "told once");
     drop(log);
     // Reopened, it recovers what reached the file.
     let log = PartitionLog::open(&dir, LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.log_end_offset(), o(3));
     assert!(!log.is_failed());
 }
 
@@ -77,5 +77,5 @@ fn an_offline_directory_stops_every_log_in_it() {
     append(&mut log, 2);
     offline.store(true, Ordering::SeqCst);
     refuses_every_write(&mut log);
-    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(log.log_end_offset(), o(2));
 }

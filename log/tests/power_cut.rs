@@ -48,7 +48,7 @@ proptest! {
         let dir = Path::new("/data/t-0");
         let config = LogConfig { segment_bytes, ..small_segments(segment_bytes) };
         let mut log = PartitionLog::open_in(storage.shared(), dir, config.clone()).unwrap();
-        let mut durable = 0i64;
+        let mut durable = o(0);
         for op in &ops {
             match op {
                 Op::Append(n) => {
@@ -99,11 +99,11 @@ fn a_failed_fsync_is_never_believed() {
     assert!(log.flush().is_err());
     let mut more = batch(1);
     let h = strand_protocol::batch::validate_record_set(&more).unwrap();
-    assert!(log.append_as_leader(&mut more, &h, 0, None).is_err());
+    assert!(log.append_as_leader(&mut more, &h, e(0), None).is_err());
     drop(log);
     storage.crash(|_, _| 0);
     let log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 3);
+    assert_eq!(log.log_end_offset(), o(3));
 }
 
 /// The epoch checkpoint can lag the batches: a follower appended a batch of
@@ -134,13 +134,17 @@ fn recovery_rebuilds_leader_epochs_from_the_batches() {
     drop(log);
     storage.clear_faults();
     let log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 3, "the batch reached the page cache");
     assert_eq!(
-        log.end_offset_for_epoch(0),
-        (0, 2),
+        log.log_end_offset(),
+        o(3),
+        "the batch reached the page cache"
+    );
+    assert_eq!(
+        log.end_offset_for_epoch(e(0)),
+        Some((e(0), o(2))),
         "epoch 0 ends where epoch 1 starts"
     );
-    assert_eq!(log.end_offset_for_epoch(1), (1, 3));
+    assert_eq!(log.end_offset_for_epoch(e(1)), Some((e(1), o(3))));
 }
 
 /// The rebuild adds only epochs above the latest the checkpoint knows: a
@@ -168,14 +172,14 @@ fn recovery_keeps_earlier_epoch_starts() {
     }
     assert_eq!(
         log.recovery_point(),
-        4,
+        o(4),
         "the first segment is below the recovery point"
     );
-    assert_eq!(log.end_offset_for_epoch(0), (0, 2));
+    assert_eq!(log.end_offset_for_epoch(e(0)), Some((e(0), o(2))));
     drop(log); // kill -9: no clean shutdown, the active segment is recovered
     let log = PartitionLog::open_in(storage.shared(), dir, config).unwrap();
-    assert_eq!(log.log_end_offset(), 7);
-    assert_eq!(log.end_offset_for_epoch(0), (0, 2));
-    assert_eq!(log.end_offset_for_epoch(1), (1, 6));
-    assert_eq!(log.end_offset_for_epoch(2), (2, 7));
+    assert_eq!(log.log_end_offset(), o(7));
+    assert_eq!(log.end_offset_for_epoch(e(0)), Some((e(0), o(2))));
+    assert_eq!(log.end_offset_for_epoch(e(1)), Some((e(1), o(6))));
+    assert_eq!(log.end_offset_for_epoch(e(2)), Some((e(2), o(7))));
 }

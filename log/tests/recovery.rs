@@ -22,7 +22,7 @@ fn crashed_log(dir: &Path, counts: &[usize], epochs: &[i32]) -> Vec<(u64, i64)> 
         let b = batch(*c);
         end += b.len() as u64;
         let info = append_bytes(&mut log, b, epochs.get(i).copied().unwrap_or(0));
-        out.push((end, info.last_offset + 1));
+        out.push((end, info.last_offset.next().get()));
     }
     drop(log); // no close: no clean-shutdown marker
     out
@@ -67,6 +67,7 @@ fn flip(p: &Path, pos: u64) {
 fn check_reopen(dir: &Path, batches: &[(u64, i64)], keep: usize) {
     let mut log = PartitionLog::open(dir, LogConfig::default()).unwrap();
     let (end, leo) = if keep == 0 { (0, 0) } else { batches[keep - 1] };
+    let leo = o(leo);
     assert_eq!(log.log_end_offset(), leo, "LEO");
     assert_eq!(
         file_len(&seg0(dir)),
@@ -79,13 +80,16 @@ fn check_reopen(dir: &Path, batches: &[(u64, i64)], keep: usize) {
     assert_eq!(hs.len(), keep);
     let info = append(&mut log, 2);
     assert_eq!(info.first_offset, leo);
-    let r = log.read(leo, usize::MAX, leo + 2, false).unwrap();
+    let r = log.read(leo, usize::MAX, leo.plus(2), false).unwrap();
     let h = validate_record_set(&r.records).unwrap();
-    assert_eq!((h.len(), h[0].base_offset, h[0].records_count), (1, leo, 2));
+    assert_eq!(
+        (h.len(), h[0].base_offset, h[0].records_count),
+        (1, leo.get(), 2)
+    );
     // And it all survives another crash.
     drop(log);
     let log = PartitionLog::open(dir, LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), leo + 2);
+    assert_eq!(log.log_end_offset(), leo.plus(2));
     assert_eq!(BatchIter::new(&read_all(&log)).count(), keep + 1);
 }
 
@@ -169,10 +173,10 @@ fn epoch_cache_is_trimmed_to_the_recovered_leo() {
     let b = crashed_log(tmp.path(), &[2, 2, 3], &[1, 1, 4]);
     cut(&seg0(tmp.path()), b[2].0 - 1);
     let log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 4);
-    assert_eq!(log.epoch_entries(), vec![(1, 0)]);
-    assert_eq!(log.end_offset_for_epoch(1), (1, 4));
-    assert_eq!(log.latest_epoch(), Some(1));
+    assert_eq!(log.log_end_offset(), o(4));
+    assert_eq!(log.epoch_entries(), epochs(&[(1, 0)]));
+    assert_eq!(log.end_offset_for_epoch(e(1)), Some((e(1), o(4))));
+    assert_eq!(log.latest_epoch(), Some(e(1)));
 }
 
 #[test]
@@ -185,7 +189,7 @@ fn clean_marker_with_torn_tail_still_recovers() {
     let len = file_len(&seg0(tmp.path()));
     cut(&seg0(tmp.path()), len - 3);
     let log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(log.log_end_offset(), o(2));
     assert_eq!(BatchIter::new(&read_all(&log)).count(), 1);
 }
 
@@ -199,7 +203,7 @@ fn crashed_segments(dir: &Path, n: usize) -> (LogConfig, Vec<u8>) {
     }
     assert_eq!(
         log.segment_base_offsets(),
-        vec![0, 6, 12, 18][..n.div_ceil(3)].to_vec()
+        [0, 6, 12, 18].map(o)[..n.div_ceil(3)].to_vec()
     );
     let all = read_all(&log);
     drop(log);
@@ -215,8 +219,8 @@ fn only_the_tail_segment_is_cut() {
     cut(&last, len - 1);
     let one = batch(2).len();
     let log = PartitionLog::open(tmp.path(), cfg).unwrap();
-    assert_eq!(log.log_end_offset(), 20);
-    assert_eq!(log.segment_base_offsets(), vec![0, 6, 12, 18]);
+    assert_eq!(log.log_end_offset(), o(20));
+    assert_eq!(log.segment_base_offsets(), [0, 6, 12, 18].map(o));
     assert_eq!(read_all(&log), all[..all.len() - one].to_vec());
 }
 
@@ -229,8 +233,8 @@ fn corrupt_middle_segment_drops_later_ones_when_unflushed() {
     let one = batch(2).len() as u64;
     flip(&segment_file(tmp.path(), 6, "log"), one + 30);
     let log = PartitionLog::open(tmp.path(), cfg).unwrap();
-    assert_eq!(log.log_end_offset(), 8);
-    assert_eq!(log.segment_base_offsets(), vec![0, 6]);
+    assert_eq!(log.log_end_offset(), o(8));
+    assert_eq!(log.segment_base_offsets(), [0, 6].map(o));
     assert_eq!(read_all(&log), all[..(4 * one) as usize].to_vec());
     assert!(!segment_file(tmp.path(), 12, "log").exists());
     assert!(!segment_file(tmp.path(), 12, "index").exists());
@@ -256,10 +260,10 @@ fn missing_or_inconsistent_indexes_are_rebuilt() {
     std::fs::write(&idx12, [0u8, 0, 0, 2, 0, 1, 0, 0, 7]).unwrap();
 
     let log = PartitionLog::open(tmp.path(), cfg.clone()).unwrap();
-    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(log.log_end_offset(), o(20));
     assert_eq!(read_all(&log), all);
     for off in 0..20 {
-        let r = log.read(off, 1, 20, true).unwrap();
+        let r = log.read(o(off), 1, o(20), true).unwrap();
         let h = validate_record_set(&r.records).unwrap();
         assert!(h[0].base_offset <= off && off <= h[0].last_offset());
     }
@@ -278,13 +282,13 @@ fn crash_during_roll_is_tolerated() {
     std::fs::write(tmp.path().join("high-watermark.tmp"), b"junk").unwrap();
     std::fs::write(segment_file(tmp.path(), 99, "index"), b"junk").unwrap();
     let mut log = PartitionLog::open(tmp.path(), cfg).unwrap();
-    assert_eq!(log.log_end_offset(), 18);
-    assert_eq!(log.segment_base_offsets(), vec![0, 6, 12, 18]);
+    assert_eq!(log.log_end_offset(), o(18));
+    assert_eq!(log.segment_base_offsets(), [0, 6, 12, 18].map(o));
     assert_eq!(read_all(&log), all);
     assert!(!tmp.path().join("high-watermark.tmp").exists());
     assert!(!segment_file(tmp.path(), 99, "index").exists());
     assert!(segment_file(tmp.path(), 18, "index").exists());
-    assert_eq!(append(&mut log, 1).first_offset, 18);
+    assert_eq!(append(&mut log, 1).first_offset, o(18));
 }
 
 #[test]
@@ -293,12 +297,12 @@ fn log_start_beyond_recovered_end_restarts_the_log() {
     let mut log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
     append(&mut log, 3);
     append(&mut log, 3);
-    log.delete_records_before(6).unwrap();
+    log.delete_records_before(o(6)).unwrap();
     drop(log);
     cut(&seg0(tmp.path()), 10);
     let mut log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
-    assert_eq!((log.log_start_offset(), log.log_end_offset()), (6, 6));
-    assert_eq!(append(&mut log, 1).first_offset, 6);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (o(6), o(6)));
+    assert_eq!(append(&mut log, 1).first_offset, o(6));
 }
 
 #[test]
@@ -316,11 +320,23 @@ fn malformed_checkpoints_are_errors_not_panics() {
         PartitionLog::open(tmp.path(), LogConfig::default()),
         Err(LogError::Corrupt(_))
     ));
+    // A negative epoch or start offset is never written: malformed too.
+    for entry in ["-1 0", "0 -1"] {
+        let text = format!("0\n1\n{entry}\n");
+        std::fs::write(tmp.path().join("leader-epoch-checkpoint"), text).unwrap();
+        assert!(
+            matches!(
+                PartitionLog::open(tmp.path(), LogConfig::default()),
+                Err(LogError::Corrupt(_))
+            ),
+            "{entry}"
+        );
+    }
     std::fs::remove_file(tmp.path().join("leader-epoch-checkpoint")).unwrap();
     // A damaged recovery point only widens the scan.
     std::fs::write(tmp.path().join("recovery-point"), b"zzz").unwrap();
     let log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 1);
+    assert_eq!(log.log_end_offset(), o(1));
 }
 
 #[derive(Debug, Clone)]
@@ -419,6 +435,6 @@ fn every_cut_then_zero_byte_keeps_whole_batches() {
         let keep = b.iter().filter(|(end, _)| *end <= same.max(at)).count();
         let log = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap();
         let (_, leo) = if keep == 0 { (0, 0) } else { b[keep - 1] };
-        assert_eq!(log.log_end_offset(), leo, "cut at {at} of {len}");
+        assert_eq!(log.log_end_offset(), o(leo), "cut at {at} of {len}");
     }
 }

@@ -9,18 +9,27 @@ use std::os::unix::fs::FileExt;
 
 use common::*;
 use strand_log::{AbortedTxn, LogConfig, PartitionLog};
+use strand_types::Offset;
 
-fn aborted(pid: i64, first: i64, last: i64) -> AbortedTxn {
+fn aborted(producer_id: i64, first: i64, last: i64) -> AbortedTxn {
     AbortedTxn {
-        producer_id: pid,
-        first_offset: first,
-        last_offset: last,
-        last_stable_offset: last + 1,
+        producer_id: pid(producer_id),
+        first_offset: o(first),
+        last_offset: o(last),
+        last_stable_offset: o(last + 1),
     }
 }
 
+/// `collect_aborted_txns` between two offsets, as (producer id, first offset).
+fn collect(log: &PartitionLog, start: i64, upper: i64) -> Vec<(i64, i64)> {
+    log.collect_aborted_txns(o(start), o(upper))
+        .into_iter()
+        .map(|(producer_id, first)| (producer_id.get(), first.get()))
+        .collect()
+}
+
 /// Appends `n` one-record batches; returns the LEO.
-fn fill(log: &mut PartitionLog, n: usize) -> i64 {
+fn fill(log: &mut PartitionLog, n: usize) -> Offset {
     for _ in 0..n {
         append(log, 1);
     }
@@ -48,12 +57,12 @@ fn entries_span_segments_and_searches_find_long_transactions() {
     }
     assert!(!segment_file(dir.path(), 0, "txnindex").exists());
 
-    assert_eq!(log.collect_aborted_txns(0, 4), vec![(1, 2)]);
-    assert_eq!(log.collect_aborted_txns(0, 5), vec![(2, 4), (1, 2)]);
-    assert_eq!(log.collect_aborted_txns(7, 9), vec![(3, 8), (1, 2)]);
-    assert_eq!(log.collect_aborted_txns(10, 20), vec![(1, 2)]);
-    assert_eq!(log.collect_aborted_txns(16, 20), vec![]);
-    assert_eq!(log.collect_aborted_txns(5, 5), vec![]);
+    assert_eq!(collect(&log, 0, 4), vec![(1, 2)]);
+    assert_eq!(collect(&log, 0, 5), vec![(2, 4), (1, 2)]);
+    assert_eq!(collect(&log, 7, 9), vec![(3, 8), (1, 2)]);
+    assert_eq!(collect(&log, 10, 20), vec![(1, 2)]);
+    assert_eq!(collect(&log, 16, 20), vec![]);
+    assert_eq!(collect(&log, 5, 5), vec![]);
     // A marker must be in the log.
     assert!(log.append_aborted_txn(aborted(4, 18, 25)).is_err());
     assert!(log.append_aborted_txn(aborted(4, 12, 11)).is_err());
@@ -68,8 +77,8 @@ fn truncation_drops_entries_and_survives_reopen() {
         log.append_aborted_txn(aborted(pid, last - 3, last))
             .unwrap();
     }
-    log.truncate_to(13).unwrap();
-    assert_eq!(log.log_end_offset(), 13);
+    log.truncate_to(o(13)).unwrap();
+    assert_eq!(log.log_end_offset(), o(13));
     assert_eq!(
         log.aborted_txns(),
         vec![aborted(1, 2, 5), aborted(2, 9, 12)]
@@ -87,7 +96,7 @@ fn truncation_drops_entries_and_survives_reopen() {
     let mut log = PartitionLog::open(dir.path(), small_segments(300)).unwrap();
     assert_eq!(log.aborted_txns().len(), 3);
 
-    log.truncate_fully_and_start_at(40).unwrap();
+    log.truncate_fully_and_start_at(o(40)).unwrap();
     assert!(log.aborted_txns().is_empty());
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -116,7 +125,7 @@ fn recovered_torn_log_tail_takes_its_entries() {
         .set_len(len - 5)
         .unwrap();
     let log = PartitionLog::open(dir.path(), LogConfig::default()).unwrap();
-    assert_eq!(log.log_end_offset(), 9);
+    assert_eq!(log.log_end_offset(), o(9));
     assert_eq!(log.aborted_txns(), vec![aborted(1, 2, 4)]);
 }
 

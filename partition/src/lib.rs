@@ -85,12 +85,6 @@ pub struct PartitionOffsets {
     pub partition_epoch: Option<PartitionEpoch>,
 }
 
-/// An offset the log reports: the log crate still speaks integers, and its
-/// offsets are never negative.
-fn at(offset: i64) -> Offset {
-    Offset::new(offset)
-}
-
 /// The partition as the metadata image last described it.
 #[derive(Debug, Clone)]
 pub struct ReplicaState {
@@ -141,7 +135,7 @@ pub struct Partition {
     settings: RwLock<PartitionSettings>,
     offsets: watch::Sender<PartitionOffsets>,
     /// Base offset of the active segment when the last producer snapshot was taken.
-    snapshot_segment: Mutex<Option<i64>>,
+    snapshot_segment: Mutex<Option<Offset>>,
     /// Set (under the log write lock) when the partition is deleted or the
     /// broker shuts down: no append or housekeeping write may follow.
     closed: AtomicBool,
@@ -242,16 +236,13 @@ impl Partition {
         let mut producers = rebuild_producer_state(&mut log);
         // The checkpointed HW until a leader says more (a leader of a
         // single-member ISR moves it to the LEO at once).
-        let hw = log
-            .high_watermark_checkpoint()
-            .clamp(0, log.log_end_offset());
-        let hw = at(hw);
+        let hw = log.high_watermark_checkpoint().min(log.log_end_offset());
         producers.on_high_watermark(hw);
         let offsets = PartitionOffsets {
             high_watermark: hw,
             last_stable_offset: producers.last_stable_offset(hw),
-            log_end_offset: at(log.log_end_offset()),
-            log_start_offset: at(log.log_start_offset()),
+            log_end_offset: log.log_end_offset(),
+            log_start_offset: log.log_start_offset(),
             leading_epoch: None,
             partition_epoch: None,
         };
@@ -324,8 +315,8 @@ impl Partition {
     fn publish_leader(&self, state: &LeaderState, log: &PartitionLog) {
         self.publish(
             state.hw(),
-            at(log.log_end_offset()),
-            at(log.log_start_offset()),
+            log.log_end_offset(),
+            log.log_start_offset(),
             Some(state),
         );
     }
@@ -374,12 +365,12 @@ impl Partition {
             let leo = log.log_end_offset();
             // The new epoch starts at our LEO: followers truncate anything
             // past it that they got from an older leader.
-            if let Err(e) = log.assign_epoch_start_offset(reg.leader_epoch.get(), leo) {
+            if let Err(e) = log.assign_epoch_start_offset(reg.leader_epoch, leo) {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "cannot record leader epoch start");
             }
             let hw = self.offsets().high_watermark;
-            tracing::info!(topic = %self.topic, partition = self.index, epoch = %reg.leader_epoch, leo, %hw, isr = ?reg.isr, "becoming leader");
-            *leader = Some(LeaderState::new(reg, config, at(leo), hw, now));
+            tracing::info!(topic = %self.topic, partition = self.index, epoch = %reg.leader_epoch, %leo, %hw, isr = ?reg.isr, "becoming leader");
+            *leader = Some(LeaderState::new(reg, config, leo, hw, now));
         }
         if let Some(state) = leader.as_mut() {
             for &r in state.replicas().to_vec().iter() {
@@ -486,7 +477,7 @@ impl Partition {
                         required_offset: meta.last_offset.next(),
                         leader_epoch,
                         log_append_time: None,
-                        log_start_offset: at(log.log_start_offset()),
+                        log_start_offset: log.log_start_offset(),
                     });
                 }
                 Err(e) => return Err(producer_error(e)),
@@ -496,7 +487,7 @@ impl Partition {
         let mut buf = BytesMut::from(&records[..]);
         let append_time = settings.log_append_time.then(now_ms);
         let info = log
-            .append_as_leader(&mut buf, &headers, leader_epoch.get(), append_time)
+            .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;
         // Client batches are never control batches (checked above), so
         // nothing here closes a transaction.
@@ -506,14 +497,14 @@ impl Partition {
             }
         }
         drop(producers);
-        state.on_leader_append(at(log.log_end_offset()), self.clock.now_ms());
+        state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
         // Published under the log lock, so offsets are never overwritten by older ones.
         self.publish_leader(state, &log);
-        let log_start = at(log.log_start_offset());
+        let log_start = log.log_start_offset();
         drop(log);
         Ok(AppendOutcome {
-            base_offset: at(info.first_offset),
-            required_offset: at(info.last_offset).next(),
+            base_offset: info.first_offset,
+            required_offset: info.last_offset.next(),
             leader_epoch,
             log_append_time: append_time,
             log_start_offset: log_start,
@@ -581,9 +572,9 @@ impl Partition {
             .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let append_time = settings.log_append_time.then_some(now);
         let info = log
-            .append_as_leader(&mut batch, &headers, leader_epoch.get(), append_time)
+            .append_as_leader(&mut batch, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;
-        let marker_offset = at(info.first_offset);
+        let marker_offset = info.first_offset;
         let completed = producer_id.and_then(|producer_id| {
             producers.record_end_txn_marker(
                 producer_id,
@@ -599,9 +590,9 @@ impl Partition {
             index_if_aborted(&mut log, &producers, &t).map_err(storage_error)?;
         }
         drop(producers);
-        state.on_leader_append(at(log.log_end_offset()), self.clock.now_ms());
+        state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
         self.publish_leader(state, &log);
-        let log_start = at(log.log_start_offset());
+        let log_start = log.log_start_offset();
         drop(log);
         Ok(AppendOutcome {
             base_offset: marker_offset,
@@ -681,21 +672,27 @@ impl Partition {
         last_fetched_epoch: Option<LeaderEpoch>,
         fetch_offset: Offset,
     ) -> Option<DivergingEpoch> {
-        let (epoch, end_offset) = self.divergence(last_fetched_epoch, fetch_offset)?;
-        DivergingEpoch::from_wire(epoch, end_offset)
+        let (epoch, end_offset) = self.divergence(last_fetched_epoch, fetch_offset)??;
+        Some(DivergingEpoch {
+            epoch: Some(epoch),
+            end_offset: Some(end_offset),
+        })
     }
 
-    /// Our (epoch, end offset) for the follower's last fetched epoch when
-    /// its log is not a prefix of ours, in the wire's integers.
+    /// Whether the follower's log is not a prefix of ours: `Some` with our
+    /// (epoch, end offset) for its last fetched epoch, which is `None` (the
+    /// wire's (-1, -1)) when we have no epoch at or below it.
     fn divergence(
         &self,
         last_fetched_epoch: Option<LeaderEpoch>,
         fetch_offset: Offset,
-    ) -> Option<(i32, i64)> {
-        let last_fetched_epoch = last_fetched_epoch?.get();
-        let (epoch, end_offset) = self.log.read().end_offset_for_epoch(last_fetched_epoch);
-        (epoch < 0 || end_offset < fetch_offset.get() || epoch < last_fetched_epoch)
-            .then_some((epoch, end_offset))
+    ) -> Option<Option<(LeaderEpoch, Offset)>> {
+        let last_fetched_epoch = last_fetched_epoch?;
+        match self.log.read().end_offset_for_epoch(last_fetched_epoch) {
+            None => Some(None),
+            Some((epoch, end_offset)) => (end_offset < fetch_offset || epoch < last_fetched_epoch)
+                .then_some(Some((epoch, end_offset))),
+        }
     }
 
     /// The leader's side of one partition of a follower's fetch, before the
@@ -731,7 +728,7 @@ impl Partition {
     ) -> Result<strand_log::ReadResult, LogError> {
         self.log
             .read()
-            .read(fetch_offset.get(), max_bytes, upper.get(), min_one)
+            .read(fetch_offset, max_bytes, upper, min_one)
     }
 
     /// Whether a write holds the log right now: a [`read`](Self::read)
@@ -761,26 +758,22 @@ impl Partition {
         }
     }
 
-    /// ListOffsets' MAX_TIMESTAMP: (timestamp, offset) of the largest
+    /// ListOffsets' MAX_TIMESTAMP: (offset, timestamp) of the largest
     /// timestamp in the log.
-    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, LogError> {
+    pub fn max_timestamp_and_offset(&self) -> Result<Option<(Offset, i64)>, LogError> {
         self.log.read().max_timestamp_and_offset()
     }
 
-    /// ListOffsets by time: (timestamp, offset) of the first record at or
+    /// ListOffsets by time: (offset, timestamp) of the first record at or
     /// after `ts`.
-    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, LogError> {
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(Offset, i64)>, LogError> {
         self.log.read().offset_for_timestamp(ts)
     }
 
-    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset),
-    /// either `None` where Kafka answers -1 (no such epoch).
-    pub fn end_offset_for_epoch(
-        &self,
-        epoch: LeaderEpoch,
-    ) -> (Option<LeaderEpoch>, Option<Offset>) {
-        let (epoch, end) = self.log.read().end_offset_for_epoch(epoch.get());
-        (LeaderEpoch::from_wire(epoch), Offset::from_wire(end))
+    /// OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset);
+    /// `None` where Kafka answers (-1, -1) (no such epoch).
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> Option<(LeaderEpoch, Offset)> {
+        self.log.read().end_offset_for_epoch(epoch)
     }
 
     /// The leader epoch of the batch that holds `offset`, from the epoch cache.
@@ -790,8 +783,8 @@ impl Partition {
             .epoch_entries()
             .iter()
             .rev()
-            .find(|(_, start)| *start <= offset.get())
-            .and_then(|(e, _)| LeaderEpoch::from_wire(*e))
+            .find(|(_, start)| *start <= offset)
+            .map(|(e, _)| *e)
     }
 
     /// The log's size on disk (DescribeLogDirs).
@@ -841,9 +834,9 @@ impl Partition {
         let leader_epoch = self.replica.lock().leader_epoch;
         let log = self.log.read();
         Some(FollowerFetchState {
-            fetch_offset: at(log.log_end_offset()),
-            last_fetched_epoch: log.latest_epoch().and_then(LeaderEpoch::from_wire),
-            log_start_offset: at(log.log_start_offset()),
+            fetch_offset: log.log_end_offset(),
+            last_fetched_epoch: log.latest_epoch(),
+            log_start_offset: log.log_start_offset(),
             leader_epoch,
         })
     }
@@ -881,9 +874,8 @@ impl Partition {
         leader_hw: Offset,
         leader_log_start: Offset,
     ) -> Result<bool, LogError> {
-        let leader_log_start = leader_log_start.get();
         let done = self.as_follower(leader_epoch, |log, producers| {
-            if log.log_end_offset() != fetch_offset.get() {
+            if log.log_end_offset() != fetch_offset {
                 return Ok(false);
             }
             if !records.is_empty() {
@@ -907,8 +899,8 @@ impl Partition {
         })?;
         if done == Some(true) {
             let log = self.log.read();
-            let leo = at(log.log_end_offset());
-            self.publish(leader_hw.min(leo), leo, at(log.log_start_offset()), None);
+            let leo = log.log_end_offset();
+            self.publish(leader_hw.min(leo), leo, log.log_start_offset(), None);
         }
         Ok(done == Some(true))
     }
@@ -924,11 +916,11 @@ impl Partition {
         let done = self.as_follower(leader_epoch, |log, producers| {
             let leo = log.log_end_offset();
             // Also when nothing is cut: drops epochs that start past `offset`.
-            log.truncate_to(offset.get())?;
+            log.truncate_to(offset)?;
             if log.log_end_offset() == leo {
                 return Ok(false);
             }
-            tracing::info!(topic = %self.topic, partition = self.index, from = leo, to = log.log_end_offset(), "truncated divergent log suffix");
+            tracing::info!(topic = %self.topic, partition = self.index, from = %leo, to = %log.log_end_offset(), "truncated divergent log suffix");
             // The index lost the entries of the truncated markers; the
             // rebuilt state replays from a snapshot at or below the new end
             // and re-adds (idempotently) what it finds after it.
@@ -947,7 +939,7 @@ impl Partition {
     ) -> Result<bool, LogError> {
         let done = self.as_follower(leader_epoch, |log, producers| {
             tracing::info!(topic = %self.topic, partition = self.index, %offset, "log behind the leader's log start; restarting it there");
-            log.truncate_fully_and_start_at(offset.get())?;
+            log.truncate_fully_and_start_at(offset)?;
             *producers = ProducerStateManager::default();
             Ok(true)
         })?;
@@ -957,9 +949,9 @@ impl Partition {
 
     fn publish_after_truncation(&self) {
         let log = self.log.read();
-        let leo = at(log.log_end_offset());
+        let leo = log.log_end_offset();
         let hw = self.offsets().high_watermark.min(leo);
-        self.publish(hw, leo, at(log.log_start_offset()), None);
+        self.publish(hw, leo, log.log_start_offset(), None);
     }
 
     /// Applies the leader's answer for this partition to a follower fetch
@@ -979,7 +971,7 @@ impl Partition {
         // retried or reordered fetch) would truncate or restart a log that
         // no longer diverges. The fetcher is the only writer of a follower's
         // log, so the check holds until the action runs.
-        if self.log.read().log_end_offset() != fetch_offset.get() {
+        if self.log.read().log_end_offset() != fetch_offset {
             return Ok(false);
         }
         match rules::follower_fetch_action(fetch_offset, fetched) {
@@ -1008,14 +1000,10 @@ impl Partition {
     pub fn divergence_truncation_offset(&self, diverging: DivergingEpoch) -> Offset {
         let hw = self.offsets().high_watermark;
         let log = self.log.read();
-        let local = diverging.epoch.and_then(|epoch| {
-            let (local_epoch, local_end) = log.end_offset_for_epoch(epoch.get());
-            Some((
-                LeaderEpoch::from_wire(local_epoch)?,
-                Offset::from_wire(local_end)?,
-            ))
-        });
-        rules::follower_truncation_offset(diverging, local, hw, at(log.log_end_offset()))
+        let local = diverging
+            .epoch
+            .and_then(|epoch| log.end_offset_for_epoch(epoch));
+        rules::follower_truncation_offset(diverging, local, hw, log.log_end_offset())
     }
 
     /// The highest offset a fetch may read to: HW, or the LSO under
@@ -1036,10 +1024,8 @@ impl Partition {
 
     /// Aborted transactions overlapping `[start, upper)`, as (producer id,
     /// first offset), for a read_committed fetch response.
-    pub fn aborted_transactions(&self, start: Offset, upper: Offset) -> Vec<(i64, i64)> {
-        self.log
-            .read()
-            .collect_aborted_txns(start.get(), upper.get())
+    pub fn aborted_transactions(&self, start: Offset, upper: Offset) -> Vec<(ProducerId, Offset)> {
+        self.log.read().collect_aborted_txns(start, upper)
     }
 
     /// Whether `producer_id` at `producer_epoch` has a transaction open here
@@ -1070,12 +1056,12 @@ impl Partition {
         if target > hw {
             return Err(ErrorCode::OffsetOutOfRange);
         }
-        if target.get() <= log.log_start_offset() {
-            return Ok(at(log.log_start_offset()));
+        if target <= log.log_start_offset() {
+            return Ok(log.log_start_offset());
         }
-        let start = at(log
-            .delete_records_before(target.get())
-            .map_err(|e| storage_error(e).code)?);
+        let start = log
+            .delete_records_before(target)
+            .map_err(|e| storage_error(e).code)?;
         self.offsets
             .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
         Ok(start)
@@ -1096,7 +1082,7 @@ impl Partition {
             return;
         }
         if checkpoint_hw {
-            if let Err(e) = log.checkpoint_high_watermark(self.offsets().high_watermark.get()) {
+            if let Err(e) = log.checkpoint_high_watermark(self.offsets().high_watermark) {
                 tracing::error!(topic = %self.topic, partition = self.index, error = %e, "HW checkpoint failed");
             }
         }
@@ -1107,7 +1093,11 @@ impl Partition {
         {
             let mut producers = self.producers.lock();
             producers.expire(now, producer_id_expiration_ms);
-            let active_base = log.segment_base_offsets().last().copied().unwrap_or(0);
+            let active_base = log
+                .segment_base_offsets()
+                .last()
+                .copied()
+                .unwrap_or(Offset::ZERO);
             let mut last = self.snapshot_segment.lock();
             if *last != Some(active_base) {
                 let leo = log.log_end_offset();
@@ -1124,9 +1114,9 @@ impl Partition {
             // at or below it (unreplicated data stays, as Kafka's
             // deletableSegments).
             let hw = self.offsets().high_watermark;
-            match log.apply_retention_below(now, hw.get()) {
+            match log.apply_retention_below(now, hw) {
                 Ok(n) if n > 0 => {
-                    let start = at(log.log_start_offset());
+                    let start = log.log_start_offset();
                     self.offsets
                         .send_modify(|o| o.log_start_offset = o.log_start_offset.max(start));
                     drop(log);
@@ -1149,7 +1139,7 @@ impl Partition {
         let leo = log.log_end_offset();
         let snapshot = self.producers.lock().snapshot();
         log.write_producer_snapshot(leo, &snapshot)?;
-        log.checkpoint_high_watermark(self.offsets().high_watermark.get())?;
+        log.checkpoint_high_watermark(self.offsets().high_watermark)?;
         log.flush()?;
         log.close_clean()
     }
@@ -1209,12 +1199,11 @@ fn index_if_aborted(
     if !t.is_aborted {
         return Ok(());
     }
-    // The log crate still speaks integers.
     log.append_aborted_txn(AbortedTxn {
-        producer_id: t.producer_id.get(),
-        first_offset: t.first_offset.get(),
-        last_offset: t.last_offset.get(),
-        last_stable_offset: producers.stable_offset_after(t).get(),
+        producer_id: t.producer_id,
+        first_offset: t.first_offset,
+        last_offset: t.last_offset,
+        last_stable_offset: producers.stable_offset_after(t),
     })?;
     Ok(())
 }
@@ -1270,7 +1259,16 @@ fn rebuild_producer_state(log: &mut PartitionLog) -> ProducerStateManager {
 /// The marker in the control batch `h` of the log; `None` (with a warning)
 /// if it cannot be read.
 fn read_end_txn_marker(log: &PartitionLog, h: &BatchHeader) -> Option<EndTxnMarker> {
-    match log.read(h.base_offset, h.total_size(), h.next_offset(), true) {
+    // The log holds no batch at a negative offset (it checks every append
+    // and recovered batch); a header saying otherwise is not read.
+    let (Some(base), Some(next)) = (
+        Offset::from_wire(h.base_offset),
+        Offset::from_wire(h.next_offset()),
+    ) else {
+        tracing::warn!(dir = %log.dir().display(), offset = h.base_offset, "control batch at a negative offset");
+        return None;
+    };
+    match log.read(base, h.total_size(), next, true) {
         Ok(r) => {
             let t = end_txn_marker(&r.records);
             if t.is_none() {
@@ -1557,15 +1555,15 @@ mod tests {
         for b in &batches {
             follow(&mut log, &mut producers, b);
         }
+        let (o, pid) = (Offset::new, ProducerId::new);
         let entry = AbortedTxn {
-            producer_id: 1,
-            first_offset: 0,
-            last_offset: 2,
-            last_stable_offset: 1,
+            producer_id: pid(1),
+            first_offset: o(0),
+            last_offset: o(2),
+            last_stable_offset: o(1),
         };
         assert_eq!(log.aborted_txns(), vec![entry]);
-        assert_eq!(log.collect_aborted_txns(0, 4), vec![(1, 0)]);
-        let (o, pid) = (Offset::new, ProducerId::new);
+        assert_eq!(log.collect_aborted_txns(o(0), o(4)), vec![(pid(1), o(0))]);
         producers.on_high_watermark(o(4));
         assert_eq!(producers.last_stable_offset(o(4)), o(4));
         assert_eq!(producers.entry(pid(1)).unwrap().coordinator_epoch, 3);
@@ -1581,7 +1579,7 @@ mod tests {
         );
 
         // Truncate below the abort marker: the transaction is open again.
-        log.truncate_to(2).unwrap();
+        log.truncate_to(o(2)).unwrap();
         let mut producers = rebuild_producer_state(&mut log);
         assert!(log.aborted_txns().is_empty());
         assert_eq!(

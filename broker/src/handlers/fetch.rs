@@ -307,8 +307,8 @@ fn aborted_transactions(
         .into_iter()
         .map(|(producer_id, first_offset)| {
             AbortedTransaction::default()
-                .with_producer_id(ProducerId(producer_id))
-                .with_first_offset(first_offset)
+                .with_producer_id(ProducerId(producer_id.get()))
+                .with_first_offset(first_offset.get())
         })
         .collect()
 }

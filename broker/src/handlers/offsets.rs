@@ -52,14 +52,14 @@ pub fn list_offsets(
                         }
                     };
                     let offsets = part.offsets();
-                    let upper = part.fetch_upper_bound(read_committed).get();
+                    let upper = part.fetch_upper_bound(read_committed);
                     let found = match p.timestamp {
                         LATEST => {
-                            r.offset = upper;
+                            r.offset = upper.get();
                             r.leader_epoch = part.leader_epoch().get();
                             return r;
                         }
-                        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset.get(), -1))),
+                        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
                         MAX_TIMESTAMP => part.max_timestamp_and_offset(),
                         ts if ts >= 0 => part.offset_for_timestamp(ts),
                         _ => {
@@ -72,12 +72,10 @@ pub fn list_offsets(
                         Ok(Some((offset, ts)))
                             if offset < upper || (offset == upper && ts == -1) =>
                         {
-                            r.offset = offset;
+                            r.offset = offset.get();
                             r.timestamp = ts;
                             // The epoch of the batch that holds the offset, as Kafka reports it.
-                            r.leader_epoch = LeaderEpoch::to_wire(
-                                Offset::from_wire(offset).and_then(|o| part.epoch_at(o)),
-                            );
+                            r.leader_epoch = LeaderEpoch::to_wire(part.epoch_at(offset));
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -162,10 +160,13 @@ pub fn offset_for_leader_epoch(
                     ) {
                         Ok(part) => {
                             // An unknown epoch (-1) has no end: (-1, -1).
-                            if let Some(requested) = LeaderEpoch::from_wire(p.leader_epoch) {
-                                let (epoch, end) = part.end_offset_for_epoch(requested);
-                                r.leader_epoch = LeaderEpoch::to_wire(epoch);
-                                r.end_offset = Offset::to_wire(end);
+                            // So is one above every epoch we know (or when we know none).
+                            let requested = LeaderEpoch::from_wire(p.leader_epoch);
+                            if let Some((epoch, end)) =
+                                requested.and_then(|epoch| part.end_offset_for_epoch(epoch))
+                            {
+                                r.leader_epoch = epoch.get();
+                                r.end_offset = end.get();
                             }
                         }
                         Err(code) => r.error_code = code.code(),

@@ -5,6 +5,33 @@ use kafka_protocol::records::Compression;
 use strand_log::{AppendInfo, LogConfig, PartitionLog};
 use strand_protocol::batch::{validate_record_set, BatchHeader, BatchIter};
 use strand_protocol::testing::{encode_batch, encode_records, TestRecord};
+use strand_types::{LeaderEpoch, Offset, ProducerId};
+
+pub fn o(offset: i64) -> Offset {
+    Offset::new(offset)
+}
+
+pub fn e(epoch: i32) -> LeaderEpoch {
+    LeaderEpoch::new(epoch)
+}
+
+pub fn pid(id: i64) -> ProducerId {
+    ProducerId::new(id)
+}
+
+/// Epoch-cache entries: (epoch, start offset).
+pub fn epochs(entries: &[(i32, i64)]) -> Vec<(LeaderEpoch, Offset)> {
+    entries
+        .iter()
+        .map(|&(epoch, start)| (e(epoch), o(start)))
+        .collect()
+}
+
+/// An OffsetForLeaderEpoch answer as the wire writes it: (-1, -1) for none.
+pub fn wire(answer: Option<(LeaderEpoch, Offset)>) -> (i32, i64) {
+    let (epoch, end) = answer.unzip();
+    (LeaderEpoch::to_wire(epoch), Offset::to_wire(end))
+}
 
 pub fn batch(n: usize) -> Vec<u8> {
     encode_batch(n, -1, -1, -1, Compression::None)
@@ -21,7 +48,7 @@ pub fn batch_with_timestamps(ts: &[i64]) -> Vec<u8> {
 
 pub fn append_bytes(log: &mut PartitionLog, mut b: Vec<u8>, epoch: i32) -> AppendInfo {
     let h = validate_record_set(&b).unwrap();
-    log.append_as_leader(&mut b, &h, epoch, None).unwrap()
+    log.append_as_leader(&mut b, &h, e(epoch), None).unwrap()
 }
 
 pub fn append(log: &mut PartitionLog, n: usize) -> AppendInfo {
@@ -34,7 +61,7 @@ pub fn headers(b: &[u8]) -> Vec<BatchHeader> {
 
 /// Everything from the log start to the LEO.
 pub fn read_all(log: &PartitionLog) -> Vec<u8> {
-    log.read(log.log_start_offset(), usize::MAX, i64::MAX, true)
+    log.read(log.log_start_offset(), usize::MAX, o(i64::MAX), true)
         .unwrap()
         .records
         .to_vec()
