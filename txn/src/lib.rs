@@ -63,6 +63,7 @@
 
 pub mod coordinator;
 mod producer_state;
+pub mod shard;
 mod snapshot;
 pub mod txn_log;
 

@@ -2,11 +2,12 @@
 //!
 //! One transactional id, used by a sequence of application instances (each a
 //! new `InitProducerId`), some speaking the classic protocol and some
-//! transaction.version 2 (KIP-890 part 2). The coordinator is the pure rules
-//! of `strand_txn::coordinator`, driven the way `src/txn_coordinator.rs` and
-//! `src/handlers/txn.rs` drive them (persist, then act; markers written one
-//! partition at a time, interleaved with everything else; a restart reloads
-//! the last persisted record at a new coordinator epoch). The partitions are
+//! transaction.version 2 (KIP-890 part 2). The coordinator is the real
+//! `strand_txn::shard::TxnShard` the broker runs, its effects carried out
+//! here: appends to a `__transaction_state` log (or failed on demand),
+//! markers written one partition at a time, interleaved with everything
+//! else; a restart loads a new shard from that log at a new coordinator
+//! epoch, as a coordinator taking over does. The partitions are
 //! the real `ProducerStateManager` with a log, checked and recorded the way
 //! `Partition::append_from` and `Partition::write_txn_marker` do (KIP-890
 //! verification first), and the group's transactional offsets are kept
@@ -30,11 +31,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use bytes::Bytes;
 use proptest::prelude::*;
 use strand_protocol::batch::{BatchHeader, ControlType};
 use strand_protocol::ErrorCode;
-use strand_txn::coordinator::{
-    self as rules, EndOutcome, InitOutcome, Step, TopicPartition, TxnMetadata, TxnRecord,
+use strand_txn::coordinator::{self as rules, TopicPartition};
+use strand_txn::shard::{
+    Answer, Effect, Markers, MarkersOutcome, Reply, ShardConfig, TxnShard, WriteId,
 };
 use strand_txn::{ProducerStateError, ProducerStateManager, SequenceCheck};
 use strand_types::{Offset, ProducerEpoch, ProducerId};
@@ -42,6 +45,9 @@ use strand_types::{Offset, ProducerEpoch, ProducerId};
 const TXN_ID: &str = "app";
 const MAX_TIMEOUT_MS: i32 = 900_000;
 const TXN_TIMEOUT_MS: i32 = 5_000;
+const CONFIG: ShardConfig = ShardConfig {
+    max_timeout_ms: MAX_TIMEOUT_MS,
+};
 const DATA_PARTITIONS: i32 = 2;
 const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Input partitions the group commits offsets for.
@@ -105,10 +111,7 @@ struct Group {
 }
 
 struct MarkerJob {
-    pid: ProducerId,
-    epoch: Option<ProducerEpoch>,
-    commit: bool,
-    coordinator_epoch: i32,
+    markers: Markers,
     remaining: BTreeSet<TopicPartition>,
 }
 
@@ -183,12 +186,14 @@ fn op() -> impl Strategy<Value = Op> {
 struct Sim {
     now: i64,
     next_pid: i64,
-    // The coordinator.
-    meta: Option<TxnMetadata>,
-    persisted: Option<TxnRecord>,
+    // The coordinator: its shard and the `__transaction_state` log it persists to.
+    shard: TxnShard,
+    txn_log: Vec<(Bytes, Option<Bytes>)>,
     coordinator_epoch: i32,
     job: Option<MarkerJob>,
     fail_next_write: bool,
+    /// Answers of writes, by write.
+    replies: HashMap<WriteId, Reply>,
     // The partitions and the group.
     partitions: BTreeMap<TopicPartition, SimPartition>,
     group: Group,
@@ -223,11 +228,12 @@ impl Sim {
         Sim {
             now: 1_000,
             next_pid: 1_000,
-            meta: None,
-            persisted: None,
+            shard: TxnShard::new(0, 0, CONFIG),
+            txn_log: Vec::new(),
             coordinator_epoch: 0,
             job: None,
             fail_next_write: false,
+            replies: HashMap::new(),
             partitions,
             group: Group::default(),
             instances: Vec::new(),
@@ -244,40 +250,69 @@ impl Sim {
 
     // ---- coordinator ------------------------------------------------------
 
-    /// `TxnCoordinator::persist`: the record becomes current only once written.
-    fn persist(&mut self, record: TxnRecord, fencing: bool) -> Result<(), ErrorCode> {
-        let meta = self.meta.as_mut().expect("metadata exists before a write");
-        meta.begin_write(record.clone(), fencing);
-        if std::mem::take(&mut self.fail_next_write) {
-            meta.abort_write();
-            return Err(ErrorCode::CoordinatorNotAvailable);
+    /// Carries out the shard's effects as the broker's runtime does: an
+    /// append is written to the log (or fails, when asked) and reported;
+    /// markers start a job that `MarkerStep` advances.
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        let mut todo: std::collections::VecDeque<Effect> = effects.into();
+        while let Some(effect) = todo.pop_front() {
+            match effect {
+                Effect::Append { write, key, value } => {
+                    let result = if std::mem::take(&mut self.fail_next_write) {
+                        Err(ErrorCode::CoordinatorNotAvailable)
+                    } else {
+                        self.txn_log.push((key, value));
+                        Ok(())
+                    };
+                    let (reply, more) = self.shard.write_done(write, result, self.now);
+                    if let Some(reply) = reply {
+                        self.replies.insert(write, reply);
+                    }
+                    todo.extend(more);
+                }
+                Effect::WriteMarkers(markers) => {
+                    self.job = Some(MarkerJob {
+                        remaining: markers.partitions.clone(),
+                        markers,
+                    });
+                }
+            }
         }
-        meta.complete_write();
-        self.persisted = Some(record);
-        Ok(())
     }
 
-    /// After a Prepare state is persisted: `complete_transaction` starts.
-    fn start_markers(&mut self) {
-        let cur = &self.meta.as_ref().expect("metadata").current;
-        if !cur.state.is_prepare() {
-            return;
+    /// An answer of the shard, now or once its write is carried out.
+    fn answer<T>(
+        &mut self,
+        answer: Answer<T>,
+        unpack: impl Fn(Reply) -> Option<Result<T, ErrorCode>>,
+    ) -> Option<Result<T, ErrorCode>> {
+        match answer {
+            Answer::Now(r) => Some(r),
+            Answer::NeedProducerId => None,
+            Answer::Later { write, effects } => {
+                self.carry_out(effects);
+                let reply = self
+                    .replies
+                    .remove(&write)
+                    .expect("a write carried out is answered");
+                Some(unpack(reply).expect("the reply of the request's kind"))
+            }
         }
-        self.job = Some(MarkerJob {
-            pid: cur
-                .producer_id
-                .expect("a persisted transaction has a producer id"),
-            epoch: cur.producer_epoch,
-            commit: cur.state == rules::TxnState::PrepareCommit,
-            coordinator_epoch: self.coordinator_epoch,
-            remaining: cur.partitions.clone(),
-        });
+    }
+
+    fn fresh_producer_id(&mut self) -> ProducerId {
+        self.next_pid += 1;
+        ProducerId::new(self.next_pid - 1)
     }
 
     fn marker_step(&mut self, pick: usize) -> Result<(), TestCaseError> {
         let Some(job) = self.job.as_mut() else {
             return Ok(());
         };
+        let m = job.markers.clone();
+        let pid = m
+            .producer_id
+            .expect("a persisted transaction has a producer id");
         if let Some(tp) = job
             .remaining
             .iter()
@@ -287,34 +322,38 @@ impl Sim {
             let part = self.partitions.get_mut(&tp).expect("known partition");
             match part
                 .producers
-                .check_end_txn_marker(job.pid, job.epoch, job.coordinator_epoch)
+                .check_end_txn_marker(pid, m.producer_epoch, m.coordinator_epoch)
             {
                 Err(e) => {
-                    // `complete_transaction` stops for good on such a refusal.
+                    // The runtime stops for good on such a refusal.
                     self.refused_markers.push(format!(
-                        "{tp:?}: {e} (pid {} epoch {:?})",
-                        job.pid, job.epoch
+                        "{tp:?}: {e} (pid {pid} epoch {:?})",
+                        m.producer_epoch
                     ));
                     self.job = None;
+                    let effects = self
+                        .shard
+                        .markers_done(&m, MarkersOutcome::Fenced, self.now);
+                    self.carry_out(effects);
                     return Ok(());
                 }
                 Ok(()) => {
                     let offset = Offset::new(part.log.len() as i64);
                     part.log.push(Entry::Marker {
-                        pid: job.pid,
-                        commit: job.commit,
+                        pid,
+                        commit: m.commit,
                     });
                     part.producers.record_end_txn_marker(
-                        job.pid,
-                        job.epoch,
-                        job.coordinator_epoch,
+                        pid,
+                        m.producer_epoch,
+                        m.coordinator_epoch,
                         offset,
                         self.now,
-                        ControlType::from_commit(job.commit),
+                        ControlType::from_commit(m.commit),
                     );
                     if tp == offsets_tp() {
-                        if let Some(pending) = self.group.pending.remove(&job.pid) {
-                            if job.commit {
+                        if let Some(pending) = self.group.pending.remove(&pid) {
+                            if m.commit {
                                 self.group.committed.extend(pending);
                             }
                         }
@@ -325,88 +364,50 @@ impl Sim {
         }
         if job.remaining.is_empty() {
             self.job = None;
-            let meta = self.meta.as_ref().expect("metadata");
-            if meta.pending.is_none() {
-                if let Some(record) = rules::complete(&meta.current, self.now) {
-                    if self.persist(record, false).is_err() {
-                        // Retried: the markers are written again (harmless).
-                        self.start_markers();
-                    }
-                }
-            }
+            let effects = self
+                .shard
+                .markers_done(&m, MarkersOutcome::Written, self.now);
+            self.carry_out(effects);
         }
         Ok(())
     }
 
+    /// The coordinator moves: a new shard is loaded from the log at a new
+    /// coordinator epoch; a Prepare state gets its markers again.
     fn restart(&mut self) {
         self.coordinator_epoch += 1;
         self.job = None;
-        self.meta = self.persisted.clone().map(|current| TxnMetadata {
-            transactional_id: TXN_ID.to_string(),
-            current,
-            pending: None,
-        });
-        if self.meta.is_some() {
-            self.start_markers();
-        }
+        let (shard, effects, report) = TxnShard::load(
+            0,
+            self.coordinator_epoch,
+            CONFIG,
+            self.txn_log.iter().map(|(k, v)| (&k[..], v.as_deref())),
+        );
+        assert!(report.skipped.is_empty(), "{report:?}");
+        self.shard = shard;
+        self.carry_out(effects);
     }
 
     fn tick(&mut self, dt: i64) {
         self.now += dt;
-        let Some(meta) = self.meta.as_ref() else {
-            return;
-        };
-        if meta.is_timed_out(self.now) {
-            let record = rules::fence(&meta.current, self.now);
-            if self.persist(record, true).is_ok() {
-                self.start_markers();
-            }
-        }
+        let effects = self.shard.abort_timed_out(self.now);
+        self.carry_out(effects);
     }
 
     /// InitProducerId (handlers::txn::init_producer_id): the granted (pid, epoch).
     fn init_producer_id(&mut self) -> Result<(ProducerId, ProducerEpoch), ErrorCode> {
         let mut fresh = None;
         loop {
-            let outcome = rules::init_producer_id(
-                self.meta.as_ref(),
-                TXN_ID,
-                TXN_TIMEOUT_MS,
-                MAX_TIMEOUT_MS,
-                None,
-                fresh,
-                self.now,
-            )?;
-            match outcome {
-                InitOutcome::NeedProducerId => {
-                    fresh = Some(ProducerId::new(self.next_pid));
-                    self.next_pid += 1;
-                }
-                InitOutcome::Grant(Step::Respond(r)) => return Ok(r),
-                InitOutcome::Grant(Step::Write { record, respond }) => {
-                    let placeholder = self.meta.is_none();
-                    if placeholder {
-                        self.meta = Some(rules::new_metadata(
-                            TXN_ID,
-                            record.producer_id,
-                            TXN_TIMEOUT_MS,
-                            self.now,
-                        ));
-                    }
-                    if let Err(code) = self.persist(record, false) {
-                        if placeholder {
-                            // `drop_placeholder`: nothing was persisted for the id.
-                            self.meta = None;
-                        }
-                        return Err(code);
-                    }
-                    return Ok(respond);
-                }
-                InitOutcome::FenceOngoing(record) => {
-                    self.persist(record, true)?;
-                    self.start_markers();
-                    return Err(ErrorCode::ConcurrentTransactions);
-                }
+            let answer = self
+                .shard
+                .init_producer_id(TXN_ID, TXN_TIMEOUT_MS, None, fresh, self.now);
+            let unpack = |r| match r {
+                Reply::InitProducerId(r) => Some(r),
+                _ => None,
+            };
+            match self.answer(answer, unpack) {
+                Some(r) => return r,
+                None => fresh = Some(self.fresh_producer_id()),
             }
         }
     }
@@ -418,15 +419,16 @@ impl Sim {
         tp: &TopicPartition,
         tv: i16,
     ) -> Result<(), ErrorCode> {
-        let meta = self
-            .meta
-            .as_ref()
-            .ok_or(ErrorCode::InvalidProducerIdMapping)?;
         let tps = std::slice::from_ref(tp);
-        match rules::add_partitions(meta, Some(pid), Some(epoch), tps, tv, self.now)? {
-            Step::Respond(()) => Ok(()),
-            Step::Write { record, .. } => self.persist(record, false),
-        }
+        let answer = self
+            .shard
+            .add_partitions(TXN_ID, Some(pid), Some(epoch), tps, tv, self.now);
+        let unpack = |r| match r {
+            Reply::AddPartitions(r) => Some(r),
+            _ => None,
+        };
+        self.answer(answer, unpack)
+            .expect("AddPartitions needs no producer id")
     }
 
     /// KIP-890 at the partition leader or the group coordinator: verify
@@ -442,11 +444,14 @@ impl Sim {
         if tv2 {
             return self.add_partitions(pid, epoch, tp, 2);
         }
-        let meta = self
-            .meta
-            .as_ref()
-            .ok_or(ErrorCode::InvalidProducerIdMapping)?;
-        rules::verify_partition(meta, Some(pid), Some(epoch), tp)
+        match self
+            .shard
+            .verify_partitions(TXN_ID, Some(pid), Some(epoch), std::slice::from_ref(tp))[..]
+        {
+            [None] => Ok(()),
+            [Some(code)] => Err(code),
+            _ => unreachable!("one answer per partition"),
+        }
     }
 
     // ---- partitions -------------------------------------------------------
@@ -565,39 +570,39 @@ impl Sim {
         let (pid, epoch) = inst.producer.expect("initialised");
         let tag = inst.txn.as_ref().map(|t| t.tag);
         let mut fresh = None;
-        let outcome = loop {
-            let Some(meta) = self.meta.as_ref() else {
-                return Ok(());
-            };
-            match rules::end_txn(
-                meta,
+        let (answer, prepared) = loop {
+            let answer = self.shard.end_txn(
+                TXN_ID,
                 Some(pid),
                 Some(epoch),
                 commit,
                 inst.tv2,
                 fresh,
                 self.now,
-            ) {
-                Ok(EndOutcome::NeedProducerId) => {
-                    fresh = Some(ProducerId::new(self.next_pid));
-                    self.next_pid += 1;
+            );
+            match answer {
+                Answer::NeedProducerId => fresh = Some(self.fresh_producer_id()),
+                Answer::Now(r) => break (r, false),
+                later @ Answer::Later { .. } => {
+                    let unpack = |r| match r {
+                        Reply::EndTxn(r) => Some(r),
+                        _ => None,
+                    };
+                    let r = self.answer(later, unpack).expect("answered once written");
+                    break (r, true);
                 }
-                other => break other,
             }
         };
-        match outcome {
-            Ok(EndOutcome::Prepare(record)) => {
-                let is_commit = record.state == rules::TxnState::PrepareCommit;
-                let (Some(next_pid), Some(next_epoch)) = rules::producer_after(&record) else {
+        match answer {
+            // A Prepare persisted: the commit (or abort) is accepted.
+            Ok(continue_with) if prepared => {
+                let (Some(next_pid), Some(next_epoch)) = continue_with else {
                     return Err(TestCaseError::fail(format!(
-                        "a prepared transaction names no producer to continue with: {record:?}"
+                        "a prepared transaction names no producer to continue with: {continue_with:?}"
                     )));
                 };
                 let next = (next_pid, next_epoch);
-                if self.persist(record, false).is_err() {
-                    return Ok(()); // The client retries later.
-                }
-                if is_commit {
+                if commit {
                     prop_assert!(
                         !self.is_fenced(i),
                         "instance {i} was fenced by instance {:?}, yet its commit was accepted",
@@ -609,7 +614,6 @@ impl Sim {
                         self.committed_txns.push(tag);
                     }
                 }
-                self.start_markers();
                 let inst = &mut self.instances[i];
                 inst.txn = None;
                 if next != (pid, epoch) {
@@ -617,7 +621,7 @@ impl Sim {
                     inst.seq.clear();
                 }
             }
-            Ok(EndOutcome::AlreadyDone) => {
+            Ok(_) => {
                 // Kafka answers a classic EndTxn(commit) after CompleteCommit
                 // at the same epoch as a retry. Harmless only if the
                 // transaction so confirmed wrote nothing of its own.
@@ -629,7 +633,8 @@ impl Sim {
                 }
                 self.instances[i].txn = None;
             }
-            Ok(EndOutcome::NeedProducerId) => unreachable!("handled above"),
+            // A failed Prepare write: the client retries later.
+            Err(_) if prepared => {}
             Err(code) => self.client_error(i, code),
         }
         Ok(())
@@ -802,7 +807,7 @@ impl Sim {
                 steps += 1;
             }
             if self.job.is_none()
-                && self.meta.as_ref().is_none_or(|m| {
+                && self.shard.get(TXN_ID).is_none_or(|m| {
                     !m.current.state.is_prepare() && m.current.state != rules::TxnState::Ongoing
                 })
             {
@@ -819,7 +824,7 @@ impl Sim {
             "markers were refused: {:?}",
             self.refused_markers
         );
-        if let Some(meta) = &self.meta {
+        if let Some(meta) = self.shard.get(TXN_ID) {
             prop_assert!(
                 !meta.current.state.is_prepare() && meta.current.state != rules::TxnState::Ongoing,
                 "the transaction did not settle: {:?}",
