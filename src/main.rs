@@ -284,7 +284,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
-            txns.abort_timed_out().await;
+            txns.abort_timed_out();
         }
     });
 
@@ -300,8 +300,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         tick.tick().await;
         loop {
             tick.tick().await;
-            txns.remove_expired(b.config.transactional_id_expiration_ms)
-                .await;
+            txns.remove_expired(b.config.transactional_id_expiration_ms);
         }
     });
 

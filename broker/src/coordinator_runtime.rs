@@ -140,6 +140,18 @@ impl<T: Clone> Loads<T> {
         }
     }
 
+    /// What the coordinator keeps for every partition loaded here.
+    pub fn all(&self) -> Vec<T> {
+        self.parts
+            .lock()
+            .values()
+            .filter_map(|l| match l {
+                Load::Loaded { state, .. } => Some(state.clone()),
+                Load::Loading { .. } => None,
+            })
+            .collect()
+    }
+
     /// The partition is no longer hosted here; true if it was known.
     pub fn forget(&self, index: i32) -> bool {
         self.parts.lock().remove(&index).is_some()

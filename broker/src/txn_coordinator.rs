@@ -1,9 +1,12 @@
-//! The transaction coordinator's I/O: which `__transaction_state` partitions
-//! this broker leads (and has loaded), the transactional ids kept for them,
-//! persisting each transition (acks=all) before acting on it, sending
-//! WriteTxnMarkers to every participant partition's leader, and aborting
-//! transactions that outlive their timeout. The rules are the pure
-//! `strand_txn::coordinator` functions.
+//! The transaction coordinator's runtime: which `__transaction_state`
+//! partitions this broker leads (and has loaded), one
+//! [`TxnShard`](strand_txn::shard::TxnShard) for each (the decisions: the
+//! pure rules of `strand_txn::coordinator` with persist-before-act), and
+//! the effects it asks for carried out here: records appended to the
+//! partition with acks=all and reported once the HW covers them,
+//! WriteTxnMarkers sent to every participant partition's leader until each
+//! is written. Request handlers wait for their write's answer; the timers
+//! (timeouts, expiry) are shard calls too.
 
 use crate::broker_client::BrokerConnPool;
 use crate::config::BrokerConfig;
@@ -12,7 +15,7 @@ use crate::coordinator_runtime::{
     self, append_records, coordinator_partition, for_each_record, wait_committed, Coordinator,
     Loads,
 };
-use crate::replica_manager::PartitionListener;
+use crate::replica_manager::{PartitionListener, ReplicaManager};
 use bytes::Bytes;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
@@ -28,9 +31,12 @@ use std::time::Duration;
 use strand_metadata::image::MetadataImage;
 use strand_partition::{now_ms, Partition};
 use strand_protocol::ErrorCode;
-use strand_txn::coordinator::{self as rules, TopicPartition, TxnMetadata, TxnRecord};
-use strand_txn::txn_log;
+use strand_txn::coordinator::{ProducerIdAndEpoch, TopicPartition};
+use strand_txn::shard::{
+    Answer, Effect, Markers, MarkersOutcome, Reply, ShardConfig, TxnShard, WriteId,
+};
 use strand_types::ProducerEpoch;
+use tokio::sync::oneshot;
 
 /// The internal topic holding transaction states.
 pub const TXN_TOPIC: &str = "__transaction_state";
@@ -38,28 +44,41 @@ pub const TXN_TOPIC: &str = "__transaction_state";
 /// WriteTxnMarkers v1 (v0 is gone from Kafka 4 and from the codec).
 const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 
-/// One transactional id on this coordinator.
-pub struct TxnEntry {
-    pub id: String,
-    pub partition: i32,
-    pub meta: Mutex<TxnMetadata>,
+/// Kafka's transaction coordinator writes with request.timeout.ms (30 s).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What is re-asked after a failed write (the Complete record again) waits
+/// this long, so a partition that keeps refusing is not hammered.
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// One loaded `__transaction_state` partition: its shard, the partition
+/// its writes go to, and the requests waiting for a write's answer.
+pub struct ShardHost {
+    pub index: i32,
+    /// The coordinator epoch (the partition's leader epoch at the load).
+    pub epoch: i32,
+    log: Arc<Partition>,
+    state: Mutex<HostState>,
 }
 
-/// What a request needs to act on a transactional id: its entry, the
-/// `__transaction_state` partition it is persisted to, and the coordinator
-/// epoch (that partition's leader epoch) markers carry.
-pub struct Coordinated {
-    pub entry: Arc<TxnEntry>,
-    pub log: Arc<Partition>,
-    pub coordinator_epoch: i32,
+struct HostState {
+    shard: TxnShard,
+    waiting: HashMap<WriteId, oneshot::Sender<Reply>>,
+}
+
+impl ShardHost {
+    /// Reads the shard (for Describe/List).
+    pub fn read<R>(&self, f: impl FnOnce(&TxnShard) -> R) -> R {
+        f(&self.state.lock().shard)
+    }
 }
 
 pub struct TxnCoordinator {
     controller: ControllerLink,
+    config: ShardConfig,
     /// The `__transaction_state` partitions led here; a loaded one keeps
-    /// its partition (the transaction log its ids are written to).
-    partitions: Loads<Arc<Partition>>,
-    txns: Mutex<HashMap<String, Arc<TxnEntry>>>,
+    /// its shard host.
+    partitions: Loads<Arc<ShardHost>>,
     /// Connections to partition leaders for markers.
     pub peers: BrokerConnPool,
 }
@@ -68,8 +87,10 @@ impl TxnCoordinator {
     pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink) -> Self {
         TxnCoordinator {
             controller,
+            config: ShardConfig {
+                max_timeout_ms: config.transaction_max_timeout_ms,
+            },
             partitions: Loads::default(),
-            txns: Mutex::new(HashMap::new()),
             peers: BrokerConnPool::new(format!("strand-txn-coordinator-{}", config.node_id)),
         }
     }
@@ -78,221 +99,266 @@ impl TxnCoordinator {
         coordinator_partition(transactional_id, partitions)
     }
 
-    pub fn write_timeout(&self) -> Duration {
-        // Kafka's transaction coordinator writes with request.timeout.ms (30 s).
-        Duration::from_secs(30)
-    }
-
-    /// Drops an entry created for an InitProducerId that persisted nothing.
-    pub fn drop_placeholder(&self, entry: &Arc<TxnEntry>) {
-        let mut txns = self.txns.lock();
-        let placeholder = {
-            let meta = entry.meta.lock();
-            meta.current.producer_id.is_none() && meta.pending.is_none()
-        };
-        if placeholder && txns.get(&entry.id).is_some_and(|e| Arc::ptr_eq(e, entry)) {
-            txns.remove(&entry.id);
-        }
-    }
-
-    async fn load_txn_partition(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
-        let index = partition.index;
-        let p = partition.clone();
-        let loaded = tokio::task::spawn_blocking(move || read_txn_partition(&p)).await;
-        let state = match loaded {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::error!(partition = index, error = %e, "cannot load transaction state partition; retried at the next reconcile");
-                self.partitions.failed(index, epoch);
-                return;
-            }
-            Err(e) => {
-                tracing::error!(partition = index, error = %e, "transaction state load failed; retried at the next reconcile");
-                self.partitions.failed(index, epoch);
-                return;
-            }
-        };
-        let mut to_complete = Vec::new();
-        let count = state.len();
-        let installed = self.partitions.finish(index, epoch, partition.clone(), || {
-            let mut txns = self.txns.lock();
-            for (id, record) in state {
-                let prepare = record.state.is_prepare();
-                let entry = Arc::new(TxnEntry {
-                    id: id.clone(),
-                    partition: index,
-                    meta: Mutex::new(TxnMetadata {
-                        transactional_id: id.clone(),
-                        current: record,
-                        pending: None,
-                    }),
-                });
-                if prepare {
-                    to_complete.push(entry.clone());
-                }
-                txns.insert(id, entry);
-            }
-        });
-        if !installed {
-            return; // Leadership moved on while loading.
-        }
-        tracing::info!(
-            partition = index,
-            epoch,
-            transactional_ids = count,
-            completing = to_complete.len(),
-            "transaction state loaded; coordinating its transactional ids"
-        );
-        // Transactions left in PrepareCommit/PrepareAbort: finish them.
-        for entry in to_complete {
-            let me = self.clone();
-            let log = partition.clone();
-            tokio::spawn(async move { me.complete_transaction(entry, log, epoch).await });
-        }
-    }
-
-    /// The entry for `id` if this broker coordinates it now (created empty
-    /// when `create`, for InitProducerId).
-    pub fn coordinated(
-        &self,
-        id: &str,
-        partitions: i32,
-        create: bool,
-    ) -> Result<Option<Coordinated>, ErrorCode> {
+    /// The shard host coordinating `id`, or why this broker cannot answer
+    /// for it (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
+    pub fn host(&self, id: &str, partitions: i32) -> Result<Arc<ShardHost>, ErrorCode> {
         let index = Self::partition_for(id, partitions);
-        let (epoch, log) = self.partitions.loaded(index)?;
-        let entry = {
-            let txns = self.txns.lock();
-            txns.get(id).cloned()
-        };
-        let entry = match entry {
-            Some(e) => e,
-            None if create => {
-                let e = Arc::new(TxnEntry {
-                    id: id.to_string(),
-                    partition: index,
-                    // A placeholder until InitProducerId persists its first record.
-                    meta: Mutex::new(rules::new_metadata(id, None, 0, now_ms())),
-                });
-                self.txns.lock().entry(id.to_string()).or_insert(e).clone()
-            }
-            None => return Ok(None),
-        };
-        Ok(Some(Coordinated {
-            entry,
-            log,
-            coordinator_epoch: epoch,
-        }))
+        self.partitions.loaded(index).map(|(_, host)| host)
     }
 
-    /// Every transactional id coordinated here.
-    pub fn all(&self) -> Vec<Arc<TxnEntry>> {
-        self.txns.lock().values().cloned().collect()
+    /// Every loaded shard host.
+    pub fn hosts(&self) -> Vec<Arc<ShardHost>> {
+        self.partitions.all()
     }
 
-    /// Whether this broker still coordinates `entry` at `epoch`.
-    fn still_coordinating(&self, entry: &TxnEntry, epoch: i32) -> bool {
+    /// Whether `host` is still the one loaded for its partition.
+    fn is_current(&self, host: &Arc<ShardHost>) -> bool {
         self.partitions
-            .loaded(entry.partition)
-            .is_ok_and(|(e, _)| e == epoch)
-            && self
-                .txns
-                .lock()
-                .get(&entry.id)
-                .is_some_and(|e| std::ptr::eq(e.as_ref(), entry))
+            .loaded(host.index)
+            .is_ok_and(|(_, h)| Arc::ptr_eq(&h, host))
     }
 
-    /// Persists `record` for `entry` (already marked pending by the caller
-    /// under the entry's lock) and waits until it is committed; then makes it
-    /// current, or drops it on failure.
-    /// Refused (NOT_COORDINATOR) unless this broker still coordinates the
-    /// entry at `coordinator_epoch`: an entry from before an unload and
-    /// reload must not write over what another coordinator wrote meanwhile.
-    pub async fn persist(
-        &self,
-        entry: &TxnEntry,
-        log: &Partition,
-        coordinator_epoch: i32,
-    ) -> Result<(), ErrorCode> {
-        if !self.still_coordinating(entry, coordinator_epoch) {
-            entry.meta.lock().abort_write();
-            return Err(ErrorCode::NotCoordinator);
-        }
-        let kvs = {
-            let meta = entry.meta.lock();
-            let Some(p) = meta.pending.as_ref() else {
-                return Ok(());
+    /// Asks the shard (under its lock) and, for an answer that waits on a
+    /// write, registers the waiter before any effect runs.
+    fn ask<T>(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        f: impl FnOnce(&mut TxnShard) -> Answer<T>,
+    ) -> Asked<T> {
+        let (answer, rx) = {
+            let mut st = host.state.lock();
+            let answer = f(&mut st.shard);
+            let rx = match &answer {
+                Answer::Later { write, .. } => {
+                    let (tx, rx) = oneshot::channel();
+                    st.waiting.insert(*write, tx);
+                    Some(rx)
+                }
+                _ => None,
             };
-            vec![(
-                txn_log::encode_key(&entry.id),
-                Some(txn_log::encode_value(&p.target)),
-            )]
+            (answer, rx)
         };
-        let result = match append_records(log, &kvs) {
-            Ok(outcome) => wait_committed(log, &outcome, self.write_timeout()).await,
-            Err(code) => Err(code),
-        };
-        let mut meta = entry.meta.lock();
-        match result {
-            Ok(()) => meta.complete_write(),
-            Err(code) => {
-                tracing::warn!(transactional_id = %entry.id, ?code, "transaction state write failed");
-                meta.abort_write();
+        match (answer, rx) {
+            (Answer::Now(r), _) => Asked::Now(r),
+            (Answer::NeedProducerId, _) => Asked::NeedProducerId,
+            (Answer::Later { effects, .. }, Some(rx)) => {
+                self.carry_out(host, effects);
+                Asked::Later(rx)
             }
+            (Answer::Later { .. }, None) => unreachable!("a waiter is registered for every write"),
         }
-        result
     }
 
-    /// After a Prepare state is persisted: writes the markers to every
-    /// participant partition (retrying until each is written), then persists
-    /// CompleteCommit/CompleteAbort. Stops if this broker stops coordinating.
-    pub async fn complete_transaction(
-        self: Arc<Self>,
-        entry: Arc<TxnEntry>,
-        log: Arc<Partition>,
-        coordinator_epoch: i32,
-    ) {
-        let (producer_id, producer_epoch, commit, partitions) = {
-            let meta = entry.meta.lock();
-            let cur = &meta.current;
-            if !cur.state.is_prepare() {
-                return;
+    /// A request's answer, allocating producer ids from the controller
+    /// while the shard asks for one; `unpack` takes the answer out of the
+    /// write's reply.
+    async fn decide<T>(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        ids: &ReplicaManager,
+        mut f: impl FnMut(&mut TxnShard, Option<strand_types::ProducerId>) -> Answer<T>,
+        unpack: fn(Reply) -> Option<Result<T, ErrorCode>>,
+    ) -> Result<T, ErrorCode> {
+        let mut fresh = None;
+        loop {
+            match self.ask(host, |shard| f(shard, fresh)) {
+                Asked::Now(r) => return r,
+                Asked::NeedProducerId => fresh = Some(ids.next_producer_id().await?),
+                Asked::Later(rx) => {
+                    return match rx.await {
+                        Ok(reply) => unpack(reply).unwrap_or(Err(ErrorCode::UnknownServerError)),
+                        // The shard was dropped with the write unanswered.
+                        Err(_) => Err(ErrorCode::NotCoordinator),
+                    };
+                }
             }
-            (
-                cur.producer_id,
-                cur.producer_epoch,
-                cur.state == strand_txn::coordinator::TxnState::PrepareCommit,
-                cur.partitions.clone(),
+        }
+    }
+
+    /// InitProducerId with a transactional id.
+    pub async fn init_producer_id(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        id: &str,
+        timeout_ms: i32,
+        expected: Option<ProducerIdAndEpoch>,
+        ids: &ReplicaManager,
+    ) -> Result<(strand_types::ProducerId, ProducerEpoch), ErrorCode> {
+        self.decide(
+            host,
+            ids,
+            |shard, fresh| shard.init_producer_id(id, timeout_ms, expected, fresh, now_ms()),
+            |r| match r {
+                Reply::InitProducerId(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// AddPartitionsToTxn / AddOffsetsToTxn (existence checked by the caller).
+    pub async fn add_partitions(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        id: &str,
+        (producer_id, producer_epoch): (Option<strand_types::ProducerId>, Option<ProducerEpoch>),
+        partitions: &[TopicPartition],
+        transaction_version: i16,
+    ) -> Result<(), ErrorCode> {
+        match self.ask(host, |shard| {
+            shard.add_partitions(
+                id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                transaction_version,
+                now_ms(),
             )
-        };
-        let mut remaining: BTreeSet<TopicPartition> = partitions;
-        let mut backoff = Duration::from_millis(20);
-        let started = std::time::Instant::now();
-        let mut rounds = 0u32;
-        while !remaining.is_empty() {
-            rounds += 1;
-            if !self.still_coordinating(&entry, coordinator_epoch) {
-                tracing::info!(transactional_id = %entry.id, "stopped writing markers: no longer coordinator");
-                return;
-            }
-            match self
-                .write_markers(
+        }) {
+            Asked::Now(r) => r,
+            Asked::NeedProducerId => Err(ErrorCode::UnknownServerError),
+            Asked::Later(rx) => match rx.await {
+                Ok(Reply::AddPartitions(r)) => r,
+                Ok(_) => Err(ErrorCode::UnknownServerError),
+                Err(_) => Err(ErrorCode::NotCoordinator),
+            },
+        }
+    }
+
+    /// EndTxn: the producer id and epoch the client continues with.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn end_txn(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        id: &str,
+        (producer_id, producer_epoch): (Option<strand_types::ProducerId>, Option<ProducerEpoch>),
+        commit: bool,
+        tv2: bool,
+        ids: &ReplicaManager,
+    ) -> Result<(Option<strand_types::ProducerId>, Option<ProducerEpoch>), ErrorCode> {
+        self.decide(
+            host,
+            ids,
+            |shard, fresh| {
+                shard.end_txn(
+                    id,
                     producer_id,
                     producer_epoch,
                     commit,
-                    coordinator_epoch,
-                    &remaining,
+                    tv2,
+                    fresh,
+                    now_ms(),
                 )
-                .await
-            {
+            },
+            |r| match r {
+                Reply::EndTxn(r) => Some(r),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// Carries out what a shard asked for: appends (reported to the shard
+    /// once committed or failed) and marker writes.
+    fn carry_out(self: &Arc<Self>, host: &Arc<ShardHost>, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
+                Effect::Append { write, key, value } => self.append(host, write, key, value),
+                Effect::WriteMarkers(markers) => {
+                    let (me, host) = (self.clone(), host.clone());
+                    tokio::spawn(async move { me.complete_transaction(host, markers).await });
+                }
+            }
+        }
+    }
+
+    /// Appends one record of `host`'s shard and reports the outcome once the
+    /// HW covers it (or it fails). A host no longer loaded writes nothing:
+    /// a coordinator that lost its partition must not write over what a
+    /// newer one decided.
+    fn append(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        write: WriteId,
+        key: Bytes,
+        value: Option<Bytes>,
+    ) {
+        let appended = if self.is_current(host) {
+            append_records(&host.log, &[(key, value)])
+        } else {
+            Err(ErrorCode::NotCoordinator)
+        };
+        let (me, host) = (self.clone(), host.clone());
+        tokio::spawn(async move {
+            let result = match appended {
+                Ok(outcome) => wait_committed(&host.log, &outcome, WRITE_TIMEOUT).await,
+                Err(code) => Err(code),
+            };
+            if let Err(code) = result {
+                tracing::warn!(
+                    partition = host.index,
+                    ?code,
+                    "transaction state write failed"
+                );
+            }
+            me.write_done(&host, write, result).await;
+        });
+    }
+
+    async fn write_done(
+        self: &Arc<Self>,
+        host: &Arc<ShardHost>,
+        write: WriteId,
+        result: Result<(), ErrorCode>,
+    ) {
+        let failed = result.is_err();
+        let effects = {
+            let mut st = host.state.lock();
+            let (reply, effects) = st.shard.write_done(write, result, now_ms());
+            if let (Some(reply), Some(tx)) = (reply, st.waiting.remove(&write)) {
+                let _ = tx.send(reply);
+            }
+            // An answer nobody asked for (a timer's write) has no waiter.
+            st.waiting.remove(&write);
+            effects
+        };
+        if effects.is_empty() {
+            return;
+        }
+        if failed {
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+        if self.is_current(host) {
+            self.carry_out(host, effects);
+        }
+    }
+
+    /// Writes a transaction's markers to every participant partition
+    /// (retrying each until written), then tells the shard, which persists
+    /// CompleteCommit / CompleteAbort. Stops if this broker stops
+    /// coordinating the partition.
+    async fn complete_transaction(self: Arc<Self>, host: Arc<ShardHost>, markers: Markers) {
+        let mut remaining: BTreeSet<TopicPartition> = markers.partitions.clone();
+        let mut backoff = Duration::from_millis(20);
+        let started = std::time::Instant::now();
+        let mut rounds = 0u32;
+        let mut outcome = MarkersOutcome::Written;
+        while !remaining.is_empty() {
+            rounds += 1;
+            if !self.is_current(&host) {
+                tracing::info!(transactional_id = %markers.transactional_id, "stopped writing markers: no longer coordinator");
+                return;
+            }
+            match self.write_markers(&markers, &remaining).await {
                 MarkerRound::Progress(done) => {
                     for tp in done {
                         remaining.remove(&tp);
                     }
                 }
                 MarkerRound::Fenced(code) => {
-                    tracing::warn!(transactional_id = %entry.id, ?code, "markers fenced; leaving the transaction to the newer coordinator or producer");
-                    return;
+                    tracing::warn!(transactional_id = %markers.transactional_id, ?code, "markers fenced; leaving the transaction to the newer coordinator or producer");
+                    outcome = MarkersOutcome::Fenced;
+                    break;
                 }
             }
             if !remaining.is_empty() {
@@ -300,52 +366,21 @@ impl TxnCoordinator {
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
-        tracing::debug!(transactional_id = %entry.id, commit, rounds, elapsed_ms = started.elapsed().as_millis() as u64, "transaction markers written");
-        // Every marker written: CompleteCommit / CompleteAbort.
-        loop {
-            if !self.still_coordinating(&entry, coordinator_epoch) {
-                return;
-            }
-            let began = {
-                let mut meta = entry.meta.lock();
-                if meta.pending.is_some() {
-                    None
-                } else {
-                    match rules::complete(&meta.current, now_ms()) {
-                        Some(record) => {
-                            meta.begin_write(record, false);
-                            Some(true)
-                        }
-                        None => Some(false),
-                    }
-                }
-            };
-            match began {
-                // Another write is in flight (e.g. a concurrent request's): wait for it.
-                None => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                Some(false) => return,
-                Some(true) => {}
-            }
-            match self.persist(&entry, &log, coordinator_epoch).await {
-                Ok(()) => return,
-                Err(code) => {
-                    tracing::warn!(transactional_id = %entry.id, ?code, "cannot persist transaction completion; retrying");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
+        tracing::debug!(transactional_id = %markers.transactional_id, commit = markers.commit, rounds, elapsed_ms = started.elapsed().as_millis() as u64, "transaction markers written");
+        let effects = host
+            .state
+            .lock()
+            .shard
+            .markers_done(&markers, outcome, now_ms());
+        if self.is_current(&host) {
+            self.carry_out(&host, effects);
         }
     }
 
     /// One round of WriteTxnMarkers to the current leaders of `partitions`.
     async fn write_markers(
         &self,
-        producer_id: Option<strand_types::ProducerId>,
-        producer_epoch: Option<ProducerEpoch>,
-        commit: bool,
-        coordinator_epoch: i32,
+        markers: &Markers,
         partitions: &BTreeSet<TopicPartition>,
     ) -> MarkerRound {
         let image = self.controller.image();
@@ -380,10 +415,12 @@ impl TxnCoordinator {
             }
             let req =
                 WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                    .with_producer_id(ProducerId(strand_types::ProducerId::to_wire(producer_id)))
-                    .with_producer_epoch(ProducerEpoch::to_wire(producer_epoch))
-                    .with_transaction_result(commit)
-                    .with_coordinator_epoch(coordinator_epoch)
+                    .with_producer_id(ProducerId(strand_types::ProducerId::to_wire(
+                        markers.producer_id,
+                    )))
+                    .with_producer_epoch(ProducerEpoch::to_wire(markers.producer_epoch))
+                    .with_transaction_result(markers.commit)
+                    .with_coordinator_epoch(markers.coordinator_epoch)
                     .with_topics(topics)]);
             let resp = match self.send(leader, &addr, &req).await {
                 Ok(r) => r,
@@ -436,75 +473,98 @@ impl TxnCoordinator {
 
     /// Aborts (with an epoch bump) every transaction that outlived its
     /// timeout (Kafka `abortTimedOutTransactions`).
-    pub async fn abort_timed_out(self: &Arc<Self>) {
+    pub fn abort_timed_out(self: &Arc<Self>) {
         let now = now_ms();
-        for entry in self.all() {
-            let Some((log, epoch)) = self.loaded(entry.partition) else {
-                continue;
-            };
-            {
-                let mut meta = entry.meta.lock();
-                if !meta.is_timed_out(now) {
-                    continue;
-                }
-                tracing::info!(transactional_id = %entry.id, producer_id = strand_types::ProducerId::to_wire(meta.current.producer_id), epoch = ProducerEpoch::to_wire(meta.current.producer_epoch), "aborting a transaction past its timeout");
-                let record = rules::fence(&meta.current, now);
-                meta.begin_write(record, true);
-            }
-            if self.persist(&entry, &log, epoch).await.is_ok() {
-                let me = self.clone();
-                tokio::spawn(async move { me.complete_transaction(entry, log, epoch).await });
+        for host in self.hosts() {
+            let effects = host.state.lock().shard.abort_timed_out(now);
+            if !effects.is_empty() {
+                tracing::info!(
+                    partition = host.index,
+                    transactions = effects.len(),
+                    "aborting transactions past their timeout"
+                );
+                self.carry_out(&host, effects);
             }
         }
     }
 
     /// Removes transactional ids idle for transactional.id.expiration.ms
     /// (a tombstone is written first, acks=all).
-    pub async fn remove_expired(&self, expiration_ms: i64) {
+    pub fn remove_expired(self: &Arc<Self>, expiration_ms: i64) {
         let now = now_ms();
-        for entry in self.all() {
-            let Some((log, epoch)) = self.loaded(entry.partition) else {
-                continue;
-            };
-            if !self.still_coordinating(&entry, epoch) {
-                continue;
-            }
-            {
-                let mut meta = entry.meta.lock();
-                if meta.current.producer_id.is_none() || !meta.is_expired(now, expiration_ms) {
-                    continue;
-                }
-                // Dead while the tombstone is written: every request for the
-                // id waits (CONCURRENT_TRANSACTIONS) until it is gone.
-                let mut dead = meta.current.clone();
-                dead.state = strand_txn::coordinator::TxnState::Dead;
-                meta.begin_write(dead, false);
-            }
-            let kvs = vec![(txn_log::encode_key(&entry.id), None)];
-            let written = match append_records(&log, &kvs) {
-                Ok(outcome) => wait_committed(&log, &outcome, self.write_timeout()).await,
-                Err(code) => Err(code),
-            };
-            match written {
-                Ok(()) => {
-                    let mut txns = self.txns.lock();
-                    if txns.get(&entry.id).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
-                        txns.remove(&entry.id);
-                    }
-                    entry.meta.lock().complete_write();
-                    tracing::info!(transactional_id = %entry.id, "transactional id expired");
-                }
-                Err(_) => entry.meta.lock().abort_write(),
+        for host in self.hosts() {
+            let effects = host.state.lock().shard.remove_expired(now, expiration_ms);
+            if !effects.is_empty() {
+                tracing::info!(
+                    partition = host.index,
+                    transactional_ids = effects.len(),
+                    "removing expired transactional ids"
+                );
+                self.carry_out(&host, effects);
             }
         }
     }
 
-    fn loaded(&self, index: i32) -> Option<(Arc<Partition>, i32)> {
-        self.partitions
-            .loaded(index)
-            .ok()
-            .map(|(epoch, partition)| (partition, epoch))
+    async fn load_txn_partition(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
+        let index = partition.index;
+        let p = partition.clone();
+        let config = self.config;
+        let loaded = tokio::task::spawn_blocking(move || {
+            read_txn_records(&p).map(|records| {
+                TxnShard::load(
+                    index,
+                    epoch,
+                    config,
+                    records.iter().map(|(k, v)| (&k[..], v.as_deref())),
+                )
+            })
+        })
+        .await;
+        let (shard, effects, report) = match loaded {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(e)) => {
+                tracing::error!(partition = index, error = %e, "cannot load transaction state partition; retried at the next reconcile");
+                self.partitions.failed(index, epoch);
+                return;
+            }
+            Err(e) => {
+                tracing::error!(partition = index, error = %e, "transaction state load failed; retried at the next reconcile");
+                self.partitions.failed(index, epoch);
+                return;
+            }
+        };
+        for skipped in &report.skipped {
+            tracing::warn!(partition = index, record = %skipped, "undecodable transaction log record skipped");
+        }
+        let host = Arc::new(ShardHost {
+            index,
+            epoch,
+            log: partition,
+            state: Mutex::new(HostState {
+                shard,
+                waiting: HashMap::new(),
+            }),
+        });
+        if !self.partitions.finish(index, epoch, host.clone(), || {}) {
+            return; // Leadership moved on while loading.
+        }
+        tracing::info!(
+            partition = index,
+            epoch,
+            transactional_ids = report.transactional_ids,
+            completing = report.completing,
+            "transaction state loaded; coordinating its transactional ids"
+        );
+        // Transactions left in PrepareCommit/PrepareAbort: finish them.
+        self.carry_out(&host, effects);
     }
+}
+
+/// What a shard said to a request, with the waiter of a write.
+enum Asked<T> {
+    Now(Result<T, ErrorCode>),
+    NeedProducerId,
+    Later(oneshot::Receiver<Reply>),
 }
 
 enum MarkerRound {
@@ -514,37 +574,20 @@ enum MarkerRound {
     Fenced(ErrorCode),
 }
 
-/// The last record of each transactional id in a `__transaction_state`
-/// partition (tombstones remove the id).
-fn read_txn_partition(partition: &Partition) -> Result<HashMap<String, TxnRecord>, String> {
-    let mut state = HashMap::new();
+/// Every record of a `__transaction_state` partition, oldest first: (key,
+/// value or `None` for a tombstone); the shard replays them.
+#[allow(clippy::type_complexity)]
+fn read_txn_records(partition: &Partition) -> Result<Vec<(Bytes, Option<Bytes>)>, String> {
+    let mut records = Vec::new();
     for_each_record(partition, |rec| {
         if rec.control {
             return;
         }
-        let Some(key) = rec.key.as_ref() else {
-            return;
-        };
-        let id = match txn_log::decode_key(key) {
-            Ok(id) => id,
-            Err(e) => {
-                tracing::warn!(error = %e, "undecodable transaction log key skipped");
-                return;
-            }
-        };
-        match rec.value.as_ref().map(|v: &Bytes| txn_log::decode_value(v)) {
-            None => {
-                state.remove(&id);
-            }
-            Some(Ok(r)) => {
-                state.insert(id, r);
-            }
-            Some(Err(e)) => {
-                tracing::warn!(transactional_id = %id, error = %e, "undecodable transaction log value skipped")
-            }
+        if let Some(key) = rec.key.as_ref() {
+            records.push((key.clone(), rec.value.clone()));
         }
     })?;
-    Ok(state)
+    Ok(records)
 }
 
 impl TxnCoordinator {
@@ -662,16 +705,17 @@ impl PartitionListener for TxnCoordinator {
 }
 
 impl Coordinator for TxnCoordinator {
-    type State = Arc<Partition>;
+    type State = Arc<ShardHost>;
     const WHAT: &'static str = "transactional ids";
 
-    fn loads(&self) -> &Loads<Arc<Partition>> {
+    fn loads(&self) -> &Loads<Arc<ShardHost>> {
         &self.partitions
     }
 
-    fn unload(&self, index: i32) {
-        self.txns.lock().retain(|_, e| e.partition != index);
-    }
+    /// The shard went with the load state ([`Loads`]): requests of its ids
+    /// answer NOT_COORDINATOR, and its in-flight work finds it no longer
+    /// current.
+    fn unload(&self, _index: i32) {}
 
     fn load(
         self: Arc<Self>,

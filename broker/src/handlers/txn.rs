@@ -7,7 +7,7 @@
 use crate::group_coordinator::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::handlers::groups::{offsets_partitions, txn_partitions};
 use crate::node::Node;
-use crate::txn_coordinator::{Coordinated, TxnCoordinator, TXN_TOPIC};
+use crate::txn_coordinator::{ShardHost, TxnCoordinator, TXN_TOPIC};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
@@ -15,11 +15,10 @@ use kafka_protocol::messages::describe_transactions_response::{TopicData, Transa
 use kafka_protocol::messages::list_transactions_response::TransactionState as ListedTransaction;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
 use strand_partition::now_ms;
 use strand_protocol::ErrorCode;
-use strand_txn::coordinator::{
-    self as rules, EndOutcome, InitOutcome, Step, TopicPartition, TxnState,
-};
+use strand_txn::coordinator::{TopicPartition, TxnState};
 use strand_types::{self as types, ProducerEpoch};
 
 fn s(v: &str) -> StrBytes {
@@ -34,12 +33,10 @@ fn producer_of(id: ProducerId, epoch: i16) -> (Option<types::ProducerId>, Option
     )
 }
 
-/// The coordinator's view of `id`, or why this broker cannot answer for it.
-async fn coordinated(
-    node: &Node,
-    id: &str,
-    create: bool,
-) -> Result<Option<Coordinated>, ErrorCode> {
+/// The shard coordinating `id` here, or why this broker cannot answer for
+/// it. With `create` (InitProducerId) `__transaction_state` is created if
+/// it does not exist yet.
+async fn host(node: &Node, id: &str, create: bool) -> Result<Arc<ShardHost>, ErrorCode> {
     let broker = &node.broker;
     let partitions = match broker.image().topics.get(TXN_TOPIC) {
         Some(t) => t.partitions.len() as i32,
@@ -48,7 +45,7 @@ async fn coordinated(
             .ok_or(ErrorCode::CoordinatorNotAvailable)?,
         None => return Err(ErrorCode::NotCoordinator),
     };
-    match node.txns.coordinated(id, partitions, create) {
+    match node.txns.host(id, partitions) {
         // Led here per the image but not picked up yet (the reconcile after
         // the image change is about to start the load).
         Err(ErrorCode::NotCoordinator)
@@ -63,43 +60,7 @@ async fn coordinated(
     }
 }
 
-/// What to do after deciding under the entry's lock.
-enum Act<R> {
-    Respond(R),
-    /// A transition was marked pending: persist it, then answer.
-    Persist(R),
-    /// A Prepare state was marked pending: persist, answer, then write markers.
-    PersistAndComplete(R),
-}
-
-/// Persists what `act` marked pending and, for a Prepare state, starts the
-/// marker writes. Returns the answer or the write's error.
-async fn carry_out<R>(node: &Node, c: &Coordinated, act: Act<R>) -> Result<R, ErrorCode> {
-    match act {
-        Act::Respond(r) => Ok(r),
-        Act::Persist(r) => node
-            .txns
-            .persist(&c.entry, &c.log, c.coordinator_epoch)
-            .await
-            .map(|_| r),
-        Act::PersistAndComplete(r) => {
-            node.txns
-                .persist(&c.entry, &c.log, c.coordinator_epoch)
-                .await?;
-            let (txns, entry, log, epoch) = (
-                node.txns.clone(),
-                c.entry.clone(),
-                c.log.clone(),
-                c.coordinator_epoch,
-            );
-            tokio::spawn(async move { txns.complete_transaction(entry, log, epoch).await });
-            Ok(r)
-        }
-    }
-}
-
 pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitProducerIdResponse {
-    let broker = &node.broker;
     let fail = |code: ErrorCode| {
         InitProducerIdResponse::default()
             .with_error_code(code.code())
@@ -111,71 +72,33 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
         .as_ref()
         .map(|t| t.0.to_string())
         .unwrap_or_default();
-    let c = match coordinated(node, &id, true).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return fail(ErrorCode::CoordinatorNotAvailable),
+    let host = match host(node, &id, true).await {
+        Ok(h) => h,
         Err(code) => return fail(code),
     };
     // KIP-360: a client recovering names the id and epoch it had (v3+).
     let expected = types::ProducerId::from_wire(req.producer_id.0)
         .map(|pid| (pid, ProducerEpoch::from_wire(req.producer_epoch)));
-    let mut fresh = None;
-    loop {
-        let decided = {
-            let mut meta = c.entry.meta.lock();
-            // An entry never persisted (created for this request) has no metadata yet.
-            let known = meta.current.producer_id.is_some() || meta.pending.is_some();
-            let outcome = rules::init_producer_id(
-                known.then_some(&*meta),
-                &id,
-                req.transaction_timeout_ms,
-                broker.config.transaction_max_timeout_ms,
-                expected,
-                fresh,
-                now_ms(),
-            );
-            match outcome {
-                Ok(InitOutcome::NeedProducerId) => None,
-                Ok(InitOutcome::Grant(Step::Respond(r))) => Some(Ok(Act::Respond(Some(r)))),
-                Ok(InitOutcome::Grant(Step::Write { record, respond })) => {
-                    meta.begin_write(record, false);
-                    Some(Ok(Act::Persist(Some(respond))))
-                }
-                Ok(InitOutcome::FenceOngoing(record)) => {
-                    tracing::info!(transactional_id = %id, "InitProducerId fences the ongoing transaction and aborts it");
-                    meta.begin_write(record, true);
-                    // Nothing is granted: the client retries.
-                    Some(Ok(Act::PersistAndComplete(None)))
-                }
-                Err(code) => Some(Err(code)),
+    match node
+        .txns
+        .init_producer_id(
+            &host,
+            &id,
+            req.transaction_timeout_ms,
+            expected,
+            &node.broker,
+        )
+        .await
+    {
+        Ok((pid, epoch)) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(pid.get()))
+            .with_producer_epoch(epoch.get()),
+        Err(code) => {
+            if code == ErrorCode::ConcurrentTransactions {
+                tracing::debug!(transactional_id = %id, "InitProducerId waits for a transaction to end (or fenced one)");
             }
-        };
-        let act = match decided {
-            None => match broker.next_producer_id().await {
-                Ok(pid) => {
-                    fresh = Some(pid);
-                    continue;
-                }
-                Err(code) => return fail(code),
-            },
-            Some(Err(code)) => {
-                node.txns.drop_placeholder(&c.entry);
-                return fail(code);
-            }
-            Some(Ok(act)) => act,
-        };
-        let result = carry_out(node, &c, act).await;
-        if result.is_err() {
-            node.txns.drop_placeholder(&c.entry);
+            fail(code)
         }
-        return match result {
-            // A fence: the client retries once the abort has completed.
-            Ok(None) => fail(ErrorCode::ConcurrentTransactions),
-            Ok(Some((pid, epoch))) => InitProducerIdResponse::default()
-                .with_producer_id(ProducerId(pid.get()))
-                .with_producer_epoch(epoch.get()),
-            Err(code) => fail(code),
-        };
     }
 }
 
@@ -184,7 +107,7 @@ pub async fn init_producer_id(node: &Node, req: InitProducerIdRequest) -> InitPr
 async fn add_partitions(
     node: &Node,
     id: &str,
-    (producer_id, producer_epoch): (Option<types::ProducerId>, Option<ProducerEpoch>),
+    producer: (Option<types::ProducerId>, Option<ProducerEpoch>),
     partitions: Vec<TopicPartition>,
     verify_only: bool,
     transaction_version: i16,
@@ -212,43 +135,19 @@ async fn add_partitions(
             })
             .collect();
     }
-    let c = match coordinated(node, id, false).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return all(Some(ErrorCode::InvalidProducerIdMapping), partitions),
+    let host = match host(node, id, false).await {
+        Ok(h) => h,
         Err(code) => return all(Some(code), partitions),
     };
     if verify_only {
-        let meta = c.entry.meta.lock();
-        return partitions
-            .into_iter()
-            .map(|tp| {
-                let code = rules::verify_partition(&meta, producer_id, producer_epoch, &tp).err();
-                (tp, code)
-            })
-            .collect();
+        let codes =
+            host.read(|shard| shard.verify_partitions(id, producer.0, producer.1, &partitions));
+        return partitions.into_iter().zip(codes).collect();
     }
-    let act = {
-        let mut meta = c.entry.meta.lock();
-        match rules::add_partitions(
-            &meta,
-            producer_id,
-            producer_epoch,
-            &partitions,
-            transaction_version,
-            now_ms(),
-        ) {
-            Ok(Step::Respond(())) => Ok(Act::Respond(())),
-            Ok(Step::Write { record, .. }) => {
-                meta.begin_write(record, false);
-                Ok(Act::Persist(()))
-            }
-            Err(code) => Err(code),
-        }
-    };
-    let result = match act {
-        Ok(act) => carry_out(node, &c, act).await,
-        Err(code) => Err(code),
-    };
+    let result = node
+        .txns
+        .add_partitions(&host, id, producer, &partitions, transaction_version)
+        .await;
     all(result.err(), partitions)
 }
 
@@ -354,57 +253,33 @@ pub async fn add_offsets_to_txn(
 /// EndTxn; from v5 (transaction.version 2) the prepare bumps the epoch and
 /// the answer carries the producer id and epoch to continue with.
 pub async fn end_txn(node: &Node, req: EndTxnRequest, version: i16) -> EndTxnResponse {
-    let broker = &node.broker;
     let fail = |code: ErrorCode| {
         EndTxnResponse::default()
             .with_error_code(code.code())
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    let c = match coordinated(node, req.transactional_id.0.as_str(), false).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return fail(ErrorCode::InvalidProducerIdMapping),
+    let id = req.transactional_id.0.as_str();
+    let host = match host(node, id, false).await {
+        Ok(h) => h,
         Err(code) => return fail(code),
     };
-    let tv2 = version >= 5;
-    let (producer_id, producer_epoch) = producer_of(req.producer_id, req.producer_epoch);
-    let mut fresh = None;
-    let (act, continue_with) = loop {
-        let decided = {
-            let mut meta = c.entry.meta.lock();
-            let current = (meta.current.producer_id, meta.current.producer_epoch);
-            match rules::end_txn(
-                &meta,
-                producer_id,
-                producer_epoch,
-                req.committed,
-                tv2,
-                fresh,
-                now_ms(),
-            ) {
-                Ok(EndOutcome::AlreadyDone) => Some(Ok((Act::Respond(()), current))),
-                Ok(EndOutcome::Prepare(record)) => {
-                    let next = rules::producer_after(&record);
-                    meta.begin_write(record, false);
-                    Some(Ok((Act::PersistAndComplete(()), next)))
-                }
-                Ok(EndOutcome::NeedProducerId) => None,
-                Err(code) => Some(Err(code)),
-            }
-        };
-        match decided {
-            Some(Ok(d)) => break d,
-            Some(Err(code)) => return fail(code),
-            None => match broker.next_producer_id().await {
-                Ok(pid) => fresh = Some(pid),
-                Err(code) => return fail(code),
-            },
-        }
-    };
-    match carry_out(node, &c, act).await {
-        Ok(()) => EndTxnResponse::default()
-            .with_producer_id(ProducerId(types::ProducerId::to_wire(continue_with.0)))
-            .with_producer_epoch(ProducerEpoch::to_wire(continue_with.1)),
+    let producer = producer_of(req.producer_id, req.producer_epoch);
+    match node
+        .txns
+        .end_txn(
+            &host,
+            id,
+            producer,
+            req.committed,
+            version >= 5,
+            &node.broker,
+        )
+        .await
+    {
+        Ok((pid, epoch)) => EndTxnResponse::default()
+            .with_producer_id(ProducerId(types::ProducerId::to_wire(pid)))
+            .with_producer_epoch(ProducerEpoch::to_wire(epoch)),
         Err(code) => fail(code),
     }
 }
@@ -420,9 +295,13 @@ pub async fn describe_transactions(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
             .with_transaction_start_time_ms(-1);
-        match coordinated(node, id.0.as_str(), false).await {
-            Ok(Some(c)) if c.entry.meta.lock().current.producer_id.is_some() => {
-                let meta = c.entry.meta.lock();
+        let host = host(node, id.0.as_str(), false).await;
+        let meta = host
+            .as_ref()
+            .ok()
+            .and_then(|h| h.read(|shard| shard.get(id.0.as_str()).cloned()));
+        match (&host, meta) {
+            (Ok(_), Some(meta)) => {
                 let cur = &meta.current;
                 st.transaction_state = s(meta.reported_state().name());
                 st.transaction_timeout_ms = cur.timeout_ms;
@@ -442,8 +321,8 @@ pub async fn describe_transactions(
                 }
                 st.topics = topics;
             }
-            Ok(_) => st.error_code = ErrorCode::TransactionalIdNotFound.code(),
-            Err(code) => st.error_code = code.code(),
+            (Ok(_), None) => st.error_code = ErrorCode::TransactionalIdNotFound.code(),
+            (Err(code), _) => st.error_code = code.code(),
         }
         out.push(st);
     }
@@ -464,8 +343,13 @@ pub async fn list_transactions(
     }
     let now = now_ms();
     let mut out = Vec::new();
-    for entry in node.txns.all() {
-        let meta = entry.meta.lock();
+    let all: Vec<_> = node
+        .txns
+        .hosts()
+        .iter()
+        .flat_map(|h| h.read(|shard| shard.all().cloned().collect::<Vec<_>>()))
+        .collect();
+    for meta in &all {
         let cur = &meta.current;
         let Some(producer_id) = cur.producer_id else {
             continue;
@@ -490,7 +374,7 @@ pub async fn list_transactions(
         }
         out.push(
             ListedTransaction::default()
-                .with_transactional_id(TransactionalId(s(&entry.id)))
+                .with_transactional_id(TransactionalId(s(&meta.transactional_id)))
                 .with_producer_id(ProducerId(producer_id.get()))
                 .with_transaction_state(s(state.name())),
         );
