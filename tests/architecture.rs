@@ -41,6 +41,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "strand-replication",
             "strand-partition",
             "strand-controller",
+            "strand-txn",
+            "strand-broker",
         ],
     ),
     ("strand-faultfs", &[]),

@@ -628,7 +628,13 @@ fn timed_out_transaction_is_aborted_and_fenced() {
     let started = Instant::now();
     wait_lso_caught_up(&cluster, topic, 1, Duration::from_secs(30));
     eprintln!("LSO released {:?} after the records", started.elapsed());
-    let (code, state, pid_after, epoch_after) = describe_txn(&cluster, txn_id).unwrap();
+    // The markers are written before CompleteAbort is persisted: the state
+    // follows the LSO by one write.
+    let (code, state, pid_after, epoch_after) = common::eventually(
+        "the transaction completes its abort",
+        Duration::from_secs(10),
+        || describe_txn(&cluster, txn_id).filter(|(_, state, _, _)| state != "PrepareAbort"),
+    );
     assert_eq!((code, state.as_str()), (0, "CompleteAbort"));
     assert_eq!(pid_after, pid);
     assert_eq!(epoch_after, epoch + 1, "the abort bumped the epoch");

@@ -213,8 +213,13 @@ pub fn forget_partition<C: Coordinator>(c: &C, index: i32) {
 }
 
 /// Replays a partition led here from its log start to its LEO, record by
-/// record in offset order (control records included), for coordinator loads.
-pub fn for_each_record(partition: &Partition, mut f: impl FnMut(&Record)) -> Result<(), String> {
+/// record in offset order (control records included), for coordinator
+/// loads. Returns the LEO the scan read up to: the load may answer only
+/// once the HW covers it ([`load_is_committed`]).
+pub fn for_each_record(
+    partition: &Partition,
+    mut f: impl FnMut(&Record),
+) -> Result<Offset, String> {
     // Up to the LEO when the scan starts: a coordinator loads before it
     // writes, and clients cannot append to internal topics.
     let start = partition.offsets();
@@ -249,7 +254,36 @@ pub fn for_each_record(partition: &Partition, mut f: impl FnMut(&Record)) -> Res
         }
         offset = next;
     }
-    Ok(())
+    Ok(end)
+}
+
+/// Whether what a load read (up to `loaded_end`) is committed, so the
+/// coordinator may answer from it: a new leader's log can hold records of
+/// the previous leader's term above the HW, and another replica that lacks
+/// them can still be elected if this one fails first. Answering from such
+/// a record (an AddPartitionsToTxn "already added", an OffsetFetch) would
+/// answer from a state that may be lost. Kafka's coordinator runtime reads
+/// from the committed state for the same reason.
+pub fn load_is_committed(high_watermark: Offset, loaded_end: Offset) -> bool {
+    high_watermark >= loaded_end
+}
+
+/// Waits until the HW covers `loaded_end` ([`load_is_committed`]) while
+/// this broker still leads `partition` at `epoch`; false once it does not.
+pub async fn wait_load_committed(partition: &Partition, epoch: i32, loaded_end: Offset) -> bool {
+    let mut offsets = partition.subscribe();
+    loop {
+        let o = *offsets.borrow_and_update();
+        if o.leading_epoch.map(|e| e.get()) != Some(epoch) {
+            return false;
+        }
+        if load_is_committed(o.high_watermark, loaded_end) {
+            return true;
+        }
+        if offsets.changed().await.is_err() {
+            return false;
+        }
+    }
 }
 
 /// Encodes key/value records as one batch (no producer id, CreateTime now).

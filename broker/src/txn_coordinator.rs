@@ -510,17 +510,18 @@ impl TxnCoordinator {
         let p = partition.clone();
         let config = self.config;
         let loaded = tokio::task::spawn_blocking(move || {
-            read_txn_records(&p).map(|records| {
-                TxnShard::load(
+            read_txn_records(&p).map(|(records, end)| {
+                let loaded = TxnShard::load(
                     index,
                     epoch,
                     config,
                     records.iter().map(|(k, v)| (&k[..], v.as_deref())),
-                )
+                );
+                (loaded, end)
             })
         })
         .await;
-        let (shard, effects, report) = match loaded {
+        let ((shard, effects, report), end) = match loaded {
             Ok(Ok(loaded)) => loaded,
             Ok(Err(e)) => {
                 tracing::error!(partition = index, error = %e, "cannot load transaction state partition; retried at the next reconcile");
@@ -533,6 +534,12 @@ impl TxnCoordinator {
                 return;
             }
         };
+        // Answer only from committed records (COORDINATOR_LOAD_IN_PROGRESS
+        // until the HW covers what was read).
+        if !coordinator_runtime::wait_load_committed(&partition, epoch, end).await {
+            self.partitions.failed(index, epoch);
+            return;
+        }
         for skipped in &report.skipped {
             tracing::warn!(partition = index, record = %skipped, "undecodable transaction log record skipped");
         }
@@ -576,10 +583,13 @@ enum MarkerRound {
 
 /// Every record of a `__transaction_state` partition, oldest first: (key,
 /// value or `None` for a tombstone); the shard replays them.
+/// With the LEO the records were read up to.
 #[allow(clippy::type_complexity)]
-fn read_txn_records(partition: &Partition) -> Result<Vec<(Bytes, Option<Bytes>)>, String> {
+fn read_txn_records(
+    partition: &Partition,
+) -> Result<(Vec<(Bytes, Option<Bytes>)>, strand_types::Offset), String> {
     let mut records = Vec::new();
-    for_each_record(partition, |rec| {
+    let end = for_each_record(partition, |rec| {
         if rec.control {
             return;
         }
@@ -587,7 +597,7 @@ fn read_txn_records(partition: &Partition) -> Result<Vec<(Bytes, Option<Bytes>)>
             records.push((key.clone(), rec.value.clone()));
         }
     })?;
-    Ok(records)
+    Ok((records, end))
 }
 
 impl TxnCoordinator {

@@ -3,7 +3,7 @@
 //! where to start, `STRAND_SIM_POWER_CUTS=1` adds power cuts. A failure
 //! prints the seed and the run's recent history; the same seed replays it.
 
-use strand_sim::{run, SimConfig};
+use strand_sim::{run, Report, SimConfig};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -20,30 +20,52 @@ fn seeds_hold_every_invariant() {
         power_cuts: std::env::var("STRAND_SIM_POWER_CUTS").as_deref() == Ok("1"),
         ..SimConfig::default()
     };
-    let (mut acked, mut txns, mut faults, mut epochs, mut events) = (0, 0, 0, 0, 0);
+    let mut sum = Report::default();
     for seed in first..first + seeds {
         match run(seed, &config) {
             Ok(r) => {
-                acked += r.acknowledged;
-                txns += r.transactions;
-                faults += r.faults;
-                epochs += r.leader_epochs;
-                events += r.events;
+                sum.events += r.events;
+                sum.acknowledged += r.acknowledged;
+                sum.faults += r.faults;
+                sum.leader_epochs += r.leader_epochs;
+                sum.committed += r.committed;
+                sum.aborted += r.aborted;
+                sum.fenced += r.fenced;
+                sum.coordinator_loads += r.coordinator_loads;
+                sum.transactional_batches += r.transactional_batches;
             }
             Err(v) => panic!("{v}"),
         }
     }
     println!(
-        "{seeds} seeds: {events} events, {faults} faults, {epochs} leader epochs, \
-         {acked} acknowledged records checked, {txns} transactions"
+        "{seeds} seeds: {} events, {} faults, {} leader epochs, {} acknowledged records checked, \
+         {} transactions committed and {} aborted ({} transactional batches checked against \
+         their decision), {} instances fenced, {} coordinator loads",
+        sum.events,
+        sum.faults,
+        sum.leader_epochs,
+        sum.acknowledged,
+        sum.committed,
+        sum.aborted,
+        sum.transactional_batches,
+        sum.fenced,
+        sum.coordinator_loads
     );
-    // The runs did something: writes were acknowledged through faults and
-    // leadership moved.
+    // The runs did something: writes were acknowledged through faults,
+    // leadership moved, and so did the coordinator; transactions were
+    // committed, aborted and fenced.
+    let n = seeds as usize;
+    assert!(sum.acknowledged > n * 20, "{sum:?}");
+    assert!(sum.leader_epochs > n, "leadership never moved: {sum:?}");
     assert!(
-        acked > seeds as usize * 20,
-        "only {acked} acknowledged records"
+        sum.coordinator_loads > n,
+        "the coordinator never moved: {sum:?}"
     );
-    assert!(epochs > seeds as usize, "leadership never moved");
+    assert!(sum.committed > n && sum.aborted > n / 2, "{sum:?}");
+    assert!(
+        sum.fenced > 0 || seeds < 50,
+        "no instance was fenced: {sum:?}"
+    );
 }
 
 #[test]
@@ -54,6 +76,9 @@ fn a_seed_replays_the_same_run() {
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
 
+/// Without faults, every record the producer sent is acknowledged (each
+/// checked at its offset), leadership never moves, the coordinator loads
+/// once, and transactions are committed.
 #[test]
 fn without_faults_everything_is_acknowledged() {
     let config = SimConfig {
@@ -61,6 +86,11 @@ fn without_faults_everything_is_acknowledged() {
         ..SimConfig::default()
     };
     let r = run(1, &config).unwrap_or_else(|v| panic!("{v}"));
-    assert_eq!(r.leader_epochs, 1, "{r:?}");
-    assert!(r.acknowledged > 100, "{r:?}");
+    assert!(r.produced > 100, "{r:?}");
+    assert!(r.acknowledged >= r.produced, "{r:?}");
+    // One leader epoch for each of the three partitions that took appends.
+    assert_eq!(r.leader_epochs, 3, "{r:?}");
+    assert_eq!(r.coordinator_loads, 1, "{r:?}");
+    assert!(r.committed > 10, "{r:?}");
+    assert_eq!(r.fenced, 0, "{r:?}");
 }

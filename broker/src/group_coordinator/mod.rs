@@ -135,7 +135,7 @@ impl GroupCoordinator {
         let started = std::time::Instant::now();
         let p = partition.clone();
         let state = tokio::task::spawn_blocking(move || read_offsets_partition(&p)).await;
-        let state = match state {
+        let (state, end) = match state {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 tracing::error!(partition = index, error = %e, "cannot load offsets partition; retried at the next reconcile");
@@ -148,6 +148,12 @@ impl GroupCoordinator {
                 return;
             }
         };
+        // Answer only from committed records (COORDINATOR_LOAD_IN_PROGRESS
+        // until the HW covers what was read).
+        if !coordinator_runtime::wait_load_committed(&partition, epoch, end).await {
+            self.partitions.failed(index, epoch);
+            return;
+        }
         let count = state.len();
         let installed = self.partitions.finish(index, epoch, (), || {
             self.install_groups(index, state);
@@ -452,9 +458,11 @@ struct LoadedGroup {
 /// Every group of one partition, replayed in log order.
 type LoadedState = HashMap<String, LoadedGroup>;
 
-fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> {
+fn read_offsets_partition(
+    partition: &Partition,
+) -> Result<(LoadedState, strand_types::Offset), String> {
     let mut state: LoadedState = HashMap::new();
-    for_each_record(partition, |rec| {
+    let end = for_each_record(partition, |rec| {
         if rec.control {
             // A transaction marker: key = version i16 | type i16 (1 = commit).
             let commit = rec
@@ -478,7 +486,7 @@ fn read_offsets_partition(partition: &Partition) -> Result<LoadedState, String> 
             txn_producer,
         );
     })?;
-    Ok(state)
+    Ok((state, end))
 }
 
 fn apply_record(
