@@ -30,7 +30,7 @@ use strand_partition::{now_ms, Partition};
 use strand_protocol::ErrorCode;
 use strand_txn::coordinator::{self as rules, TopicPartition, TxnMetadata, TxnRecord};
 use strand_txn::txn_log;
-use strand_types::ProducerEpoch;
+use strand_types::{BrokerId, ProducerEpoch};
 
 /// The internal topic holding transaction states.
 pub const TXN_TOPIC: &str = "__transaction_state";
@@ -350,13 +350,17 @@ impl TxnCoordinator {
     ) -> MarkerRound {
         let image = self.controller.image();
         let mut done = Vec::new();
-        let mut by_leader: HashMap<i32, Vec<&TopicPartition>> = HashMap::new();
+        let mut by_leader: HashMap<BrokerId, Vec<&TopicPartition>> = HashMap::new();
         for tp in partitions {
             match image.partition(&tp.0, tp.1) {
                 // A deleted topic (or partition) needs no marker.
                 None => done.push(tp.clone()),
-                Some(p) if p.leader >= 0 => by_leader.entry(p.leader).or_default().push(tp),
-                Some(_) => {} // Leaderless for now: retry.
+                Some(p) => {
+                    // Leaderless for now: retried in a later round.
+                    if let Some(leader) = p.leader {
+                        by_leader.entry(leader).or_default().push(tp);
+                    }
+                }
             }
         }
         for (leader, tps) in by_leader {
@@ -388,7 +392,7 @@ impl TxnCoordinator {
             let resp = match self.send(leader, &addr, &req).await {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::debug!(leader, error = %e, "WriteTxnMarkers failed; retrying");
+                    tracing::debug!(leader = leader.get(), error = %e, "WriteTxnMarkers failed; retrying");
                     continue;
                 }
             };
@@ -417,7 +421,7 @@ impl TxnCoordinator {
 
     async fn send(
         &self,
-        broker: i32,
+        broker: BrokerId,
         addr: &str,
         req: &WriteTxnMarkersRequest,
     ) -> std::io::Result<WriteTxnMarkersResponse> {
@@ -582,8 +586,7 @@ impl TxnCoordinator {
         let index = TxnCoordinator::partition_for(transactional_id, partitions);
         let leader = image
             .partition(TXN_TOPIC, index)
-            .map(|p| p.leader)
-            .filter(|l| *l >= 0)
+            .and_then(|p| p.leader)
             .ok_or(retriable)?;
         let addr = image
             .brokers

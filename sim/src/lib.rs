@@ -42,7 +42,7 @@ use strand_controller::manager::cluster::{
     BrokerRegistrationRequest, HeartbeatRequest,
 };
 use strand_controller::manager::replication::{alter_partition, AlterPartitionRequest};
-use strand_controller::manager::{create_topic, ControllerConfig, NewTopic};
+use strand_controller::manager::{create_topic, ApiError, ControllerConfig, NewTopic};
 use strand_log::storage::{Fault, MemStorage};
 use strand_log::{LogConfig, LogError};
 use strand_metadata::image::MetadataImage;
@@ -58,8 +58,7 @@ use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_replication::rules::{self, AckDecision, Acks, FetchOrigin, FetchedPartition};
 use strand_types::{
-    BrokerEpoch, BrokerId, Clock, LeaderEpoch, ManualClock, Offset, PartitionEpoch, ProducerEpoch,
-    ProducerId,
+    BrokerEpoch, BrokerId, Clock, LeaderEpoch, ManualClock, Offset, ProducerEpoch, ProducerId,
 };
 use uuid::Uuid;
 
@@ -71,10 +70,6 @@ const HISTORY_SHOWN: usize = 40;
 const CONTROLLER: i32 = 0;
 const CLIENT: i32 = 100;
 
-/// The image's broker ids (never negative in a registration).
-fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
-    ids.iter().map(|&id| BrokerId::new(id)).collect()
-}
 const TOPIC: &str = "t";
 const DIR: &str = "/data/t-0";
 const TICK_MS: i64 = 10;
@@ -164,14 +159,17 @@ enum Msg {
     },
     RegisterReply {
         id: u64,
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
     },
     Heartbeat {
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
         applied: u64,
     },
     Image(Arc<MetadataImage>),
-    AlterPartition(AlterPartitionRequest, IsrProposal),
+    /// None: sent by a process not registered yet (no broker epoch to
+    /// name), which the controller answers STALE_BROKER_EPOCH as it does
+    /// any epoch but the registered one.
+    AlterPartition(Option<AlterPartitionRequest>, IsrProposal),
     AlterPartitionReply(IsrProposal, AlterPartitionResult),
     Fetch(FetchRequest),
     FetchReply {
@@ -252,7 +250,8 @@ struct Node {
     alive: bool,
     paused_until: i64,
     incarnation: u128,
-    broker_epoch: i64,
+    /// The epoch of this process's registration; None until registered.
+    broker_epoch: Option<BrokerEpoch>,
     last_register: i64,
     /// The registration request waiting for its answer.
     register_id: u64,
@@ -364,7 +363,7 @@ impl Sim {
                 alive: true,
                 paused_until: 0,
                 incarnation: u128::from(seed) << 32 | id as u128,
-                broker_epoch: -1,
+                broker_epoch: None,
                 last_register: i64::MIN / 2,
                 register_id: 0,
                 last_heartbeat: i64::MIN / 2,
@@ -386,7 +385,7 @@ impl Sim {
             image,
             heartbeats: BrokerHeartbeats::default(),
             config: ControllerConfig {
-                node_id: CONTROLLER,
+                node_id: BrokerId::new(CONTROLLER),
                 num_partitions: 1,
                 default_replication_factor: 3,
                 producer_id_block_size: 1000,
@@ -630,7 +629,7 @@ impl Sim {
         let n = self.node(id);
         n.alive = true;
         n.incarnation += 1 << 8;
-        n.broker_epoch = -1;
+        n.broker_epoch = None;
         n.last_register = i64::MIN / 2;
         n.image = Arc::new(MetadataImage::default());
         n.failures = LogDirFailures::new();
@@ -650,7 +649,10 @@ impl Sim {
         if let Some(p) = self.controller.image.partition(TOPIC, 0) {
             let line = format!(
                 "controller: leader {} epoch {} isr {:?} (partition epoch {})",
-                p.leader, p.leader_epoch, p.isr, p.partition_epoch
+                BrokerId::to_wire(p.leader),
+                p.leader_epoch,
+                p.isr,
+                p.partition_epoch
             );
             self.note(line);
         }
@@ -674,7 +676,8 @@ impl Sim {
             SESSION_TIMEOUT_MS,
         );
         self.apply(stale);
-        let all_active = (1..=self.config.brokers).all(|b| self.controller.image.is_active(b));
+        let all_active =
+            (1..=self.config.brokers).all(|b| self.controller.image.is_active(BrokerId::new(b)));
         if all_active && !self.controller.image.topics.contains_key(TOPIC) {
             let t = NewTopic {
                 name: TOPIC.into(),
@@ -707,7 +710,7 @@ impl Sim {
                 incarnation,
             } => {
                 let req = BrokerRegistrationRequest {
-                    broker_id: from,
+                    broker_id: BrokerId::new(from),
                     incarnation_id: incarnation,
                     host: format!("b{from}"),
                     port: 9092,
@@ -736,11 +739,11 @@ impl Sim {
                 broker_epoch,
                 applied,
             } => {
-                let Some(b) = self.controller.image.brokers.get(&from) else {
+                let Some(b) = self.controller.image.brokers.get(&BrokerId::new(from)) else {
                     return;
                 };
                 let req = HeartbeatRequest {
-                    broker_id: from,
+                    broker_id: BrokerId::new(from),
                     broker_epoch,
                     current_metadata_offset: applied,
                     want_fence: false,
@@ -758,13 +761,20 @@ impl Sim {
                 }
             }
             Msg::AlterPartition(req, proposal) => {
-                let result = match alter_partition(&self.controller.image, &req) {
+                let decision = match req {
+                    Some(req) => alter_partition(&self.controller.image, &req),
+                    None => Err(ApiError::new(
+                        ErrorCode::StaleBrokerEpoch,
+                        format!("No broker epoch given by broker {from}"),
+                    )),
+                };
+                let result = match decision {
                     Ok((records, state)) => {
                         self.apply(records);
                         AlterPartitionResult::Ok {
-                            leader_epoch: LeaderEpoch::new(state.leader_epoch),
-                            partition_epoch: PartitionEpoch::new(state.partition_epoch),
-                            isr: broker_ids(&state.isr),
+                            leader_epoch: state.leader_epoch,
+                            partition_epoch: state.partition_epoch,
+                            isr: state.isr,
                         }
                     }
                     Err(e) => AlterPartitionResult::Err(e.code),
@@ -801,15 +811,15 @@ impl Sim {
         let Some(record) = image.partition(TOPIC, 0).cloned() else {
             return;
         };
-        if !record.replicas.contains(&id) {
+        if !record.replicas.contains(&BrokerId::new(id)) {
             return;
         }
         let replica = ReplicaState {
-            leader_epoch: LeaderEpoch::new(record.leader_epoch),
-            partition_epoch: PartitionEpoch::new(record.partition_epoch),
-            replicas: broker_ids(&record.replicas),
-            isr: broker_ids(&record.isr),
-            leader: BrokerId::from_wire(record.leader),
+            leader_epoch: record.leader_epoch,
+            partition_epoch: record.partition_epoch,
+            replicas: record.replicas.clone(),
+            isr: record.isr.clone(),
+            leader: record.leader,
         };
         if n.partition.is_none() {
             let io = PartitionIo {
@@ -844,9 +854,10 @@ impl Sim {
             min_insync_replicas: 2,
             replica_lag_time_max_ms: LAG_TIME_MAX_MS,
         };
-        let eligible = |r: BrokerId| image.is_active(r.get());
+        let eligible = |r: BrokerId| image.is_active(r);
         let follow = p.apply_registration(replica, config, &eligible, BrokerId::new(id));
-        let leader = follow.then_some(record.leader);
+        // The node to fetch from: the leader, when following a live one.
+        let leader = record.leader.filter(|_| follow).map(BrokerId::get);
         if n.following != leader {
             n.following = leader;
             n.fetch = None;
@@ -858,7 +869,7 @@ impl Sim {
         if !self.node(id).alive || self.node(id).paused_until > now {
             return Ok(());
         }
-        if self.node(id).broker_epoch < 0 {
+        let Some(registered_epoch) = self.node(id).broker_epoch else {
             if now - self.node(id).last_register >= 300 {
                 let register_id = self.next_id;
                 self.next_id += 1;
@@ -875,15 +886,15 @@ impl Sim {
                 );
             }
             return Ok(());
-        }
+        };
         if now - self.node(id).last_heartbeat >= HEARTBEAT_MS {
             self.node(id).last_heartbeat = now;
-            let (broker_epoch, applied) = (self.node(id).broker_epoch, self.node(id).image.applied);
+            let applied = self.node(id).image.applied;
             self.send(
                 id,
                 CONTROLLER,
                 Msg::Heartbeat {
-                    broker_epoch,
+                    broker_epoch: registered_epoch,
                     applied,
                 },
             );
@@ -910,14 +921,12 @@ impl Sim {
                     let fetch_id = self.next_id;
                     self.next_id += 1;
                     self.node(id).fetch = Some((fetch_id, now));
-                    // A registered broker's epoch (it fetches only once registered).
-                    let broker_epoch = BrokerEpoch::new(self.node(id).broker_epoch);
                     self.send(
                         id,
                         leader,
                         Msg::Fetch(FetchRequest {
                             id: fetch_id,
-                            broker_epoch,
+                            broker_epoch: registered_epoch,
                             leader_epoch,
                             fetch_offset,
                             last_fetched_epoch,
@@ -928,7 +937,7 @@ impl Sim {
         }
         // Leader: ISR shrink, then the acks=all waits.
         let image = self.node(id).image.clone();
-        if let Some(proposal) = p.maybe_shrink_isr(&|r| image.is_active(r.get())) {
+        if let Some(proposal) = p.maybe_shrink_isr(&|r| image.is_active(r)) {
             self.send_alter(id, &p, proposal);
         }
         // An AlterPartition whose answer never came fails as the RPC would
@@ -986,20 +995,19 @@ impl Sim {
     }
 
     fn send_alter(&mut self, id: i32, p: &Partition, proposal: IsrProposal) {
-        let req = AlterPartitionRequest {
-            broker_id: id,
-            broker_epoch: self.node(id).broker_epoch,
-            topic_id: p.topic_id,
-            partition: 0,
-            leader_epoch: proposal.leader_epoch.get(),
-            partition_epoch: proposal.partition_epoch.get(),
-            new_isr: proposal.new_isr.iter().map(|b| b.get()).collect(),
-            broker_epochs: proposal
-                .broker_epochs
-                .iter()
-                .map(|(b, e)| (b.get(), e.get()))
-                .collect(),
-        };
+        let req = self
+            .node(id)
+            .broker_epoch
+            .map(|broker_epoch| AlterPartitionRequest {
+                broker_id: BrokerId::new(id),
+                broker_epoch,
+                topic_id: p.topic_id,
+                partition: 0,
+                leader_epoch: proposal.leader_epoch,
+                partition_epoch: proposal.partition_epoch,
+                new_isr: proposal.new_isr.clone(),
+                broker_epochs: proposal.broker_epochs.clone(),
+            });
         let now = self.now;
         self.node(id).alters.push((proposal.clone(), now));
         self.send(id, CONTROLLER, Msg::AlterPartition(req, proposal));
@@ -1018,8 +1026,10 @@ impl Sim {
             Msg::RegisterReply {
                 id: register_id,
                 broker_epoch,
-            } if self.node(id).broker_epoch < 0 && self.node(id).register_id == register_id => {
-                self.node(id).broker_epoch = broker_epoch;
+            } if self.node(id).broker_epoch.is_none()
+                && self.node(id).register_id == register_id =>
+            {
+                self.node(id).broker_epoch = Some(broker_epoch);
                 self.note(format!("broker {id} registered at epoch {broker_epoch}"));
             }
             Msg::Image(image) if image.applied > self.node(id).image.applied => {
@@ -1138,10 +1148,9 @@ impl Sim {
             last_fetched_epoch,
         } = req;
         let image = self.node(id).image.clone();
-        let registered = image
-            .brokers
-            .get(&from)
-            .and_then(|b| BrokerEpoch::from_wire(b.broker_epoch));
+        let registered = BrokerId::from_wire(from)
+            .and_then(|b| image.brokers.get(&b))
+            .map(|b| b.broker_epoch);
         let mut fetched = FetchedPartition {
             error: None,
             diverging_epoch: None,
@@ -1251,8 +1260,8 @@ impl Sim {
         self.controller
             .image
             .partition(TOPIC, 0)
-            .map(|p| p.leader)
-            .filter(|l| *l > 0)
+            .and_then(|p| p.leader)
+            .map(BrokerId::get)
     }
 
     fn client_tick(&mut self) {
@@ -1469,7 +1478,7 @@ impl Sim {
         let Some(lp) = self.nodes[(leader - 1) as usize].partition.clone() else {
             return false;
         };
-        if !lp.is_leader() || lp.leader_epoch().get() != record.leader_epoch {
+        if !lp.is_leader() || lp.leader_epoch() != record.leader_epoch {
             return false;
         }
         let lo = lp.offsets();
@@ -1496,7 +1505,7 @@ impl Sim {
                     "b{} alive {} epoch {} {:?}",
                     n.id,
                     n.alive,
-                    n.broker_epoch,
+                    BrokerEpoch::to_wire(n.broker_epoch),
                     o.map(|o| (o.log_end_offset, o.high_watermark, o.last_stable_offset))
                 )
             })

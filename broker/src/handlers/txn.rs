@@ -55,7 +55,7 @@ async fn coordinated(
             if broker
                 .image()
                 .partition(TXN_TOPIC, TxnCoordinator::partition_for(id, partitions))
-                .is_some_and(|p| p.leader == broker.node_id()) =>
+                .is_some_and(|p| p.leader == Some(broker.node_id())) =>
         {
             Err(ErrorCode::CoordinatorLoadInProgress)
         }
