@@ -138,7 +138,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             session_timeout_ms: config.broker_session_timeout_ms as u64,
             listener,
             controller: ControllerConfig {
-                node_id: config.node_id,
+                node_id: config.broker_id(),
                 num_partitions: config.num_partitions,
                 default_replication_factor: config.default_replication_factor,
                 producer_id_block_size: 1000,

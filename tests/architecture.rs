@@ -12,7 +12,7 @@ use std::process::Command;
 const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-types", &[]),
     ("strand-protocol", &[]),
-    ("strand-metadata", &["strand-protocol"]),
+    ("strand-metadata", &["strand-types", "strand-protocol"]),
     ("strand-log", &["strand-types", "strand-protocol"]),
     ("strand-txn", &["strand-types", "strand-protocol"]),
     ("strand-replication", &["strand-types", "strand-protocol"]),

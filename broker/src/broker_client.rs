@@ -6,6 +6,7 @@ use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::time::Duration;
+use strand_types::BrokerId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -87,7 +88,7 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 /// markers, KIP-890 verification).
 pub struct BrokerConnPool {
     client_id: String,
-    idle: parking_lot::Mutex<std::collections::HashMap<i32, Vec<BrokerConn>>>,
+    idle: parking_lot::Mutex<std::collections::HashMap<BrokerId, Vec<BrokerConn>>>,
 }
 
 impl BrokerConnPool {
@@ -102,7 +103,7 @@ impl BrokerConnPool {
     /// most `timeout`.
     pub async fn call<Req: Encodable, Resp: Decodable>(
         &self,
-        broker: i32,
+        broker: BrokerId,
         addr: &str,
         key: ApiKey,
         version: i16,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use strand_metadata::configs::{validate_topic_config, TOPIC_CONFIGS};
+use strand_types::BrokerId;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
@@ -677,6 +678,11 @@ impl BrokerConfig {
 
     pub fn is_broker(&self) -> bool {
         self.process_roles.iter().any(|r| r == "broker")
+    }
+
+    /// This node's `node.id` as a broker id (validated non-negative).
+    pub fn broker_id(&self) -> BrokerId {
+        BrokerId::new(self.node_id)
     }
 
     pub fn advertised(&self) -> &Listener {

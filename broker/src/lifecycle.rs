@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strand_metadata::controller_api::{BrokerRegistrationRequest, HeartbeatRequest};
+use strand_types::BrokerEpoch;
 use tokio::signal::unix::{signal, SignalKind};
 
 /// This broker's registration: its epoch, and whether the controller fences it.
 pub struct Registration {
-    pub broker_epoch: i64,
+    pub broker_epoch: BrokerEpoch,
     pub fenced: Arc<AtomicBool>,
 }
 
@@ -51,7 +52,7 @@ pub async fn register(
 ) -> Result<Registration, String> {
     let advertised = config.advertised();
     let req = BrokerRegistrationRequest {
-        broker_id: config.node_id,
+        broker_id: config.broker_id(),
         incarnation_id: uuid::Uuid::new_v4(),
         host: advertised.host.clone(),
         port: advertised.port,
@@ -68,7 +69,10 @@ pub async fn register(
             Err(e) => return Err(format!("broker registration failed: {}", e.message)),
         }
     };
-    tracing::info!(broker_epoch, "registered with the controller");
+    tracing::info!(
+        broker_epoch = broker_epoch.get(),
+        "registered with the controller"
+    );
     let registration = Registration {
         broker_epoch,
         fenced: Arc::new(AtomicBool::new(true)),
@@ -101,12 +105,12 @@ pub async fn register(
 
 fn heartbeat_request(
     config: &BrokerConfig,
-    broker_epoch: i64,
+    broker_epoch: BrokerEpoch,
     applied: u64,
     want_shutdown: bool,
 ) -> HeartbeatRequest {
     HeartbeatRequest {
-        broker_id: config.node_id,
+        broker_id: config.broker_id(),
         broker_epoch,
         current_metadata_offset: applied,
         want_fence: false,

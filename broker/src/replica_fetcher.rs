@@ -20,7 +20,7 @@ use strand_protocol::ErrorCode;
 use strand_replication::rules::{
     follower_fetch_action, DivergingEpoch, FetchedPartition, FollowerFetchAction,
 };
-use strand_types::{LeaderEpoch, Offset};
+use strand_types::{BrokerEpoch, LeaderEpoch, Offset};
 use tokio::sync::Notify;
 
 /// v15+ (KIP-903): the replica's id and broker epoch travel in ReplicaState,
@@ -43,12 +43,16 @@ pub struct ReplicaFetcherManager {
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
     /// This broker's epoch (its registration), sent with every fetch.
-    broker_epoch: i64,
-    fetchers: Mutex<HashMap<i32, Fetcher>>,
+    broker_epoch: BrokerEpoch,
+    fetchers: Mutex<HashMap<strand_types::BrokerId, Fetcher>>,
 }
 
 impl ReplicaFetcherManager {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink, broker_epoch: i64) -> Self {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        controller: ControllerLink,
+        broker_epoch: BrokerEpoch,
+    ) -> Self {
         ReplicaFetcherManager {
             config,
             controller,
@@ -59,7 +63,7 @@ impl ReplicaFetcherManager {
 
     /// Sets the partitions followed on each leader: fetchers start for new
     /// leaders and stop for leaders with nothing left to follow.
-    pub fn update(&self, follow: HashMap<i32, Vec<Arc<Partition>>>) {
+    pub fn update(&self, follow: HashMap<strand_types::BrokerId, Vec<Arc<Partition>>>) {
         let mut fetchers = self.fetchers.lock();
         fetchers.retain(|leader, f| {
             let keep = follow.contains_key(leader);
@@ -122,13 +126,15 @@ struct Sent {
 async fn run_fetcher(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
-    broker_epoch: i64,
-    leader: i32,
+    broker_epoch: BrokerEpoch,
+    leader_id: strand_types::BrokerId,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
     added: Arc<AtomicU64>,
     wake: Arc<Notify>,
 ) {
     let backoff = Duration::from_millis(config.replica_fetch_backoff_ms.max(10));
+    // The leader's id as the logs print it.
+    let leader = leader_id.get();
     let mut conn: Option<Conn> = None;
     loop {
         // Read before the partition list: an addition after this is seen.
@@ -175,7 +181,7 @@ async fn run_fetcher(
             let addr = controller
                 .image()
                 .brokers
-                .get(&leader)
+                .get(&leader_id)
                 .map(|b| format!("{}:{}", b.host, b.port));
             match addr {
                 Some(addr) => match Conn::connect(&addr, config.node_id).await {
@@ -195,8 +201,8 @@ async fn run_fetcher(
             .with_replica_id(BrokerId(-1))
             .with_replica_state(
                 ReplicaState::default()
-                    .with_replica_id(BrokerId(config.node_id))
-                    .with_replica_epoch(broker_epoch),
+                    .with_replica_id(BrokerId(config.broker_id().get()))
+                    .with_replica_epoch(broker_epoch.get()),
             )
             .with_max_wait_ms(config.replica_fetch_wait_max_ms)
             .with_min_bytes(config.replica_fetch_min_bytes)

@@ -17,17 +17,12 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
-use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch, ProducerId, TopicPartition};
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
 use strand_partition::{
     delete_dir, read_partition_metadata, Partition, PartitionSettings, DELETE_SUFFIX,
 };
-
-/// The image's broker ids (never negative in a registration).
-fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
-    ids.iter().map(|&id| BrokerId::new(id)).collect()
-}
 
 /// Derives a partition's settings from its topic's configs and the broker's static config.
 pub fn partition_settings(
@@ -98,9 +93,10 @@ pub struct ReplicaManager {
     /// Partitions whose log could not be opened, with the topic id tried.
     failed: Mutex<BTreeMap<TopicPartition, Uuid>>,
     /// This broker's registration epoch (fences stale producer-id requests).
-    broker_epoch: i64,
-    /// The current producer id block: (next id, end exclusive).
-    producer_ids: tokio::sync::Mutex<(i64, i64)>,
+    broker_epoch: BrokerEpoch,
+    /// The current producer id block: (next id, end exclusive); empty until
+    /// the first id is asked for.
+    producer_ids: tokio::sync::Mutex<(ProducerId, ProducerId)>,
     /// One fetcher per leader this broker follows partitions of.
     fetchers: crate::replica_fetcher::ReplicaFetcherManager,
     runtime: tokio::runtime::Handle,
@@ -115,7 +111,7 @@ impl ReplicaManager {
     pub fn new(
         config: Arc<BrokerConfig>,
         controller: ControllerLink,
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
     ) -> ReplicaManager {
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
@@ -129,7 +125,7 @@ impl ReplicaManager {
             reconcile_lock: Mutex::new(()),
             failed: Mutex::new(BTreeMap::new()),
             broker_epoch,
-            producer_ids: tokio::sync::Mutex::new((0, 0)),
+            producer_ids: tokio::sync::Mutex::new((ProducerId::new(0), ProducerId::new(0))),
             fetchers,
             runtime: tokio::runtime::Handle::current(),
             listeners: RwLock::new(Vec::new()),
@@ -159,20 +155,16 @@ impl ReplicaManager {
                     broker_epoch,
                     topic_id: partition.topic_id,
                     partition: partition.index,
-                    leader_epoch: proposal.leader_epoch.get(),
-                    partition_epoch: proposal.partition_epoch.get(),
-                    new_isr: proposal.new_isr.iter().map(|b| b.get()).collect(),
-                    broker_epochs: proposal
-                        .broker_epochs
-                        .iter()
-                        .map(|(b, e)| (b.get(), e.get()))
-                        .collect(),
+                    leader_epoch: proposal.leader_epoch,
+                    partition_epoch: proposal.partition_epoch,
+                    new_isr: proposal.new_isr.clone(),
+                    broker_epochs: proposal.broker_epochs.clone(),
                 };
                 let result = match controller.alter_partition(req).await {
                     Ok(s) => AlterPartitionResult::Ok {
-                        leader_epoch: LeaderEpoch::new(s.leader_epoch),
-                        partition_epoch: PartitionEpoch::new(s.partition_epoch),
-                        isr: broker_ids(&s.isr),
+                        leader_epoch: s.leader_epoch,
+                        partition_epoch: s.partition_epoch,
+                        isr: s.isr,
                     },
                     Err(e) => AlterPartitionResult::Err(e.code),
                 };
@@ -190,7 +182,7 @@ impl ReplicaManager {
     /// The periodic ISR shrink check over the partitions this broker leads.
     pub fn maybe_shrink_isrs(&self) {
         let image = self.image();
-        let eligible = |r: BrokerId| image.is_active(r.get());
+        let eligible = |r: BrokerId| image.is_active(r);
         for p in self.all_partitions() {
             if let Some(proposal) = p.maybe_shrink_isr(&eligible) {
                 self.send_alter_partition(p, proposal);
@@ -202,8 +194,9 @@ impl ReplicaManager {
         self.controller.image()
     }
 
-    pub fn node_id(&self) -> i32 {
-        self.config.node_id
+    /// This broker's id (`node.id`).
+    pub fn node_id(&self) -> BrokerId {
+        self.config.broker_id()
     }
 
     fn log_dir(&self) -> &Path {
@@ -249,7 +242,7 @@ impl ReplicaManager {
         let image = self.image();
         match image.partition(topic, index) {
             // Known to the image but not open here yet: reconcile and retry.
-            Some(p) if p.leader == self.node_id() => {
+            Some(p) if p.leader == Some(self.node_id()) => {
                 self.reconcile();
                 self.partition(topic, index)
                     .ok_or(ErrorCode::NotLeaderOrFollower)
@@ -294,7 +287,7 @@ impl ReplicaManager {
             return;
         }
         let image = self.image();
-        let me = BrokerId::new(self.node_id());
+        let me = self.node_id();
         let hosted: BTreeMap<TopicPartition, Uuid> = self
             .partitions
             .read()
@@ -357,8 +350,8 @@ impl ReplicaManager {
         }
         let opened_in = started.elapsed();
         // Lead or follow as the image says; followers fetch from their leader.
-        let eligible = |r: BrokerId| image.is_active(r.get());
-        let mut follow: HashMap<i32, Vec<Arc<Partition>>> = HashMap::new();
+        let eligible = |r: BrokerId| image.is_active(r);
+        let mut follow: HashMap<BrokerId, Vec<Arc<Partition>>> = HashMap::new();
         for (tp, a) in &changes.assigned {
             let Some(part) = self.partition_by_key(tp) else {
                 continue; // Failed to open: offline here.
@@ -367,7 +360,7 @@ impl ReplicaManager {
             let config = self.leader_config(&a.settings);
             let following = part.apply_registration(a.replica.clone(), config, &eligible, me);
             if let (true, replica_plan::Role::Follower(leader)) = (following, a.role(me)) {
-                follow.entry(leader.get()).or_default().push(part);
+                follow.entry(leader).or_default().push(part);
             }
         }
         self.fetchers.update(follow);
@@ -438,12 +431,15 @@ impl ReplicaManager {
                 .allocate_producer_ids(self.node_id(), Some(self.broker_epoch))
                 .await
                 .map_err(|e| e.code)?;
-            *block = (first, first + size);
+            let end = first
+                .get()
+                .checked_add(size)
+                .ok_or(ErrorCode::UnknownServerError)?;
+            *block = (first, ProducerId::new(end));
         }
         let id = block.0;
-        block.0 += 1;
-        // The controller hands out blocks upward from 0 (AllocateProducerIds).
-        ProducerId::from_wire(id).ok_or(ErrorCode::UnknownServerError)
+        block.0 = ProducerId::new(id.get() + 1);
+        Ok(id)
     }
 
     /// Stops following: no fetched record is written any more.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_partition::{PartitionSettings, ReplicaState};
-use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition};
+use strand_types::{BrokerId, TopicPartition};
 use uuid::Uuid;
 
 /// A partition the image assigns to this broker.
@@ -92,11 +92,6 @@ impl LocalChanges {
     }
 }
 
-/// The image's broker ids (never negative in a registration).
-fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
-    ids.iter().map(|&id| BrokerId::new(id)).collect()
-}
-
 /// Plans what `me` must do to host exactly the partitions `image` assigns
 /// to it. `hosted`: the partitions open here, with the topic id each was
 /// opened for; `failed`: the partitions whose log could not be opened, with
@@ -114,18 +109,18 @@ pub fn local_changes(
     for (name, topic) in &image.topics {
         let mut topic_settings = None;
         for p in &topic.partitions {
-            if !p.replicas.contains(&me.get()) {
+            if !p.replicas.contains(&me) {
                 continue;
             }
             let settings = topic_settings
                 .get_or_insert_with(|| settings(&topic.configs))
                 .clone();
             let replica = ReplicaState {
-                leader_epoch: LeaderEpoch::new(p.leader_epoch),
-                partition_epoch: PartitionEpoch::new(p.partition_epoch),
-                replicas: broker_ids(&p.replicas),
-                isr: broker_ids(&p.isr),
-                leader: BrokerId::from_wire(p.leader),
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+                leader: p.leader,
             };
             assigned.insert(
                 TopicPartition::new(name.as_str(), p.partition),
@@ -178,6 +173,7 @@ mod tests {
     use strand_log::LogConfig;
     use strand_metadata::image::TopicImage;
     use strand_metadata::records::PartitionRecord;
+    use strand_types::{LeaderEpoch, PartitionEpoch};
 
     const ME: BrokerId = BrokerId::new(1);
 
@@ -213,11 +209,11 @@ mod tests {
             .map(|(i, (replicas, leader))| PartitionRecord {
                 topic_id,
                 partition: i as i32,
-                replicas: replicas.to_vec(),
-                isr: replicas.to_vec(),
-                leader: *leader,
-                leader_epoch: 3,
-                partition_epoch: 7,
+                replicas: replicas.iter().map(|&r| BrokerId::new(r)).collect(),
+                isr: replicas.iter().map(|&r| BrokerId::new(r)).collect(),
+                leader: BrokerId::from_wire(*leader),
+                leader_epoch: LeaderEpoch::new(3),
+                partition_epoch: PartitionEpoch::new(7),
             })
             .collect();
         image.topics.insert(

@@ -35,7 +35,7 @@ use strand_txn::coordinator::{ProducerIdAndEpoch, TopicPartition};
 use strand_txn::shard::{
     Answer, Effect, Markers, MarkersOutcome, Reply, ShardConfig, TxnShard, WriteId,
 };
-use strand_types::ProducerEpoch;
+use strand_types::{BrokerId, ProducerEpoch};
 use tokio::sync::oneshot;
 
 /// The internal topic holding transaction states.
@@ -385,13 +385,17 @@ impl TxnCoordinator {
     ) -> MarkerRound {
         let image = self.controller.image();
         let mut done = Vec::new();
-        let mut by_leader: HashMap<i32, Vec<&TopicPartition>> = HashMap::new();
+        let mut by_leader: HashMap<BrokerId, Vec<&TopicPartition>> = HashMap::new();
         for tp in partitions {
             match image.partition(&tp.0, tp.1) {
                 // A deleted topic (or partition) needs no marker.
                 None => done.push(tp.clone()),
-                Some(p) if p.leader >= 0 => by_leader.entry(p.leader).or_default().push(tp),
-                Some(_) => {} // Leaderless for now: retry.
+                Some(p) => {
+                    // Leaderless for now: retried in a later round.
+                    if let Some(leader) = p.leader {
+                        by_leader.entry(leader).or_default().push(tp);
+                    }
+                }
             }
         }
         for (leader, tps) in by_leader {
@@ -425,7 +429,7 @@ impl TxnCoordinator {
             let resp = match self.send(leader, &addr, &req).await {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::debug!(leader, error = %e, "WriteTxnMarkers failed; retrying");
+                    tracing::debug!(leader = leader.get(), error = %e, "WriteTxnMarkers failed; retrying");
                     continue;
                 }
             };
@@ -454,7 +458,7 @@ impl TxnCoordinator {
 
     async fn send(
         &self,
-        broker: i32,
+        broker: BrokerId,
         addr: &str,
         req: &WriteTxnMarkersRequest,
     ) -> std::io::Result<WriteTxnMarkersResponse> {
@@ -635,8 +639,7 @@ impl TxnCoordinator {
         let index = TxnCoordinator::partition_for(transactional_id, partitions);
         let leader = image
             .partition(TXN_TOPIC, index)
-            .map(|p| p.leader)
-            .filter(|l| *l >= 0)
+            .and_then(|p| p.leader)
             .ok_or(retriable)?;
         let addr = image
             .brokers

@@ -61,7 +61,7 @@ use strand_controller::{
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::PartitionRecord;
 use strand_protocol::ErrorCode;
-use strand_types::Clock;
+use strand_types::{BrokerEpoch, BrokerId, Clock, LeaderEpoch, PartitionEpoch};
 use tokio::task::JoinHandle;
 // Simulated time: every seed runs on its own paused current-thread runtime.
 use tokio::time::Instant;
@@ -237,6 +237,10 @@ impl RaftNetwork<TypeConfig> for SimConn {
 // ---------------------------------------------------------------------------
 // Invariants.
 
+/// The leader a partition had in a leader epoch, the node that saw it, and
+/// that node's applied position then.
+type EpochLeader = (Option<BrokerId>, NodeId, u64);
+
 #[derive(Default)]
 struct Checker {
     violations: Vec<String>,
@@ -244,17 +248,17 @@ struct Checker {
     term_leader: BTreeMap<u64, (NodeId, NodeId)>,
     last_applied: HashMap<NodeId, u64>,
     /// (node, topic id, partition) -> last seen (leader epoch, partition epoch).
-    last_epochs: HashMap<(NodeId, Uuid, i32), (i32, i32)>,
+    last_epochs: HashMap<(NodeId, Uuid, i32), (LeaderEpoch, PartitionEpoch)>,
     /// (topic id, partition, leader epoch) -> leader.
-    epoch_leader: HashMap<(Uuid, i32, i32), (i32, NodeId, u64)>,
+    epoch_leader: HashMap<(Uuid, i32, LeaderEpoch), EpochLeader>,
     /// (topic id, partition, partition epoch) -> state.
-    at_partition_epoch: HashMap<(Uuid, i32, i32), PartitionRecord>,
+    at_partition_epoch: HashMap<(Uuid, i32, PartitionEpoch), PartitionRecord>,
     /// applied -> the first image seen at that position.
     images_at: BTreeMap<u64, (NodeId, Arc<MetadataImage>)>,
     /// (node, broker) -> last seen broker epoch.
-    broker_epochs: HashMap<(NodeId, i32), i64>,
+    broker_epochs: HashMap<(NodeId, BrokerId), BrokerEpoch>,
     /// (broker, epoch) -> incarnation.
-    registrations: HashMap<(i32, i64), Uuid>,
+    registrations: HashMap<(BrokerId, BrokerEpoch), Uuid>,
 }
 
 impl Checker {
@@ -350,7 +354,12 @@ impl Checker {
     ) {
         let at = format!(
             "node {node} applied {applied}: {name}-{} (leader {} epoch {}, partition epoch {}, replicas {:?}, isr {:?})",
-            p.partition, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr
+            p.partition,
+            BrokerId::to_wire(p.leader),
+            p.leader_epoch,
+            p.partition_epoch,
+            p.replicas,
+            p.isr
         );
         if p.partition as usize != index {
             self.violation(format!("{at}: stored at index {index}"));
@@ -370,7 +379,8 @@ impl Checker {
             .get(&(p.topic_id, p.partition, p.leader_epoch))
         {
             Some(&(l, who, when)) if l != p.leader => self.violation(format!(
-                "{at}: node {who} at applied {when} had leader {l} in the same leader epoch"
+                "{at}: node {who} at applied {when} had leader {} in the same leader epoch",
+                BrokerId::to_wire(l)
             )),
             Some(_) => {}
             None => {
@@ -401,19 +411,19 @@ impl Checker {
         if distinct.len() != p.isr.len() || p.isr.iter().any(|r| !p.replicas.contains(r)) {
             self.violation(format!("{at}: ISR not a set of replicas"));
         }
-        if p.leader != -1 {
-            if !p.isr.contains(&p.leader) {
+        if let Some(leader) = p.leader {
+            if !p.isr.contains(&leader) {
                 self.violation(format!("{at}: leader not in ISR"));
             }
-            if !img.is_active(p.leader) {
+            if !img.is_active(leader) {
                 self.violation(format!(
                     "{at}: leader is not an active broker ({:?})",
-                    img.brokers.get(&p.leader)
+                    img.brokers.get(&leader)
                 ));
             }
         }
         for &r in &p.isr {
-            let offline_last = p.leader == -1 && p.isr.len() == 1;
+            let offline_last = p.leader.is_none() && p.isr.len() == 1;
             if !(img.is_active(r) || offline_last) {
                 self.violation(format!(
                     "{at}: inactive broker {r} in the ISR of a partition that is not offline with it as last member ({:?})",
@@ -496,9 +506,9 @@ enum BrokerPhase {
     /// Started: registers every round until it gets an epoch.
     Registering,
     /// Registered at `epoch`: heartbeats every round.
-    Running { epoch: i64 },
+    Running { epoch: BrokerEpoch },
     /// Heartbeats asking to shut down until told to.
-    ShuttingDown { epoch: i64 },
+    ShuttingDown { epoch: BrokerEpoch },
 }
 
 /// The current process of one broker id.
@@ -687,7 +697,7 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
         session_timeout_ms: SESSION_TIMEOUT_MS,
         listener: None,
         controller: ControllerConfig {
-            node_id: id as i32,
+            node_id: BrokerId::new(id as i32),
             num_partitions: 3,
             default_replication_factor: 2,
             producer_id_block_size: 1000,
@@ -1362,7 +1372,7 @@ impl Sim {
 
     async fn register(&mut self, broker: i32, incarnation: Uuid) {
         let req = BrokerRegistrationRequest {
-            broker_id: broker,
+            broker_id: BrokerId::new(broker),
             incarnation_id: incarnation,
             host: "localhost".into(),
             port: 9000 + broker as u16,
@@ -1372,7 +1382,7 @@ impl Sim {
             Some((l, ControllerReply::Registered(Ok(epoch)))) => {
                 self.note(format!("broker {broker} registered at epoch {epoch}"));
                 let img = self.leader_image(l);
-                match img.brokers.get(&broker) {
+                match img.brokers.get(&BrokerId::new(broker)) {
                     Some(b) if b.broker_epoch == epoch && b.incarnation_id == incarnation => {}
                     other => self.fail(format!(
                         "registration of broker {broker} at epoch {epoch} acknowledged, but leader {l}'s image has {other:?}"
@@ -1392,13 +1402,13 @@ impl Sim {
         }
     }
 
-    async fn heartbeat(&mut self, id: i32, epoch: i64, lag: bool, want_shutdown: bool) {
+    async fn heartbeat(&mut self, id: i32, epoch: BrokerEpoch, lag: bool, want_shutdown: bool) {
         let offset = match self.current_leader() {
             Some(l) if !lag => self.leader_image(l).applied,
             _ => 0,
         };
         let req = HeartbeatRequest {
-            broker_id: id,
+            broker_id: BrokerId::new(id),
             broker_epoch: epoch,
             current_metadata_offset: offset,
             want_fence: false,

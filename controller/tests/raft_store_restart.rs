@@ -12,6 +12,7 @@ use std::io::Cursor;
 use strand_controller::raft::store::{open_memory, open_rocks};
 use strand_controller::raft::{Applied, MetadataBatch, TypeConfig};
 use strand_metadata::records::MetadataRecord;
+use strand_types::{BrokerId, ProducerId};
 use uuid::Uuid;
 
 fn lid(term: u64, index: u64) -> LogId<u64> {
@@ -78,8 +79,8 @@ async fn raft_store_rocks_restart() {
             1,
             4,
             vec![MetadataRecord::ProducerIds {
-                broker_id: 1,
-                next_producer_id: 1000,
+                broker_id: BrokerId::new(1),
+                next_producer_id: ProducerId::new(1000),
             }],
         ),
     ];
@@ -113,7 +114,7 @@ async fn raft_store_rocks_restart() {
 
         let replies = sm.apply(vec![entries[4].clone()]).await.unwrap();
         assert_eq!(replies, applied(&[4]));
-        assert_eq!(sm.image().next_producer_id, 1000);
+        assert_eq!(sm.image().next_producer_id, ProducerId::new(1000));
     }
 
     // --- second life: everything is back; the image restarts from the snapshot.
@@ -146,7 +147,11 @@ async fn raft_store_rocks_restart() {
         assert_eq!(img.cluster_id, "c1");
         assert!(img.topics.contains_key("a") && img.topics.contains_key("b"));
         assert_eq!(img.applied, 3);
-        assert_eq!(img.next_producer_id, 0, "entry 4 is not in the snapshot");
+        assert_eq!(
+            img.next_producer_id,
+            ProducerId::new(0),
+            "entry 4 is not in the snapshot"
+        );
 
         // What openraft does at startup: re-apply committed entries after the snapshot.
         StorageHelper::new(&mut log, &mut sm)
@@ -155,7 +160,7 @@ async fn raft_store_rocks_restart() {
             .unwrap();
         assert_eq!(sm.applied_state().await.unwrap().0, Some(lid(1, 4)));
         assert_eq!(sm.image().applied, 4);
-        assert_eq!(sm.image().next_producer_id, 1000);
+        assert_eq!(sm.image().next_producer_id, ProducerId::new(1000));
 
         log.purge(lid(1, 1)).await.unwrap();
         log.truncate(lid(1, 4)).await.unwrap();

@@ -13,9 +13,10 @@ use strand_controller::{
     StoreKind,
 };
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch};
 use uuid::Uuid;
 
-const BROKERS: [i32; 3] = [11, 12, 13];
+const BROKERS: [BrokerId; 3] = [BrokerId::new(11), BrokerId::new(12), BrokerId::new(13)];
 
 fn settings() -> QuorumSettings {
     let voters: BTreeMap<u64, String> = [(1, "127.0.0.1:1".to_string())].into();
@@ -29,7 +30,7 @@ fn settings() -> QuorumSettings {
         session_timeout_ms: 60_000,
         listener: None,
         controller: ControllerConfig {
-            node_id: 1,
+            node_id: BrokerId::new(1),
             num_partitions: 1,
             default_replication_factor: 3,
             producer_id_block_size: 1000,
@@ -40,7 +41,12 @@ fn settings() -> QuorumSettings {
     }
 }
 
-async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: i64, want_fence: bool) {
+async fn heartbeat(
+    h: &ControllerHandle,
+    broker_id: BrokerId,
+    broker_epoch: BrokerEpoch,
+    want_fence: bool,
+) {
     let reply = h
         .client()
         .heartbeat(HeartbeatRequest {
@@ -103,24 +109,25 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     assert_eq!(created.replication_factor, 3);
     let replicas = h.image().topics["t"].partitions[0].replicas.clone();
     let (preferred, others) = (replicas[0], &replicas[1..]);
-    assert_eq!(state(&h).leader, preferred);
-    let req = |broker_id: i32, s: &AlterPartitionState, isr: &[i32]| AlterPartitionRequest {
-        broker_id,
-        broker_epoch: epochs[&broker_id],
-        topic_id: created.topic_id,
-        partition: 0,
-        leader_epoch: s.leader_epoch,
-        partition_epoch: s.partition_epoch,
-        new_isr: isr.to_vec(),
-        broker_epochs: isr.iter().map(|r| (*r, epochs[r])).collect(),
-    };
+    assert_eq!(state(&h).leader, Some(preferred));
+    let req =
+        |broker_id: BrokerId, s: &AlterPartitionState, isr: &[BrokerId]| AlterPartitionRequest {
+            broker_id,
+            broker_epoch: epochs[&broker_id],
+            topic_id: created.topic_id,
+            partition: 0,
+            leader_epoch: s.leader_epoch,
+            partition_epoch: s.partition_epoch,
+            new_isr: isr.to_vec(),
+            broker_epochs: isr.iter().map(|r| (*r, epochs[r])).collect(),
+        };
 
     // Shrink to the leader alone, then a retry of the same request is stale.
     let before = state(&h);
     let shrink = req(preferred, &before, &[preferred]);
     let after = h.client().alter_partition(shrink.clone()).await.unwrap();
     assert_eq!(after.isr, vec![preferred]);
-    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    assert_eq!(after.partition_epoch, before.partition_epoch.next());
     assert_eq!(state(&h), after);
     let err = h.client().alter_partition(shrink).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidUpdateVersion);
@@ -132,7 +139,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
         .unwrap();
     assert_eq!(
         (full.isr.clone(), full.partition_epoch),
-        (replicas.clone(), 2)
+        (replicas.clone(), PartitionEpoch::new(2))
     );
     let same = h
         .client()
@@ -171,14 +178,15 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     // The preferred leader is fenced: leadership moves, it leaves the ISR.
     heartbeat(&h, preferred, epochs[&preferred], true).await;
     let moved = state(&h);
-    assert_eq!(moved.leader, others[0]);
+    assert_eq!(moved.leader, Some(others[0]));
+    let moved_leader = moved.leader.expect("the partition has a leader");
     assert!(!moved.isr.contains(&preferred));
     // Fenced, it cannot rejoin the ISR.
     let mut back = moved.isr.clone();
     back.push(preferred);
     let err = h
         .client()
-        .alter_partition(req(moved.leader, &moved, &back))
+        .alter_partition(req(moved_leader, &moved, &back))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::IneligibleReplica);
@@ -196,7 +204,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
     heartbeat(&h, preferred, epochs[&preferred], false).await;
     let rejoined = h
         .client()
-        .alter_partition(req(moved.leader, &moved, &back))
+        .alter_partition(req(moved_leader, &moved, &back))
         .await
         .unwrap();
     assert_eq!(rejoined.isr, back);
@@ -207,12 +215,12 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
         .unwrap();
     assert_eq!(r, vec![(tp.clone(), Ok(()))]);
     let elected = state(&h);
-    assert_eq!(elected.leader, preferred);
-    assert_eq!(elected.leader_epoch, rejoined.leader_epoch + 1);
+    assert_eq!(elected.leader, Some(preferred));
+    assert_eq!(elected.leader_epoch, rejoined.leader_epoch.next());
     // The old leader's epoch is fenced now.
     let err = h
         .client()
-        .alter_partition(req(moved.leader, &rejoined, &back))
+        .alter_partition(req(moved_leader, &rejoined, &back))
         .await
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::FencedLeaderEpoch);
@@ -257,14 +265,19 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
 #[test]
 fn new_requests_and_replies_round_trip_through_json() {
     let alter = AlterPartitionRequest {
-        broker_id: 1,
-        broker_epoch: 7,
+        broker_id: BrokerId::new(1),
+        broker_epoch: BrokerEpoch::new(7),
         topic_id: Uuid::from_u128(5),
         partition: 2,
-        leader_epoch: 3,
-        partition_epoch: 4,
-        new_isr: vec![1, 2],
-        broker_epochs: [(1, 7), (2, 9)].into_iter().collect(),
+        leader_epoch: LeaderEpoch::new(3),
+        partition_epoch: PartitionEpoch::new(4),
+        new_isr: vec![BrokerId::new(1), BrokerId::new(2)],
+        broker_epochs: [
+            (BrokerId::new(1), BrokerEpoch::new(7)),
+            (BrokerId::new(2), BrokerEpoch::new(9)),
+        ]
+        .into_iter()
+        .collect(),
     };
     let requests = [
         ControllerRequest::AlterPartition(alter),
@@ -285,10 +298,16 @@ fn new_requests_and_replies_round_trip_through_json() {
     let err = strand_controller::manager::ApiError::new(ErrorCode::FencedLeaderEpoch, "old");
     let replies = [
         ControllerReply::AlterPartition(Ok(AlterPartitionState {
-            leader: 1,
-            leader_epoch: 2,
-            partition_epoch: 3,
-            isr: vec![1],
+            leader: Some(BrokerId::new(1)),
+            leader_epoch: LeaderEpoch::new(2),
+            partition_epoch: PartitionEpoch::new(3),
+            isr: vec![BrokerId::new(1)],
+        })),
+        ControllerReply::AlterPartition(Ok(AlterPartitionState {
+            leader: None,
+            leader_epoch: LeaderEpoch::new(2),
+            partition_epoch: PartitionEpoch::new(3),
+            isr: vec![BrokerId::new(1)],
         })),
         ControllerReply::AlterPartition(Err(err.clone())),
         ControllerReply::ElectLeaders(vec![(("t".into(), 0), Ok(())), (("t".into(), 1), Err(err))]),

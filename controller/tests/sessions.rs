@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use strand_controller::manager::cluster::{BrokerRegistrationRequest, HeartbeatRequest};
 use strand_controller::manager::ControllerConfig;
 use strand_controller::{start_controller, ControllerHandle, QuorumSettings, StoreKind};
-use strand_types::{Clock, SystemClock};
+use strand_types::{BrokerEpoch, BrokerId, Clock, SystemClock};
 use uuid::Uuid;
 
 /// The real clocks, each with an offset a test can jump.
@@ -48,7 +48,7 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
         session_timeout_ms: SESSION_MS,
         listener: None,
         controller: ControllerConfig {
-            node_id: 1,
+            node_id: BrokerId::new(1),
             num_partitions: 1,
             default_replication_factor: 1,
             producer_id_block_size: 1000,
@@ -59,11 +59,11 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
     }
 }
 
-async fn register(h: &ControllerHandle, broker_id: i32) -> i64 {
+async fn register(h: &ControllerHandle, broker_id: i32) -> BrokerEpoch {
     let epoch = h
         .client()
         .register_broker(BrokerRegistrationRequest {
-            broker_id,
+            broker_id: BrokerId::new(broker_id),
             incarnation_id: Uuid::new_v4(),
             host: "127.0.0.1".into(),
             port: 9092,
@@ -75,10 +75,10 @@ async fn register(h: &ControllerHandle, broker_id: i32) -> i64 {
     epoch
 }
 
-async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: i64) -> bool {
+async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: BrokerEpoch) -> bool {
     h.client()
         .heartbeat(HeartbeatRequest {
-            broker_id,
+            broker_id: BrokerId::new(broker_id),
             broker_epoch,
             current_metadata_offset: u64::MAX,
             want_fence: false,
@@ -90,7 +90,10 @@ async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: i64) -> b
 }
 
 fn fenced(h: &ControllerHandle, broker_id: i32) -> bool {
-    h.image().brokers.get(&broker_id).is_some_and(|b| b.fenced)
+    h.image()
+        .brokers
+        .get(&BrokerId::new(broker_id))
+        .is_some_and(|b| b.fenced)
 }
 
 /// Broker 11 heartbeats every second (the controller checks sessions every

@@ -5,6 +5,13 @@
 //! controller crate implements `ControllerCall` (its handle forwards to the
 //! active controller); the broker depends on this module only, so it links
 //! neither openraft nor RocksDB.
+//!
+//! Ids and epochs are the domain newtypes, serialised as the integers they
+//! replaced (the controller RPC's JSON is unchanged; a leader is -1 for
+//! none). The replica ids of a manual assignment (CreateTopics,
+//! CreatePartitions) stay the request's wire integers: the controller checks
+//! them against the registered brokers, a negative one included, in Kafka's
+//! order of checks, and turns them into `BrokerId`s there.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -12,10 +19,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, ProducerId};
 use uuid::Uuid;
 
 use crate::image::MetadataImage;
-use crate::records::{MetadataRecord, PartitionRecord};
+use crate::records::{leader_wire, MetadataRecord, PartitionRecord};
 
 /// A controller's node id (`node.id` of a controller, the Raft node id).
 pub type NodeId = u64;
@@ -68,7 +76,9 @@ pub struct NewTopic {
     pub num_partitions: i32,
     /// -1 = default.replication.factor
     pub replication_factor: i16,
-    /// Explicit (partition, replicas); when given, the counts above must be -1.
+    /// Explicit (partition, replicas); when given, the counts above must be
+    /// -1. The replicas are the request's broker ids, not yet checked (any
+    /// integer, as the wire allows).
     pub assignments: Vec<(i32, Vec<i32>)>,
     pub configs: Vec<(String, Option<String>)>,
 }
@@ -93,7 +103,7 @@ pub enum ConfigOp {
 /// BrokerRegistration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistrationRequest {
-    pub broker_id: i32,
+    pub broker_id: BrokerId,
     pub incarnation_id: Uuid,
     pub host: String,
     pub port: u16,
@@ -103,8 +113,8 @@ pub struct BrokerRegistrationRequest {
 /// BrokerHeartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatRequest {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: BrokerId,
+    pub broker_epoch: BrokerEpoch,
     /// Records of the metadata log the broker has applied.
     pub current_metadata_offset: u64,
     pub want_fence: bool,
@@ -149,30 +159,32 @@ pub type ElectionResult = ((String, i32), Result<(), ApiError>);
 /// (registered as `broker_epoch`) asks for `new_isr`, naming the epochs it knows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlterPartitionRequest {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: BrokerId,
+    pub broker_epoch: BrokerEpoch,
     pub topic_id: Uuid,
     pub partition: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub new_isr: Vec<i32>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: Vec<BrokerId>,
     /// The broker epoch each member of `new_isr` fetched at, as the leader
     /// saw it (Kafka's NewIsrWithEpochs, KIP-903). A member being added must
     /// be at its registered epoch: one that restarted since that fetch (and
     /// may have lost what it had) does not join on its old incarnation's
     /// word.
     #[serde(default)]
-    pub broker_epochs: BTreeMap<i32, i64>,
+    pub broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
 }
 
 /// The partition's state after an AlterPartition (AlterPartitionResponse's
 /// per-partition fields).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AlterPartitionState {
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    pub isr: Vec<i32>,
+    /// None: no leader (serialised as -1).
+    #[serde(with = "leader_wire")]
+    pub leader: Option<BrokerId>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub isr: Vec<BrokerId>,
 }
 
 impl From<&PartitionRecord> for AlterPartitionState {
@@ -186,7 +198,8 @@ impl From<&PartitionRecord> for AlterPartitionState {
     }
 }
 
-/// CreatePartitions for one topic: name, new total count, explicit assignments.
+/// CreatePartitions for one topic: name, new total count, explicit
+/// assignments (the request's broker ids, not yet checked).
 pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
 /// AlterConfigs for one topic: name and (config, operation) pairs.
 pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
@@ -210,9 +223,10 @@ pub enum ControllerRequest {
         incremental: bool,
         validate_only: bool,
     },
+    /// `broker_epoch` None skips the registration check (in-process callers).
     AllocateProducerIds {
-        broker_id: i32,
-        broker_epoch: Option<i64>,
+        broker_id: BrokerId,
+        broker_epoch: Option<BrokerEpoch>,
     },
     RegisterBroker(BrokerRegistrationRequest),
     Heartbeat(HeartbeatRequest),
@@ -251,8 +265,10 @@ pub enum ControllerReply {
     CreateTopics(Vec<Result<CreatedTopic, ApiError>>),
     DeleteTopics(Vec<Result<Uuid, ApiError>>),
     Each(Vec<Result<(), ApiError>>),
-    ProducerIds(Result<(i64, i64), ApiError>),
-    Registered(Result<i64, ApiError>),
+    /// The block handed out: (first id, number of ids).
+    ProducerIds(Result<(ProducerId, i64), ApiError>),
+    /// The broker epoch of the registration.
+    Registered(Result<BrokerEpoch, ApiError>),
     Heartbeat(Result<HeartbeatReply, ApiError>),
     AlterPartition(Result<AlterPartitionState, ApiError>),
     ElectLeaders(Vec<ElectionResult>),
@@ -366,9 +382,9 @@ impl ControllerClient {
 
     pub async fn allocate_producer_ids(
         &self,
-        broker_id: i32,
-        broker_epoch: Option<i64>,
-    ) -> Result<(i64, i64), ApiError> {
+        broker_id: BrokerId,
+        broker_epoch: Option<BrokerEpoch>,
+    ) -> Result<(ProducerId, i64), ApiError> {
         match self
             .call(ControllerRequest::AllocateProducerIds {
                 broker_id,
@@ -381,7 +397,10 @@ impl ControllerClient {
         }
     }
 
-    pub async fn register_broker(&self, req: BrokerRegistrationRequest) -> Result<i64, ApiError> {
+    pub async fn register_broker(
+        &self,
+        req: BrokerRegistrationRequest,
+    ) -> Result<BrokerEpoch, ApiError> {
         match self.call(ControllerRequest::RegisterBroker(req)).await? {
             ControllerReply::Registered(r) => r,
             _ => Err(ApiError::not_controller()),

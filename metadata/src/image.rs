@@ -4,6 +4,7 @@
 use crate::records::{BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use strand_types::{BrokerEpoch, BrokerId, ProducerId};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,12 +19,12 @@ pub struct TopicImage {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataImage {
     pub cluster_id: String,
-    pub brokers: BTreeMap<i32, BrokerRecord>,
+    pub brokers: BTreeMap<BrokerId, BrokerRecord>,
     pub topics: BTreeMap<String, TopicImage>,
     pub topic_names: BTreeMap<Uuid, String>,
     pub broker_configs: BTreeMap<String, ConfigMap>,
     /// The first producer id not yet handed out to any broker.
-    pub next_producer_id: i64,
+    pub next_producer_id: ProducerId,
     /// Number of records applied: the image's position in the metadata log.
     pub applied: u64,
 }
@@ -134,14 +135,14 @@ impl MetadataImage {
         }
     }
 
-    fn broker_at_epoch(&mut self, id: i32, epoch: i64) -> Option<&mut BrokerRecord> {
+    fn broker_at_epoch(&mut self, id: BrokerId, epoch: BrokerEpoch) -> Option<&mut BrokerRecord> {
         self.brokers
             .get_mut(&id)
             .filter(|b| b.broker_epoch == epoch)
     }
 
     /// A registered broker that may lead and join ISRs.
-    pub fn is_active(&self, broker_id: i32) -> bool {
+    pub fn is_active(&self, broker_id: BrokerId) -> bool {
         self.brokers
             .get(&broker_id)
             .is_some_and(BrokerRecord::is_active)
@@ -170,6 +171,15 @@ impl MetadataImage {
 mod tests {
     use super::*;
     use crate::records::{BrokerRecord, PartitionRecord};
+    use strand_types::{LeaderEpoch, PartitionEpoch};
+
+    fn b(id: i32) -> BrokerId {
+        BrokerId::new(id)
+    }
+
+    fn be(epoch: i64) -> BrokerEpoch {
+        BrokerEpoch::new(epoch)
+    }
 
     /// Snapshots serialize the image; a round trip must be lossless.
     #[test]
@@ -181,8 +191,8 @@ mod tests {
                 cluster_id: "c".into(),
             },
             MetadataRecord::RegisterBroker(BrokerRecord {
-                broker_id: 2,
-                broker_epoch: 1,
+                broker_id: b(2),
+                broker_epoch: be(1),
                 host: "h".into(),
                 port: 1,
                 rack: Some("r".into()),
@@ -191,8 +201,8 @@ mod tests {
                 in_controlled_shutdown: false,
             }),
             MetadataRecord::UnfenceBroker {
-                broker_id: 2,
-                broker_epoch: 1,
+                broker_id: b(2),
+                broker_epoch: be(1),
             },
             MetadataRecord::Topic {
                 name: "t".into(),
@@ -201,20 +211,20 @@ mod tests {
             MetadataRecord::Partition(PartitionRecord {
                 topic_id: id,
                 partition: 0,
-                replicas: vec![2],
-                isr: vec![2],
-                leader: 2,
-                leader_epoch: 3,
-                partition_epoch: 4,
+                replicas: vec![b(2)],
+                isr: vec![b(2)],
+                leader: Some(b(2)),
+                leader_epoch: LeaderEpoch::new(3),
+                partition_epoch: PartitionEpoch::new(4),
             }),
             MetadataRecord::PartitionChange(PartitionRecord {
                 topic_id: id,
                 partition: 0,
-                replicas: vec![2],
-                isr: vec![2],
-                leader: -1,
-                leader_epoch: 4,
-                partition_epoch: 5,
+                replicas: vec![b(2)],
+                isr: vec![b(2)],
+                leader: None,
+                leader_epoch: LeaderEpoch::new(4),
+                partition_epoch: PartitionEpoch::new(5),
             }),
             MetadataRecord::Config {
                 resource: crate::records::ConfigResource::Topic,
@@ -223,8 +233,8 @@ mod tests {
                 value: Some("1".into()),
             },
             MetadataRecord::ProducerIds {
-                broker_id: 2,
-                next_producer_id: 1000,
+                broker_id: b(2),
+                next_producer_id: ProducerId::new(1000),
             },
         ] {
             img.apply(&r);
@@ -241,8 +251,8 @@ mod tests {
         let base = || {
             let mut img = MetadataImage::default();
             img.apply(&MetadataRecord::RegisterBroker(BrokerRecord {
-                broker_id: 1,
-                broker_epoch: 5,
+                broker_id: b(1),
+                broker_epoch: be(5),
                 fenced: true,
                 ..Default::default()
             }));
@@ -253,23 +263,24 @@ mod tests {
             img.apply(&MetadataRecord::Partition(PartitionRecord {
                 topic_id: id,
                 partition: 0,
-                replicas: vec![1],
-                isr: vec![1],
-                leader: 1,
-                leader_epoch: 2,
-                partition_epoch: 3,
+                replicas: vec![b(1)],
+                isr: vec![b(1)],
+                leader: Some(b(1)),
+                leader_epoch: LeaderEpoch::new(2),
+                partition_epoch: PartitionEpoch::new(3),
             }));
             img
         };
+        // Leaders and epochs as the wire writes them: a leader of -1 is none.
         let change = |leader: i32, leader_epoch: i32, partition_epoch: i32, partition: i32| {
             MetadataRecord::PartitionChange(PartitionRecord {
                 topic_id: id,
                 partition,
-                replicas: vec![1],
-                isr: vec![1],
-                leader,
-                leader_epoch,
-                partition_epoch,
+                replicas: vec![b(1)],
+                isr: vec![b(1)],
+                leader: BrokerId::from_wire(leader),
+                leader_epoch: LeaderEpoch::new(leader_epoch),
+                partition_epoch: PartitionEpoch::new(partition_epoch),
             })
         };
         // (records, broker fenced, in controlled shutdown, p0 (leader, leader epoch, partition epoch))
@@ -277,8 +288,8 @@ mod tests {
             (vec![], true, false, (1, 2, 3)),
             (
                 vec![MetadataRecord::UnfenceBroker {
-                    broker_id: 1,
-                    broker_epoch: 5,
+                    broker_id: b(1),
+                    broker_epoch: be(5),
                 }],
                 false,
                 false,
@@ -286,8 +297,8 @@ mod tests {
             ),
             (
                 vec![MetadataRecord::UnfenceBroker {
-                    broker_id: 1,
-                    broker_epoch: 4,
+                    broker_id: b(1),
+                    broker_epoch: be(4),
                 }],
                 true,
                 false,
@@ -295,8 +306,8 @@ mod tests {
             ),
             (
                 vec![MetadataRecord::UnfenceBroker {
-                    broker_id: 2,
-                    broker_epoch: 5,
+                    broker_id: b(2),
+                    broker_epoch: be(5),
                 }],
                 true,
                 false,
@@ -305,12 +316,12 @@ mod tests {
             (
                 vec![
                     MetadataRecord::UnfenceBroker {
-                        broker_id: 1,
-                        broker_epoch: 5,
+                        broker_id: b(1),
+                        broker_epoch: be(5),
                     },
                     MetadataRecord::BrokerControlledShutdown {
-                        broker_id: 1,
-                        broker_epoch: 5,
+                        broker_id: b(1),
+                        broker_epoch: be(5),
                     },
                 ],
                 false,
@@ -320,16 +331,16 @@ mod tests {
             (
                 vec![
                     MetadataRecord::BrokerControlledShutdown {
-                        broker_id: 1,
-                        broker_epoch: 5,
+                        broker_id: b(1),
+                        broker_epoch: be(5),
                     },
                     MetadataRecord::UnfenceBroker {
-                        broker_id: 1,
-                        broker_epoch: 5,
+                        broker_id: b(1),
+                        broker_epoch: be(5),
                     },
                     MetadataRecord::FenceBroker {
-                        broker_id: 1,
-                        broker_epoch: 5,
+                        broker_id: b(1),
+                        broker_epoch: be(5),
                     },
                 ],
                 true,
@@ -346,17 +357,22 @@ mod tests {
             for r in &records {
                 img.apply(r);
             }
-            let b = &img.brokers[&1];
+            let broker = &img.brokers[&b(1)];
             assert_eq!(
-                (b.fenced, b.in_controlled_shutdown),
+                (broker.fenced, broker.in_controlled_shutdown),
                 (fenced, shutdown),
                 "case {i}"
             );
             let p = &img.topics["t"].partitions;
             assert_eq!(p.len(), 1, "case {i}");
+            let (leader, leader_epoch, partition_epoch) = p0;
             assert_eq!(
                 (p[0].leader, p[0].leader_epoch, p[0].partition_epoch),
-                p0,
+                (
+                    BrokerId::from_wire(leader),
+                    LeaderEpoch::new(leader_epoch),
+                    PartitionEpoch::new(partition_epoch)
+                ),
                 "case {i}"
             );
         }

@@ -1,9 +1,17 @@
 //! Metadata records: the only way controller state changes. Each event handler
 //! returns records; the event loop persists them to the metadata log and then
 //! replays them into the image. Start-up replays the whole log.
+//!
+//! Records are serialised with serde (JSON) into the metadata log and its
+//! snapshots, so their bytes are a stored format: ids and epochs are the
+//! domain newtypes, serialised as the integers they replaced
+//! (`strand_types`' `serde` feature), and a partition's leader as
+//! [`leader_wire`] writes it (-1 for none). `tests/serialised_format.rs`
+//! pins the bytes.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, ProducerId};
 use uuid::Uuid;
 
 /// Kinds of config resources, with Kafka's wire values.
@@ -25,20 +33,20 @@ pub enum MetadataRecord {
     /// The broker may no longer lead or be in an ISR. Ignored unless
     /// `broker_epoch` is the broker's current registration epoch.
     FenceBroker {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
     },
     /// The broker caught up with the metadata log and may lead again; also
     /// ends any controlled shutdown. Ignored for a stale `broker_epoch`.
     UnfenceBroker {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
     },
     /// The broker asked to shut down: it leads nothing and joins no ISR from
     /// here on. Ignored for a stale `broker_epoch`.
     BrokerControlledShutdown {
-        broker_id: i32,
-        broker_epoch: i64,
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
     },
     Topic {
         name: String,
@@ -64,8 +72,8 @@ pub enum MetadataRecord {
     },
     /// The next producer id the controller will hand out; a block ends at this id.
     ProducerIds {
-        broker_id: i32,
-        next_producer_id: i64,
+        broker_id: BrokerId,
+        next_producer_id: ProducerId,
     },
 }
 
@@ -75,8 +83,8 @@ pub enum MetadataRecord {
 /// applied `broker_epoch + 1` records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRecord {
-    pub broker_id: i32,
-    pub broker_epoch: i64,
+    pub broker_id: BrokerId,
+    pub broker_epoch: BrokerEpoch,
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
@@ -98,18 +106,35 @@ impl BrokerRecord {
     }
 }
 
-/// No leader: the partition is offline.
-pub const NO_LEADER: i32 = -1;
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRecord {
     pub topic_id: Uuid,
+    /// The partition's index within its topic.
     pub partition: i32,
-    pub replicas: Vec<i32>,
-    pub isr: Vec<i32>,
-    pub leader: i32,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+    /// None: no leader, the partition is offline (stored as -1).
+    #[serde(with = "leader_wire")]
+    pub leader: Option<BrokerId>,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+}
+
+/// A partition's leader in serialised records and answers: the broker id,
+/// or -1 for none, as the field was written when it was an integer. Use as
+/// `#[serde(with = "leader_wire")]` on an `Option<BrokerId>`.
+pub mod leader_wire {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use strand_types::BrokerId;
+
+    pub fn serialize<S: Serializer>(leader: &Option<BrokerId>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(BrokerId::to_wire(*leader))
+    }
+
+    /// Any negative id is none, as the wire reads it.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BrokerId>, D::Error> {
+        Ok(BrokerId::from_wire(i32::deserialize(d)?))
+    }
 }
 
 /// Topic config overrides, name -> value.

@@ -15,9 +15,7 @@ use strand_protocol::batch::BatchHeader;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_replication::rules::{self, AckDecision, Acks, FetchOrigin, FetchedPartition};
-use strand_types::{
-    BrokerEpoch, BrokerId, Clock, Offset, ProducerEpoch, ProducerId, TopicPartition,
-};
+use strand_types::{BrokerId, Clock, Offset, ProducerEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
 use crate::msg::{FetchRequest, Msg};
@@ -122,7 +120,7 @@ impl Sim {
                 min_insync_replicas: a.settings.min_insync_replicas,
                 replica_lag_time_max_ms: LAG_TIME_MAX_MS,
             };
-            let eligible = |b: BrokerId| image.is_active(b.get());
+            let eligible = |b: BrokerId| image.is_active(b);
             let follows = r
                 .partition
                 .apply_registration(a.replica.clone(), config, &eligible, me);
@@ -143,7 +141,7 @@ impl Sim {
         if !self.node(id).alive || self.node(id).paused_until > now {
             return Ok(());
         }
-        if self.node(id).broker_epoch < 0 {
+        let Some(registered_epoch) = self.node(id).broker_epoch else {
             if now - self.node(id).last_register >= 300 {
                 let register_id = self.next_id();
                 self.node(id).last_register = now;
@@ -159,15 +157,15 @@ impl Sim {
                 );
             }
             return Ok(());
-        }
+        };
         if now - self.node(id).last_heartbeat >= HEARTBEAT_MS {
             self.node(id).last_heartbeat = now;
-            let (broker_epoch, applied) = (self.node(id).broker_epoch, self.node(id).image.applied);
+            let applied = self.node(id).image.applied;
             self.send(
                 id,
                 CONTROLLER,
                 Msg::Heartbeat {
-                    broker_epoch,
+                    broker_epoch: registered_epoch,
                     applied,
                 },
             );
@@ -215,7 +213,10 @@ impl Sim {
                 }) = p.follower_fetch_state()
                 {
                     let fetch_id = self.next_id();
-                    let broker_epoch = BrokerEpoch::new(self.node(id).broker_epoch);
+                    // Replicas exist only once registered (`Node::started`).
+                    let Some(broker_epoch) = self.node(id).broker_epoch else {
+                        return;
+                    };
                     if let Some(r) = self.node(id).replicas.get_mut(tp) {
                         r.fetch = Some((fetch_id, now));
                     }
@@ -237,7 +238,7 @@ impl Sim {
             }
         }
         let image = self.node(id).image.clone();
-        if let Some(proposal) = p.maybe_shrink_isr(&|b| image.is_active(b.get())) {
+        if let Some(proposal) = p.maybe_shrink_isr(&|b| image.is_active(b)) {
             self.send_alter(id, tp, proposal);
         }
         // An AlterPartition whose answer never came fails as the RPC would
@@ -314,20 +315,19 @@ impl Sim {
         let Some(topic_id) = self.node(id).replicas.get(tp).map(|r| r.partition.topic_id) else {
             return;
         };
-        let req = AlterPartitionRequest {
-            broker_id: id,
-            broker_epoch: self.node(id).broker_epoch,
-            topic_id,
-            partition: tp.partition,
-            leader_epoch: proposal.leader_epoch.get(),
-            partition_epoch: proposal.partition_epoch.get(),
-            new_isr: proposal.new_isr.iter().map(|b| b.get()).collect(),
-            broker_epochs: proposal
-                .broker_epochs
-                .iter()
-                .map(|(b, e)| (b.get(), e.get()))
-                .collect(),
-        };
+        let req = self
+            .node(id)
+            .broker_epoch
+            .map(|broker_epoch| AlterPartitionRequest {
+                broker_id: BrokerId::new(id),
+                broker_epoch,
+                topic_id,
+                partition: tp.partition,
+                leader_epoch: proposal.leader_epoch,
+                partition_epoch: proposal.partition_epoch,
+                new_isr: proposal.new_isr.clone(),
+                broker_epochs: proposal.broker_epochs.clone(),
+            });
         let now = self.now;
         if let Some(r) = self.node(id).replicas.get_mut(tp) {
             r.alters.push((proposal.clone(), now));
@@ -352,8 +352,10 @@ impl Sim {
             Msg::RegisterReply {
                 id: register_id,
                 broker_epoch,
-            } if self.node(id).broker_epoch < 0 && self.node(id).register_id == register_id => {
-                self.node(id).broker_epoch = broker_epoch;
+            } if self.node(id).broker_epoch.is_none()
+                && self.node(id).register_id == register_id =>
+            {
+                self.node(id).broker_epoch = Some(broker_epoch);
                 self.note(format!("broker {id} registered at epoch {broker_epoch}"));
             }
             Msg::Image(image) if image.applied > self.node(id).image.applied => {
@@ -363,11 +365,11 @@ impl Sim {
                 // in the image and unfenced.
                 if !n.started {
                     let epoch = n.broker_epoch;
-                    n.started = epoch >= 0
-                        && n.image
-                            .brokers
-                            .get(&id)
-                            .is_some_and(|b| b.broker_epoch == epoch && !b.fenced);
+                    n.started = n
+                        .image
+                        .brokers
+                        .get(&BrokerId::new(id))
+                        .is_some_and(|b| Some(b.broker_epoch) == epoch && !b.fenced);
                 }
                 if self.node(id).started {
                     self.reconcile(id);
@@ -514,8 +516,8 @@ impl Sim {
             .node(id)
             .image
             .partition(&txn_tp().topic, 0)
-            .map(|p| p.leader)
-            .filter(|l| *l > 0);
+            .and_then(|p| p.leader)
+            .map(BrokerId::get);
         let (Some(coordinator), Some(producer_id), Some(producer_epoch)) = (
             coordinator,
             ProducerId::from_wire(h.producer_id),
@@ -612,8 +614,8 @@ impl Sim {
         let image = self.node(id).image.clone();
         let registered = image
             .brokers
-            .get(&from)
-            .and_then(|b| BrokerEpoch::from_wire(b.broker_epoch));
+            .get(&BrokerId::new(from))
+            .map(|b| b.broker_epoch);
         let mut fetched = FetchedPartition {
             error: None,
             diverging_epoch: None,

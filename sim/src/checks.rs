@@ -128,7 +128,7 @@ impl Sim {
             else {
                 return false;
             };
-            if !lp.is_leader() || lp.leader_epoch().get() != record.leader_epoch {
+            if !lp.is_leader() || lp.leader_epoch() != record.leader_epoch {
                 return false;
             }
             let lo = lp.offsets();

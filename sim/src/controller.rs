@@ -8,19 +8,15 @@ use strand_controller::manager::cluster::{
     HeartbeatRequest,
 };
 use strand_controller::manager::replication::alter_partition;
-use strand_controller::manager::{create_topic, NewTopic};
+use strand_controller::manager::{create_topic, ApiError, NewTopic};
 use strand_metadata::records::MetadataRecord;
+use strand_protocol::ErrorCode;
 use strand_replication::leader::AlterPartitionResult;
-use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch};
+use strand_types::BrokerId;
 use uuid::Uuid;
 
 use crate::msg::Msg;
 use crate::{Sim, CONTROLLER, DATA_PARTITIONS, DATA_TOPIC, SESSION_TIMEOUT_MS, TXN_TOPIC};
-
-/// The image's broker ids (never negative in a registration).
-fn broker_ids(ids: &[i32]) -> Vec<BrokerId> {
-    ids.iter().map(|&id| BrokerId::new(id)).collect()
-}
 
 impl Sim {
     pub(crate) fn apply(&mut self, records: Vec<MetadataRecord>) {
@@ -39,7 +35,11 @@ impl Sim {
                 t.partitions.iter().map(move |p| {
                     format!(
                         "{}-{} leader {} epoch {} isr {:?}",
-                        t.name, p.partition, p.leader, p.leader_epoch, p.isr
+                        t.name,
+                        p.partition,
+                        BrokerId::to_wire(p.leader),
+                        p.leader_epoch,
+                        p.isr
                     )
                 })
             })
@@ -67,7 +67,8 @@ impl Sim {
             SESSION_TIMEOUT_MS,
         );
         self.apply(stale);
-        let all_active = (1..=self.config.brokers).all(|b| self.controller.image.is_active(b));
+        let all_active =
+            (1..=self.config.brokers).all(|b| self.controller.image.is_active(BrokerId::new(b)));
         let topics = [
             (DATA_TOPIC, DATA_PARTITIONS, Uuid::from_u128(1)),
             (TXN_TOPIC, 1, Uuid::from_u128(2)),
@@ -107,7 +108,7 @@ impl Sim {
                 incarnation,
             } => {
                 let req = BrokerRegistrationRequest {
-                    broker_id: from,
+                    broker_id: BrokerId::new(from),
                     incarnation_id: incarnation,
                     host: format!("b{from}"),
                     port: 9092,
@@ -136,11 +137,11 @@ impl Sim {
                 broker_epoch,
                 applied,
             } => {
-                let Some(b) = self.controller.image.brokers.get(&from) else {
+                let Some(b) = self.controller.image.brokers.get(&BrokerId::new(from)) else {
                     return;
                 };
                 let req = HeartbeatRequest {
-                    broker_id: from,
+                    broker_id: BrokerId::new(from),
                     broker_epoch,
                     current_metadata_offset: applied,
                     want_fence: false,
@@ -158,13 +159,20 @@ impl Sim {
                 }
             }
             Msg::AlterPartition(tp, req, proposal) => {
-                let result = match alter_partition(&self.controller.image, &req) {
+                let decision = match req {
+                    Some(req) => alter_partition(&self.controller.image, &req),
+                    None => Err(ApiError::new(
+                        ErrorCode::StaleBrokerEpoch,
+                        format!("No broker epoch given by broker {from}"),
+                    )),
+                };
+                let result = match decision {
                     Ok((records, state)) => {
                         self.apply(records);
                         AlterPartitionResult::Ok {
-                            leader_epoch: LeaderEpoch::new(state.leader_epoch),
-                            partition_epoch: PartitionEpoch::new(state.partition_epoch),
-                            isr: broker_ids(&state.isr),
+                            leader_epoch: state.leader_epoch,
+                            partition_epoch: state.partition_epoch,
+                            isr: state.isr,
                         }
                     }
                     Err(e) => AlterPartitionResult::Err(e.code),

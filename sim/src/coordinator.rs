@@ -15,7 +15,7 @@ use strand_replication::rules::Acks;
 use strand_txn::coordinator::TxnState;
 use strand_txn::shard::{Answer, Effect, MarkersOutcome, Reply, ShardConfig, TxnShard, WriteId};
 use strand_txn::txn_log;
-use strand_types::{ProducerEpoch, ProducerId, TopicPartition};
+use strand_types::{BrokerId, ProducerEpoch, ProducerId, TopicPartition};
 
 use crate::msg::{Instance, Msg};
 use crate::state::{MarkerJob, ShardHost, ShardWaiter, Waiter};
@@ -506,11 +506,12 @@ impl Sim {
                     None => {
                         job.remaining.remove(&tp);
                     }
-                    Some(p) if p.leader > 0 => {
+                    Some(p) if p.leader.is_some() => {
+                        let leader = BrokerId::to_wire(p.leader);
                         self.next_id += 1;
                         let req = self.next_id;
                         job.in_flight.insert(req, (tp.clone(), now));
-                        sends.push((p.leader, req, tp, job.markers.clone()));
+                        sends.push((leader, req, tp, job.markers.clone()));
                     }
                     Some(_) => {} // Leaderless for now.
                 }

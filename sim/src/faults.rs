@@ -136,7 +136,7 @@ impl Sim {
         let n = self.node(id);
         n.alive = true;
         n.incarnation += 1 << 8;
-        n.broker_epoch = -1;
+        n.broker_epoch = None;
         n.started = false;
         n.last_register = i64::MIN / 2;
         n.image = Arc::new(MetadataImage::default());

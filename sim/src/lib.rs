@@ -68,7 +68,9 @@ use strand_log::storage::MemStorage;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::MetadataRecord;
 use strand_partition::log_dir_failure::LogDirFailures;
-use strand_types::{Clock, LeaderEpoch, ManualClock, ProducerEpoch, ProducerId, TopicPartition};
+use strand_types::{
+    BrokerId, Clock, LeaderEpoch, ManualClock, ProducerEpoch, ProducerId, TopicPartition,
+};
 
 use msg::{Instance, Msg};
 use state::{ClientTxn, Node, TxnClient};
@@ -304,7 +306,7 @@ impl Sim {
                 alive: true,
                 paused_until: 0,
                 incarnation: u128::from(seed) << 32 | id as u128,
-                broker_epoch: -1,
+                broker_epoch: None,
                 last_register: i64::MIN / 2,
                 register_id: 0,
                 last_heartbeat: i64::MIN / 2,
@@ -326,7 +328,7 @@ impl Sim {
             image,
             heartbeats: BrokerHeartbeats::default(),
             config: ControllerConfig {
-                node_id: CONTROLLER,
+                node_id: BrokerId::new(CONTROLLER),
                 num_partitions: 1,
                 default_replication_factor: 3,
                 producer_id_block_size: 1000,
@@ -498,7 +500,7 @@ impl Sim {
         self.controller
             .image
             .partition(&tp.topic, tp.partition)
-            .map(|p| p.leader)
-            .filter(|l| *l > 0)
+            .and_then(|p| p.leader)
+            .map(BrokerId::get)
     }
 }

@@ -10,7 +10,9 @@ use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal};
 use strand_replication::rules::FetchedPartition;
-use strand_types::{BrokerEpoch, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition};
+use strand_types::{
+    BrokerEpoch, BrokerId, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition,
+};
 use uuid::Uuid;
 
 /// A follower's fetch of one partition.
@@ -35,14 +37,16 @@ pub enum Msg {
     },
     RegisterReply {
         id: u64,
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
     },
     Heartbeat {
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
         applied: u64,
     },
     Image(Arc<MetadataImage>),
-    AlterPartition(TopicPartition, AlterPartitionRequest, IsrProposal),
+    /// `None` inside: sent by a process not registered (the controller
+    /// answers STALE_BROKER_EPOCH).
+    AlterPartition(TopicPartition, Option<AlterPartitionRequest>, IsrProposal),
     AlterPartitionReply(TopicPartition, IsrProposal, AlterPartitionResult),
     Fetch(TopicPartition, FetchRequest),
     FetchReply {
@@ -127,7 +131,11 @@ impl Msg {
                         t.partitions.iter().map(move |p| {
                             format!(
                                 "{}-{} l{} e{} isr{:?}",
-                                t.name, p.partition, p.leader, p.leader_epoch, p.isr
+                                t.name,
+                                p.partition,
+                                BrokerId::to_wire(p.leader),
+                                p.leader_epoch,
+                                p.isr
                             )
                         })
                     })

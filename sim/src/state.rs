@@ -9,7 +9,7 @@ use strand_partition::log_dir_failure::LogDirFailures;
 use strand_partition::Partition;
 use strand_replication::leader::IsrProposal;
 use strand_txn::shard::{Markers, TxnShard, WriteId};
-use strand_types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition};
+use strand_types::{BrokerEpoch, LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
 use crate::msg::Instance;
@@ -103,7 +103,8 @@ pub struct Node {
     pub alive: bool,
     pub paused_until: i64,
     pub incarnation: u128,
-    pub broker_epoch: i64,
+    /// `None` until this incarnation is registered.
+    pub broker_epoch: Option<BrokerEpoch>,
     pub last_register: i64,
     /// The registration request waiting for its answer.
     pub register_id: u64,

@@ -4,6 +4,11 @@
 //! rather than Kafka's `-1`. Conversion to and from the wire integer happens at
 //! the protocol edge: [`Offset::from_wire`] reads a field whose negative values
 //! mean "none", [`Offset::to_wire`] writes an `Option` back as `-1`.
+//!
+//! With the `serde` feature each newtype serialises as its bare integer
+//! (`#[serde(transparent)]`), so a serialised record keeps the bytes it had
+//! when the field was an integer. Deserialising does not check the sign, as
+//! the integer field did not: a value is only as valid as what was written.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,6 +17,11 @@ macro_rules! wire_newtype {
     ($(#[$doc:meta])* $name:ident($int:ty)) => {
         $(#[$doc])*
         #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[cfg_attr(
+            feature = "serde",
+            derive(serde::Serialize, serde::Deserialize),
+            serde(transparent)
+        )]
         #[repr(transparent)]
         pub struct $name($int);
 

@@ -41,10 +41,9 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
     // A follower names itself and its broker epoch in ReplicaState (v15+,
     // KIP-903); the image must register it at that epoch.
     let claimed = &req.replica_state;
-    let registered = image
-        .brokers
-        .get(&claimed.replica_id.0)
-        .and_then(|b| BrokerEpoch::from_wire(b.broker_epoch));
+    let registered = BrokerId::from_wire(claimed.replica_id.0)
+        .and_then(|id| image.brokers.get(&id))
+        .map(|b| b.broker_epoch);
     let claimed_epoch = BrokerEpoch::from_wire(claimed.replica_epoch);
     let follower = match rules::fetch_origin(
         version,

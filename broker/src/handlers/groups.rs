@@ -145,15 +145,14 @@ async fn coordinator_for(
     let image = broker.image();
     let leader = image
         .partition(topic, index)
-        .map(|p| p.leader)
-        .filter(|l| *l >= 0)
+        .and_then(|p| p.leader)
         .ok_or(ErrorCode::CoordinatorNotAvailable)?;
     let b = image
         .brokers
         .get(&leader)
         .filter(|b| b.is_active())
         .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-    Ok((leader, b.host.clone(), b.port as i32))
+    Ok((leader.get(), b.host.clone(), b.port as i32))
 }
 
 pub async fn find_coordinator(
@@ -221,7 +220,7 @@ async fn group_entry(
                     OFFSETS_TOPIC,
                     GroupCoordinator::partition_for(group, partitions),
                 )
-                .is_some_and(|p| p.leader == broker.node_id()) =>
+                .is_some_and(|p| p.leader == Some(broker.node_id())) =>
         {
             Err(ErrorCode::CoordinatorLoadInProgress)
         }

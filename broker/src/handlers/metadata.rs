@@ -20,6 +20,11 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
+/// A broker id as the response writes it.
+fn wire(id: strand_types::BrokerId) -> BrokerId {
+    BrokerId(id.get())
+}
+
 fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
     let Some(t) = image.topics.get(name) else {
         return MetadataResponseTopic::default()
@@ -34,10 +39,10 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
                 .replicas
                 .iter()
                 .filter(|r| !image.brokers.contains_key(r))
-                .map(|r| BrokerId(*r))
+                .map(|&r| wire(r))
                 .collect();
             // No leader (every ISR member fenced): clients retry later.
-            let error = if p.leader < 0 {
+            let error = if p.leader.is_none() {
                 ErrorCode::LeaderNotAvailable.code()
             } else {
                 0
@@ -45,10 +50,10 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
             MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_partition_index(p.partition)
-                .with_leader_id(BrokerId(p.leader))
-                .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
-                .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+                .with_leader_id(BrokerId(strand_types::BrokerId::to_wire(p.leader)))
+                .with_leader_epoch(p.leader_epoch.get())
+                .with_replica_nodes(p.replicas.iter().map(|&r| wire(r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&r| wire(r)).collect())
                 .with_offline_replicas(offline)
         })
         .collect();
@@ -132,7 +137,7 @@ pub async fn handle(
         .filter(|b| !b.fenced)
         .map(|b| {
             MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.broker_id))
+                .with_node_id(wire(b.broker_id))
                 .with_host(s(&b.host))
                 .with_port(b.port as i32)
                 .with_rack(b.rack.as_deref().map(s))
@@ -141,7 +146,7 @@ pub async fn handle(
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(s(&image.cluster_id)))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(wire(broker.node_id()))
         .with_topics(topics)
 }
 
@@ -156,7 +161,7 @@ pub fn describe_cluster(
         .filter(|b| !b.fenced)
         .map(|b| {
             DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(b.broker_id))
+                .with_broker_id(wire(b.broker_id))
                 .with_host(s(&b.host))
                 .with_port(b.port as i32)
                 .with_rack(b.rack.as_deref().map(s))
@@ -164,7 +169,7 @@ pub fn describe_cluster(
         .collect();
     DescribeClusterResponse::default()
         .with_cluster_id(s(&image.cluster_id))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(wire(broker.node_id()))
         .with_endpoint_type(1)
         .with_brokers(brokers)
 }

@@ -52,7 +52,7 @@ async fn host(node: &Node, id: &str, create: bool) -> Result<Arc<ShardHost>, Err
             if broker
                 .image()
                 .partition(TXN_TOPIC, TxnCoordinator::partition_for(id, partitions))
-                .is_some_and(|p| p.leader == broker.node_id()) =>
+                .is_some_and(|p| p.leader == Some(broker.node_id())) =>
         {
             Err(ErrorCode::CoordinatorLoadInProgress)
         }

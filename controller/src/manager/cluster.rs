@@ -30,6 +30,7 @@ pub use strand_metadata::controller_api::{
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{BrokerRecord, MetadataRecord};
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId};
 
 /// What the controller remembers of one broker's heartbeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub struct BrokerSession {
 /// Soft state: the active controller's record of broker heartbeats.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerHeartbeats {
-    sessions: BTreeMap<i32, BrokerSession>,
+    sessions: BTreeMap<BrokerId, BrokerSession>,
 }
 
 impl BrokerHeartbeats {
@@ -82,11 +83,11 @@ impl BrokerHeartbeats {
     /// Forgets a broker's session: its process is known to be gone (the
     /// broker of a combined node whose controller just restarted), so a new
     /// incarnation may register at once instead of after the session timeout.
-    pub fn forget(&mut self, broker_id: i32) {
+    pub fn forget(&mut self, broker_id: BrokerId) {
         self.sessions.remove(&broker_id);
     }
 
-    pub fn session(&self, broker_id: i32) -> Option<&BrokerSession> {
+    pub fn session(&self, broker_id: BrokerId) -> Option<&BrokerSession> {
         self.sessions.get(&broker_id)
     }
 
@@ -94,7 +95,7 @@ impl BrokerHeartbeats {
     pub fn has_valid_session(
         &self,
         image: &MetadataImage,
-        broker_id: i32,
+        broker_id: BrokerId,
         now_ms: u64,
         session_timeout_ms: u64,
     ) -> bool {
@@ -141,7 +142,7 @@ impl BrokerHeartbeats {
 /// records applied) to have seen its own registration: the caught-up
 /// threshold `heartbeat` takes.
 pub fn caught_up_offset(broker: &BrokerRecord) -> u64 {
-    u64::try_from(broker.broker_epoch).unwrap_or(0) + 1
+    u64::try_from(broker.broker_epoch.get()).unwrap_or(0) + 1
 }
 
 /// Registers a broker, fenced, under a new broker epoch: the registration
@@ -150,17 +151,19 @@ pub fn caught_up_offset(broker: &BrokerRecord) -> u64 {
 /// and the epoch.
 ///
 /// A different incarnation while the previous one's session is live is a
-/// DUPLICATE_BROKER_REGISTRATION. Re-registering a broker that is not fenced
-/// first moves it out of ISRs and leaderships, as fencing would: a new
-/// registration means a restarted (or retried) broker that must catch up.
+/// DUPLICATE_BROKER_REGISTRATION. A negative broker id (only a request read
+/// from the controller RPC can carry one) is INVALID_REQUEST. Re-registering
+/// a broker that is not fenced first moves it out of ISRs and leaderships,
+/// as fencing would: a new registration means a restarted (or retried)
+/// broker that must catch up.
 pub fn register_broker(
     image: &MetadataImage,
     heartbeats: &mut BrokerHeartbeats,
     req: &BrokerRegistrationRequest,
     now_ms: u64,
     session_timeout_ms: u64,
-) -> Result<(Vec<MetadataRecord>, i64), ApiError> {
-    if req.broker_id < 0 {
+) -> Result<(Vec<MetadataRecord>, BrokerEpoch), ApiError> {
+    if req.broker_id.get() < 0 {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
             format!("Invalid broker id {}", req.broker_id),
@@ -182,7 +185,8 @@ pub fn register_broker(
         }
     }
     let position = image.applied as i64 + records.len() as i64;
-    let broker_epoch = position.max(existing.map_or(0, |b| b.broker_epoch + 1));
+    let broker_epoch =
+        BrokerEpoch::new(position.max(existing.map_or(0, |b| b.broker_epoch.get() + 1)));
     records.push(MetadataRecord::RegisterBroker(BrokerRecord {
         broker_id: req.broker_id,
         broker_epoch,
@@ -334,7 +338,7 @@ pub fn fence_stale_brokers(
     now_ms: u64,
     session_timeout_ms: u64,
 ) -> Vec<MetadataRecord> {
-    let stale: Vec<i32> = image
+    let stale: Vec<BrokerId> = image
         .brokers
         .values()
         .filter(|b| !b.fenced)
@@ -366,14 +370,16 @@ pub fn fence_stale_brokers(
 #[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
-    use crate::manager::testutil::{add_topic, apply_all};
+    use crate::manager::testutil::{add_topic, apply_all, b, be, ids, wire};
     use uuid::Uuid;
 
     const TIMEOUT: u64 = 9000;
 
+    /// A registration of broker `id` (any integer, as read from the
+    /// controller RPC).
     fn req(id: i32, inc: u128) -> BrokerRegistrationRequest {
         BrokerRegistrationRequest {
-            broker_id: id,
+            broker_id: wire(id.into()),
             incarnation_id: Uuid::from_u128(inc),
             host: "h".into(),
             port: 9092,
@@ -383,13 +389,13 @@ mod tests {
 
     fn hb(
         id: i32,
-        epoch: i64,
+        epoch: BrokerEpoch,
         offset: u64,
         want_fence: bool,
         want_shutdown: bool,
     ) -> HeartbeatRequest {
         HeartbeatRequest {
-            broker_id: id,
+            broker_id: b(id),
             broker_epoch: epoch,
             current_metadata_offset: offset,
             want_fence,
@@ -398,7 +404,11 @@ mod tests {
     }
 
     /// Registers and unfences brokers; returns their epochs.
-    fn cluster(img: &mut MetadataImage, hbs: &mut BrokerHeartbeats, ids: &[i32]) -> Vec<i64> {
+    fn cluster(
+        img: &mut MetadataImage,
+        hbs: &mut BrokerHeartbeats,
+        ids: &[i32],
+    ) -> Vec<BrokerEpoch> {
         let mut epochs = vec![];
         for &id in ids {
             let (recs, epoch) =
@@ -408,7 +418,7 @@ mod tests {
                 img,
                 hbs,
                 &hb(id, epoch, img.applied, false, false),
-                caught_up_offset(&img.brokers[&id]),
+                caught_up_offset(&img.brokers[&b(id)]),
                 0,
             )
             .unwrap();
@@ -440,14 +450,18 @@ mod tests {
             ("bad id", req(-1, 1), 200, Err(ErrorCode::InvalidRequest)),
             ("other broker", req(2, 20), 200, Ok(())),
         ];
-        let mut last_epoch = -1;
+        let mut last_epoch = None;
         for (what, r, now, want) in steps {
             match register_broker(&img, &mut hbs, &r, now, TIMEOUT) {
                 Ok((recs, epoch)) => {
                     assert_eq!(want, Ok(()), "{what}");
-                    assert!(epoch > last_epoch, "{what}: epochs grow");
-                    assert_eq!(epoch, img.applied as i64 + recs.len() as i64 - 1, "{what}");
-                    last_epoch = epoch;
+                    assert!(Some(epoch) > last_epoch, "{what}: epochs grow");
+                    assert_eq!(
+                        epoch,
+                        be(img.applied as i64 + recs.len() as i64 - 1),
+                        "{what}"
+                    );
+                    last_epoch = Some(epoch);
                     apply_all(&mut img, &recs);
                     let b = &img.brokers[&r.broker_id];
                     assert!(b.fenced && !b.in_controlled_shutdown, "{what}");
@@ -460,17 +474,17 @@ mod tests {
             }
         }
         // Unfence 1: a live session now blocks a new incarnation until it expires.
-        let e1 = img.brokers[&1].broker_epoch;
+        let e1 = img.brokers[&b(1)].broker_epoch;
         let (recs, _) = heartbeat(
             &img,
             &mut hbs,
             &hb(1, e1, img.applied, false, false),
-            caught_up_offset(&img.brokers[&1]),
+            caught_up_offset(&img.brokers[&b(1)]),
             1000,
         )
         .unwrap();
         apply_all(&mut img, &recs);
-        assert!(!img.brokers[&1].fenced);
+        assert!(!img.brokers[&b(1)].fenced);
         let cases = [
             (
                 req(1, 12),
@@ -497,22 +511,22 @@ mod tests {
         let (recs, epoch) = register_broker(&img, &mut hbs, &req(1, 99), 100_000, TIMEOUT).unwrap();
         assert_eq!(recs.len(), 3);
         apply_all(&mut img, &recs);
-        assert_eq!(img.brokers[&1].broker_epoch, epoch);
+        assert_eq!(img.brokers[&b(1)].broker_epoch, epoch);
         let p = &img.topics["t"].partitions;
-        assert_eq!((p[0].leader, &p[0].isr[..]), (2, &[2][..]));
-        assert_eq!((p[1].leader, &p[1].isr[..]), (-1, &[1][..]));
+        assert_eq!((p[0].leader, &p[0].isr[..]), (Some(b(2)), &[b(2)][..]));
+        assert_eq!((p[1].leader, &p[1].isr[..]), (None, &[b(1)][..]));
         // Caught up: unfenced, and it leads its offline partition again.
         let (recs, reply) = heartbeat(
             &img,
             &mut hbs,
             &hb(1, epoch, img.applied, false, false),
-            caught_up_offset(&img.brokers[&1]),
+            caught_up_offset(&img.brokers[&b(1)]),
             100_001,
         )
         .unwrap();
         assert!(reply.is_caught_up && !reply.is_fenced);
         apply_all(&mut img, &recs);
-        assert_eq!(img.topics["t"].partitions[1].leader, 1);
+        assert_eq!(img.topics["t"].partitions[1].leader, Some(b(1)));
     }
 
     /// One heartbeat from a broker in a given state: (state setup, want_fence,
@@ -548,18 +562,24 @@ mod tests {
             if leads {
                 add_topic(&mut img, "t", &[(&[1, 2], &[1, 2], 1)]);
             }
-            let e = img.brokers[&1].broker_epoch;
+            let e = img.brokers[&b(1)].broker_epoch;
             let setup = match start {
-                Fenced => handle_broker_fenced(&img, 1),
+                Fenced => handle_broker_fenced(&img, b(1)),
                 Unfenced => vec![],
-                Shutting => handle_controlled_shutdown(&img, 1),
+                Shutting => handle_controlled_shutdown(&img, b(1)),
             };
             apply_all(&mut img, &setup);
             // Broker 2 has applied everything.
             let (recs, _) = heartbeat(
                 &img,
                 &mut hbs,
-                &hb(2, img.brokers[&2].broker_epoch, img.applied, false, false),
+                &hb(
+                    2,
+                    img.brokers[&b(2)].broker_epoch,
+                    img.applied,
+                    false,
+                    false,
+                ),
                 0,
                 5,
             )
@@ -570,7 +590,7 @@ mod tests {
                 &img,
                 &mut hbs,
                 &hb(1, e, offset, want_fence, want_shutdown),
-                caught_up_offset(&img.brokers[&1]),
+                caught_up_offset(&img.brokers[&b(1)]),
                 10,
             )
             .unwrap();
@@ -585,15 +605,18 @@ mod tests {
                 "case {i} {start:?}"
             );
             apply_all(&mut img, &recs);
-            let b = &img.brokers[&1];
-            assert_eq!(b.fenced, want.0, "case {i} image fenced");
-            if !b.fenced {
-                assert_eq!(b.in_controlled_shutdown, want.1, "case {i} image shutdown");
+            let broker = &img.brokers[&b(1)];
+            assert_eq!(broker.fenced, want.0, "case {i} image fenced");
+            if !broker.fenced {
+                assert_eq!(
+                    broker.in_controlled_shutdown, want.1,
+                    "case {i} image shutdown"
+                );
             }
             if want.0 || want.1 {
-                assert!(!has_leaderships(&img, 1), "case {i}");
+                assert!(!has_leaderships(&img, b(1)), "case {i}");
             }
-            assert_eq!(hbs.session(1).unwrap().last_contact_ms, 10);
+            assert_eq!(hbs.session(b(1)).unwrap().last_contact_ms, 10);
         }
     }
 
@@ -604,8 +627,16 @@ mod tests {
         let e = cluster(&mut img, &mut hbs, &[1])[0];
         let cases = [
             (hb(7, e, 0, false, false), ErrorCode::BrokerIdNotRegistered),
-            (hb(1, e - 1, 0, false, false), ErrorCode::StaleBrokerEpoch),
-            (hb(1, e + 1, 0, false, false), ErrorCode::StaleBrokerEpoch),
+            // The broker's epoch is 0 here: one below is -1, as the
+            // controller RPC may carry it.
+            (
+                hb(1, wire(e.get() - 1), 0, false, false),
+                ErrorCode::StaleBrokerEpoch,
+            ),
+            (
+                hb(1, be(e.get() + 1), 0, false, false),
+                ErrorCode::StaleBrokerEpoch,
+            ),
         ];
         for (r, code) in cases {
             assert_eq!(heartbeat(&img, &mut hbs, &r, 0, 0).unwrap_err().code, code);
@@ -624,7 +655,7 @@ mod tests {
             heartbeat(&img, &mut hbs, &hb(1, e[0], img.applied, false, true), 0, 1).unwrap();
         assert!(reply.in_controlled_shutdown && !reply.should_shutdown);
         apply_all(&mut img, &recs);
-        assert_eq!(img.topics["t"].partitions[0].leader, 2);
+        assert_eq!(img.topics["t"].partitions[0].leader, Some(b(2)));
         let moved_at = img.applied;
         // Broker 2 lags behind the move: 1 must wait.
         heartbeat(
@@ -644,7 +675,7 @@ mod tests {
             heartbeat(&img, &mut hbs, &hb(1, e[0], moved_at, false, true), 0, 5).unwrap();
         assert!(reply.should_shutdown && reply.is_fenced);
         apply_all(&mut img, &recs);
-        assert!(img.brokers[&1].fenced);
+        assert!(img.brokers[&b(1)].fenced);
     }
 
     /// (last contacts of brokers 1..=3, now) -> fenced brokers.
@@ -678,16 +709,16 @@ mod tests {
             }
             let recs = fence_stale_brokers(&img, &hbs, *now, TIMEOUT);
             apply_all(&mut img, &recs);
-            let fenced: Vec<i32> = img
+            let fenced: Vec<BrokerId> = img
                 .brokers
                 .values()
                 .filter(|b| b.fenced)
                 .map(|b| b.broker_id)
                 .collect();
-            assert_eq!(&fenced[..], *want, "case {i}");
+            assert_eq!(fenced, ids(want), "case {i}");
             for p in &img.topics["t"].partitions {
                 assert!(
-                    p.leader == -1 || !want.contains(&p.leader),
+                    p.leader.is_none_or(|l| !want.contains(&l.get())),
                     "case {i}: {p:?}"
                 );
                 assert!(!p.isr.is_empty());
@@ -706,7 +737,7 @@ mod tests {
         cluster(&mut img, &mut hbs, &[1, 2]);
         let rebuilt = BrokerHeartbeats::rebuild(&img, 50_000);
         assert!(fence_stale_brokers(&img, &rebuilt, 50_000 + TIMEOUT, TIMEOUT).is_empty());
-        assert!(rebuilt.has_valid_session(&img, 1, 50_000 + TIMEOUT, TIMEOUT));
+        assert!(rebuilt.has_valid_session(&img, b(1), 50_000 + TIMEOUT, TIMEOUT));
         assert_eq!(
             fence_stale_brokers(&img, &rebuilt, 50_001 + TIMEOUT, TIMEOUT).len(),
             2
@@ -772,6 +803,6 @@ mod tests {
         assert!(fence_stale_brokers(&img, &hbs, 1_000 + stalled + TIMEOUT, TIMEOUT).is_empty());
         let recs = fence_stale_brokers(&img, &hbs, 1_001 + stalled + TIMEOUT, TIMEOUT);
         apply_all(&mut img, &recs);
-        assert!(img.brokers[&2].fenced && !img.brokers[&1].fenced);
+        assert!(img.brokers[&b(2)].fenced && !img.brokers[&b(1)].fenced);
     }
 }

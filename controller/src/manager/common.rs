@@ -3,11 +3,13 @@
 
 pub use strand_metadata::controller_api::ApiError;
 use strand_protocol::ErrorCode;
+use strand_types::BrokerId;
 
 /// Controller settings that decisions depend on.
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
-    pub node_id: i32,
+    /// This node's `node.id`: on a combined node, its broker's id too.
+    pub node_id: BrokerId,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
     /// Producer ids handed to a broker per AllocateProducerIds.

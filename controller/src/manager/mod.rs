@@ -45,11 +45,30 @@ pub(crate) mod testutil {
     use super::ControllerConfig;
     use strand_metadata::image::MetadataImage;
     use strand_metadata::records::{BrokerRecord, MetadataRecord, PartitionRecord};
+    use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch};
     use uuid::Uuid;
+
+    pub fn b(id: i32) -> BrokerId {
+        BrokerId::new(id)
+    }
+
+    pub fn ids(v: &[i32]) -> Vec<BrokerId> {
+        v.iter().copied().map(b).collect()
+    }
+
+    pub fn be(epoch: i64) -> BrokerEpoch {
+        BrokerEpoch::new(epoch)
+    }
+
+    /// An id or epoch as a request read from the controller RPC may carry
+    /// it: any integer, a negative one too (serde does not check the sign).
+    pub fn wire<T: serde::de::DeserializeOwned>(v: i64) -> T {
+        serde_json::from_str(&v.to_string()).expect("an integer reads as an id or epoch")
+    }
 
     pub fn cfg() -> ControllerConfig {
         ControllerConfig {
-            node_id: 1,
+            node_id: b(1),
             num_partitions: 4,
             default_replication_factor: 1,
             producer_id_block_size: 1000,
@@ -59,8 +78,8 @@ pub(crate) mod testutil {
 
     pub fn broker(id: i32, rack: Option<&str>, fenced: bool) -> BrokerRecord {
         BrokerRecord {
-            broker_id: id,
-            broker_epoch: 100 + id as i64,
+            broker_id: b(id),
+            broker_epoch: be(100 + id as i64),
             host: "127.0.0.1".into(),
             port: 9092,
             rack: rack.map(String::from),
@@ -89,7 +108,8 @@ pub(crate) mod testutil {
         Uuid::from_u128(name.bytes().fold(7u128, |h, b| h * 31 + b as u128))
     }
 
-    /// Adds topic `name` with the given (replicas, isr, leader) partitions, all epochs 0.
+    /// Adds topic `name` with the given (replicas, isr, leader) partitions, all
+    /// epochs 0; a leader of -1 is none, as the wire writes it.
     pub fn add_topic(img: &mut MetadataImage, name: &str, parts: &[(&[i32], &[i32], i32)]) {
         let id = topic_id(name);
         img.apply(&MetadataRecord::Topic {
@@ -100,11 +120,11 @@ pub(crate) mod testutil {
             img.apply(&MetadataRecord::Partition(PartitionRecord {
                 topic_id: id,
                 partition: i as i32,
-                replicas: replicas.to_vec(),
-                isr: isr.to_vec(),
-                leader: *leader,
-                leader_epoch: 0,
-                partition_epoch: 0,
+                replicas: ids(replicas),
+                isr: ids(isr),
+                leader: BrokerId::from_wire(*leader),
+                leader_epoch: LeaderEpoch::ZERO,
+                partition_epoch: PartitionEpoch::ZERO,
             }));
         }
     }

@@ -15,11 +15,12 @@ use super::common::ApiError;
 use std::collections::BTreeMap;
 use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
+use strand_types::BrokerId;
 
 /// A broker replicas may be placed on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsableBroker {
-    pub id: i32,
+    pub id: BrokerId,
     pub rack: Option<String>,
     pub fenced: bool,
 }
@@ -49,7 +50,7 @@ pub fn place(
     partitions: i32,
     replication_factor: i16,
     start: usize,
-) -> Result<Vec<Vec<i32>>, ApiError> {
+) -> Result<Vec<Vec<BrokerId>>, ApiError> {
     place_on(
         &usable_brokers(image),
         partitions,
@@ -85,7 +86,7 @@ pub fn place_on(
     partitions: i32,
     replication_factor: i16,
     start: usize,
-) -> Result<Vec<Vec<i32>>, ApiError> {
+) -> Result<Vec<Vec<BrokerId>>, ApiError> {
     if replication_factor <= 0 {
         return Err(invalid_rf(format!(
             "Invalid replication factor {replication_factor}: the replication factor must be positive."
@@ -144,11 +145,14 @@ fn invalid_assignment(msg: String) -> ApiError {
 
 /// Kafka's checks on one manual partition assignment: not empty, registered
 /// brokers only, no broker twice, and `replication_factor` replicas if given.
+/// `replicas` are the request's broker ids as the wire carries them (a
+/// negative one is not registered); once valid, they are returned as
+/// `BrokerId`s.
 pub fn validate_manual_assignment(
     image: &MetadataImage,
     replicas: &[i32],
     replication_factor: Option<usize>,
-) -> Result<(), ApiError> {
+) -> Result<Vec<BrokerId>, ApiError> {
     if replicas.is_empty() {
         return Err(invalid_assignment(
             "The manual partition assignment includes an empty replica list.".into(),
@@ -157,7 +161,7 @@ pub fn validate_manual_assignment(
     let mut sorted = replicas.to_vec();
     sorted.sort();
     for (i, b) in sorted.iter().enumerate() {
-        if !image.brokers.contains_key(b) {
+        if !BrokerId::from_wire(*b).is_some_and(|id| image.brokers.contains_key(&id)) {
             return Err(invalid_assignment(format!("The manual partition assignment includes broker {b}, but no such broker is registered.")));
         }
         if i > 0 && sorted[i - 1] == *b {
@@ -171,7 +175,10 @@ pub fn validate_manual_assignment(
             return Err(invalid_assignment(format!("The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", replicas.len())));
         }
     }
-    Ok(())
+    Ok(replicas
+        .iter()
+        .map(|&r| BrokerId::from_wire(r).expect("checked above: a registered broker's id"))
+        .collect())
 }
 
 /// Validates the manual assignments of partitions `first..`: ids consecutive
@@ -183,7 +190,7 @@ pub fn validate_assignments(
     assignments: &[(i32, Vec<i32>)],
     first: i32,
     replication_factor: Option<usize>,
-) -> Result<Vec<Vec<i32>>, ApiError> {
+) -> Result<Vec<Vec<BrokerId>>, ApiError> {
     let mut sorted: Vec<_> = assignments.to_vec();
     sorted.sort_by_key(|(p, _)| *p);
     let mut rf = replication_factor;
@@ -194,7 +201,7 @@ pub fn validate_assignments(
                 "Partitions should be a consecutive 0-based integer sequence".into(),
             ));
         }
-        validate_manual_assignment(image, &replicas, rf)?;
+        let replicas = validate_manual_assignment(image, &replicas, rf)?;
         rf = Some(replicas.len());
         out.push(replicas);
     }
@@ -205,7 +212,7 @@ pub fn validate_assignments(
 #[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
-    use crate::manager::testutil::{apply_all, broker, image_with_brokers};
+    use crate::manager::testutil::{apply_all, b, be, broker, ids, image_with_brokers};
     use std::collections::BTreeSet;
     use strand_metadata::records::MetadataRecord;
 
@@ -213,7 +220,7 @@ mod tests {
     fn brokers(spec: &[(i32, Option<&str>, bool)]) -> Vec<UsableBroker> {
         spec.iter()
             .map(|(id, rack, fenced)| UsableBroker {
-                id: *id,
+                id: b(*id),
                 rack: rack.map(String::from),
                 fenced: *fenced,
             })
@@ -267,6 +274,7 @@ mod tests {
             (&fenced_first, 2, 3, 0, vec![vec![2, 3, 1], vec![3, 2, 1]]),
         ];
         for (i, (spec, parts, rf, start, want)) in cases.into_iter().enumerate() {
+            let want: Vec<Vec<BrokerId>> = want.iter().map(|r| ids(r)).collect();
             assert_eq!(
                 place_on(&brokers(spec), parts, rf, start).unwrap(),
                 want,
@@ -300,7 +308,7 @@ mod tests {
                 for fenced in 0..n.min(3) {
                     let spec: Vec<UsableBroker> = (0..n)
                         .map(|i| UsableBroker {
-                            id: 10 + i as i32,
+                            id: b(10 + i as i32),
                             rack: if nracks == 0 {
                                 None
                             } else {
@@ -351,8 +359,8 @@ mod tests {
             &[
                 MetadataRecord::RegisterBroker(broker(3, Some("r"), true)),
                 MetadataRecord::BrokerControlledShutdown {
-                    broker_id: 2,
-                    broker_epoch: 102,
+                    broker_id: b(2),
+                    broker_epoch: be(102),
                 },
             ],
         );
@@ -360,12 +368,12 @@ mod tests {
             usable_brokers(&img),
             vec![
                 UsableBroker {
-                    id: 1,
+                    id: b(1),
                     rack: None,
                     fenced: false
                 },
                 UsableBroker {
-                    id: 3,
+                    id: b(3),
                     rack: Some("r".into()),
                     fenced: true
                 },
@@ -407,6 +415,14 @@ mod tests {
                 None,
                 Err(ErrorCode::InvalidReplicaAssignment),
             ),
+            // The request's ids are any integers: a negative one is no
+            // registered broker.
+            (
+                vec![(0, vec![1, -1])],
+                0,
+                None,
+                Err(ErrorCode::InvalidReplicaAssignment),
+            ),
             (
                 vec![(0, vec![1]), (1, vec![1, 2])],
                 0,
@@ -433,11 +449,18 @@ mod tests {
             ),
         ];
         for (i, (a, first, rf, want)) in cases.into_iter().enumerate() {
+            let want = want.map(|sets| sets.iter().map(|r| ids(r)).collect::<Vec<_>>());
             assert_eq!(
                 validate_assignments(&img, &a, first, rf).map_err(|e| e.code),
                 want,
                 "case {i}"
             );
         }
+        assert_eq!(
+            validate_manual_assignment(&img, &[2, -1], None)
+                .unwrap_err()
+                .message,
+            "The manual partition assignment includes broker -1, but no such broker is registered."
+        );
     }
 }

@@ -8,6 +8,7 @@ use super::common::{ApiError, ControllerConfig};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::MetadataRecord;
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerEpoch, BrokerId, ProducerId};
 
 /// The next block for `broker_id`: `(first id, size)`. With `broker_epoch`
 /// given (a broker's AllocateProducerIds request), the broker must be
@@ -16,9 +17,9 @@ use strand_protocol::ErrorCode;
 pub fn allocate_producer_ids(
     image: &MetadataImage,
     cfg: &ControllerConfig,
-    broker_id: i32,
-    broker_epoch: Option<i64>,
-) -> Result<(Vec<MetadataRecord>, (i64, i64)), ApiError> {
+    broker_id: BrokerId,
+    broker_epoch: Option<BrokerEpoch>,
+) -> Result<(Vec<MetadataRecord>, (ProducerId, i64)), ApiError> {
     if let Some(epoch) = broker_epoch {
         match image.brokers.get(&broker_id) {
             Some(b) if b.broker_epoch == epoch => {}
@@ -47,7 +48,7 @@ pub fn allocate_producer_ids(
         ));
     }
     let first = image.next_producer_id;
-    let Some(next) = first.checked_add(size) else {
+    let Some(next) = first.get().checked_add(size).map(ProducerId::new) else {
         return Err(ApiError::new(
             ErrorCode::UnknownServerError,
             "Exhausted all producerIds as the next block's end producerId will exceed the int64 type limit",
@@ -66,29 +67,33 @@ pub fn allocate_producer_ids(
 #[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
-    use crate::manager::testutil::{apply_all, cfg, image_with_brokers};
+    use crate::manager::testutil::{apply_all, b, be, cfg, image_with_brokers};
+
+    fn pid(id: i64) -> ProducerId {
+        ProducerId::new(id)
+    }
 
     #[test]
     fn blocks_never_overlap_and_survive_replay() {
         let mut img = image_with_brokers(&[1, 2]);
         let mut log = Vec::new();
-        let mut last_end = 0;
+        let mut last_end = pid(0);
         for i in 0..6 {
-            let broker = 1 + i % 2;
+            let broker = b(1 + i % 2);
             let (recs, (first, size)) = allocate_producer_ids(&img, &cfg(), broker, None).unwrap();
             assert_eq!(first, last_end, "blocks are contiguous and disjoint");
-            last_end = first + size;
+            last_end = pid(first.get() + size);
             apply_all(&mut img, &recs);
             log.extend(recs);
         }
-        assert_eq!(img.next_producer_id, 6000);
+        assert_eq!(img.next_producer_id, pid(6000));
         // Replaying the log (twice, as after a restart) never moves backwards.
         let mut replayed = image_with_brokers(&[1, 2]);
         apply_all(&mut replayed, &log);
         apply_all(&mut replayed, &log[..2]);
-        assert_eq!(replayed.next_producer_id, 6000);
-        let (_, (first, _)) = allocate_producer_ids(&replayed, &cfg(), 1, None).unwrap();
-        assert_eq!(first, 6000);
+        assert_eq!(replayed.next_producer_id, pid(6000));
+        let (_, (first, _)) = allocate_producer_ids(&replayed, &cfg(), b(1), None).unwrap();
+        assert_eq!(first, pid(6000));
     }
 
     /// (broker, epoch, next id) -> first id or error.
@@ -105,11 +110,11 @@ mod tests {
         ];
         for (i, &(broker, epoch, next, want)) in cases.iter().enumerate() {
             let mut img = image_with_brokers(&[1]);
-            img.next_producer_id = next;
-            let got = allocate_producer_ids(&img, &cfg(), broker, epoch);
+            img.next_producer_id = pid(next);
+            let got = allocate_producer_ids(&img, &cfg(), b(broker), epoch.map(be));
             assert_eq!(
                 got.map(|(_, (first, _))| first).map_err(|e| e.code),
-                want,
+                want.map(pid),
                 "case {i}"
             );
         }

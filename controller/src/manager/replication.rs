@@ -5,14 +5,14 @@
 //! - A new leader is the current one if it stays eligible, else the first
 //!   replica in assignment order that is in the (target) ISR and active
 //!   (registered, unfenced, not in controlled shutdown); with none, the
-//!   partition is offline (leader -1). Only with `unclean.leader.election.enable`
+//!   partition is offline (no leader). Only with `unclean.leader.election.enable`
 //!   does an offline partition take the first active replica outside the ISR,
 //!   whose ISR then becomes just that leader.
 //! - A broker leaving (fenced, controlled shutdown) is removed from every ISR,
 //!   except that an ISR never becomes empty: its last member stays.
 //! - A broker coming back (unfenced) leads the offline partitions whose ISR
 //!   holds it.
-//! - Every change bumps `partition_epoch`; a leader change (to -1 too) bumps
+//! - Every change bumps `partition_epoch`; a leader change (to none too) bumps
 //!   `leader_epoch`.
 //! - A leader changes its partition's ISR with AlterPartition, naming the
 //!   leader and partition epochs it knows; members it adds must be active.
@@ -23,8 +23,9 @@ pub use strand_metadata::controller_api::{
     AlterPartitionRequest, AlterPartitionState, ElectionResult, ElectionType,
 };
 use strand_metadata::image::MetadataImage;
-use strand_metadata::records::{MetadataRecord, PartitionRecord, NO_LEADER};
+use strand_metadata::records::{MetadataRecord, PartitionRecord};
 use strand_protocol::ErrorCode;
+use strand_types::BrokerId;
 
 /// How `partition_change` picks a leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,35 +45,36 @@ pub enum Election {
 /// An empty `target_isr` leaves the ISR as it is (no empty ISRs without ELR).
 pub fn partition_change(
     p: &PartitionRecord,
-    target_isr: &[i32],
+    target_isr: &[BrokerId],
     election: Election,
-    acceptable: impl Fn(i32) -> bool,
+    acceptable: impl Fn(BrokerId) -> bool,
 ) -> Option<PartitionRecord> {
-    let eligible = |r: i32| target_isr.contains(&r) && acceptable(r);
+    let eligible = |r: BrokerId| target_isr.contains(&r) && acceptable(r);
     let first_eligible = |skip: usize| p.replicas.iter().skip(skip).copied().find(|&r| eligible(r));
+    let current = p.leader.filter(|&l| eligible(l));
     let (leader, unclean) = match election {
         Election::Preferred => match p.replicas.first() {
-            Some(&r) if eligible(r) => (r, false),
-            _ if eligible(p.leader) => (p.leader, false),
-            _ => (first_eligible(1).unwrap_or(NO_LEADER), false),
+            Some(&r) if eligible(r) => (Some(r), false),
+            _ if current.is_some() => (current, false),
+            _ => (first_eligible(1), false),
         },
         Election::Online | Election::Unclean => {
-            if eligible(p.leader) {
-                (p.leader, false)
+            if current.is_some() {
+                (current, false)
             } else if let Some(r) = first_eligible(0) {
-                (r, false)
+                (Some(r), false)
             } else if let (Election::Unclean, Some(r)) = (
                 election,
                 p.replicas.iter().copied().find(|&r| acceptable(r)),
             ) {
-                (r, true)
+                (Some(r), true)
             } else {
-                (NO_LEADER, false)
+                (None, false)
             }
         }
     };
-    let isr = if unclean && leader != p.leader {
-        vec![leader]
+    let isr = if let (true, Some(l)) = (unclean && leader != p.leader, leader) {
+        vec![l]
     } else if !target_isr.is_empty() {
         target_isr.to_vec()
     } else {
@@ -84,8 +86,12 @@ pub fn partition_change(
     Some(PartitionRecord {
         isr,
         leader,
-        leader_epoch: p.leader_epoch + i32::from(leader != p.leader),
-        partition_epoch: p.partition_epoch + 1,
+        leader_epoch: if leader != p.leader {
+            p.leader_epoch.next()
+        } else {
+            p.leader_epoch
+        },
+        partition_epoch: p.partition_epoch.next(),
         ..p.clone()
     })
 }
@@ -108,11 +114,11 @@ pub fn unclean_election_enabled(image: &MetadataImage, topic: &str) -> bool {
 /// generateLeaderAndIsrUpdates).
 fn leader_and_isr_updates(
     image: &MetadataImage,
-    remove: Option<i32>,
-    add: Option<i32>,
+    remove: Option<BrokerId>,
+    add: Option<BrokerId>,
     select: impl Fn(&PartitionRecord) -> bool,
 ) -> Vec<MetadataRecord> {
-    let acceptable = |r: i32| Some(r) != remove && (Some(r) == add || image.is_active(r));
+    let acceptable = |r: BrokerId| Some(r) != remove && (Some(r) == add || image.is_active(r));
     let mut out = Vec::new();
     for (name, topic) in &image.topics {
         let election = if unclean_election_enabled(image, name) {
@@ -121,7 +127,7 @@ fn leader_and_isr_updates(
             Election::Online
         };
         for p in topic.partitions.iter().filter(|p| select(p)) {
-            let target: Vec<i32> = p
+            let target: Vec<BrokerId> = p
                 .isr
                 .iter()
                 .copied()
@@ -136,25 +142,28 @@ fn leader_and_isr_updates(
 }
 
 /// True when the broker leads at least one partition.
-pub fn has_leaderships(image: &MetadataImage, broker_id: i32) -> bool {
+pub fn has_leaderships(image: &MetadataImage, broker_id: BrokerId) -> bool {
     image
         .topics
         .values()
         .flat_map(|t| &t.partitions)
-        .any(|p| p.leader == broker_id)
+        .any(|p| p.leader == Some(broker_id))
 }
 
 /// Moves the broker out of every ISR and leadership (the partition changes
 /// only, no broker record).
-pub fn remove_broker_from_partitions(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+pub fn remove_broker_from_partitions(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+) -> Vec<MetadataRecord> {
     leader_and_isr_updates(image, Some(broker_id), None, |p| {
-        p.leader == broker_id || p.isr.contains(&broker_id)
+        p.leader == Some(broker_id) || p.isr.contains(&broker_id)
     })
 }
 
 /// A broker is fenced: partition changes moving it out of ISRs and
 /// leaderships, then `FenceBroker` (left out if it is already fenced).
-pub fn handle_broker_fenced(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+pub fn handle_broker_fenced(image: &MetadataImage, broker_id: BrokerId) -> Vec<MetadataRecord> {
     let Some(b) = image.brokers.get(&broker_id) else {
         return vec![];
     };
@@ -170,7 +179,7 @@ pub fn handle_broker_fenced(image: &MetadataImage, broker_id: i32) -> Vec<Metada
 
 /// A broker is unfenced: `UnfenceBroker`, then it leads the offline
 /// partitions whose ISR holds it (or, with unclean election, whose replicas do).
-pub fn handle_broker_unfenced(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+pub fn handle_broker_unfenced(image: &MetadataImage, broker_id: BrokerId) -> Vec<MetadataRecord> {
     let Some(b) = image.brokers.get(&broker_id) else {
         return vec![];
     };
@@ -179,14 +188,17 @@ pub fn handle_broker_unfenced(image: &MetadataImage, broker_id: i32) -> Vec<Meta
         broker_epoch: b.broker_epoch,
     }];
     records.extend(leader_and_isr_updates(image, None, Some(broker_id), |p| {
-        p.leader == NO_LEADER
+        p.leader.is_none()
     }));
     records
 }
 
 /// A broker enters controlled shutdown: `BrokerControlledShutdown` (if not
 /// already in it), then partition changes moving it out of ISRs and leaderships.
-pub fn handle_controlled_shutdown(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+pub fn handle_controlled_shutdown(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+) -> Vec<MetadataRecord> {
     let Some(b) = image.brokers.get(&broker_id) else {
         return vec![];
     };
@@ -266,13 +278,13 @@ fn elect_leader(
     };
     let (election, failure) = match election_type {
         ElectionType::Preferred => {
-            if p.replicas.first() == Some(&p.leader) {
+            if p.leader.is_some() && p.replicas.first().copied() == p.leader {
                 return Ok(None);
             }
             (Election::Preferred, ErrorCode::PreferredLeaderNotAvailable)
         }
         ElectionType::Unclean => {
-            if p.leader != NO_LEADER {
+            if p.leader.is_some() {
                 return Ok(None);
             }
             (Election::Unclean, ErrorCode::EligibleLeadersNotAvailable)
@@ -366,10 +378,13 @@ pub fn alter_partition(
             )),
         );
     }
-    if broker != p.leader {
+    if Some(broker) != p.leader {
         return err(
             ErrorCode::InvalidRequest,
-            rejected(format!("the current leader is {}", p.leader)),
+            rejected(format!(
+                "the current leader is {}",
+                BrokerId::to_wire(p.leader)
+            )),
         );
     }
     if req.partition_epoch < p.partition_epoch {
@@ -381,19 +396,22 @@ pub fn alter_partition(
             )),
         );
     }
-    let new_isr: BTreeSet<i32> = req.new_isr.iter().copied().collect();
+    let new_isr: BTreeSet<BrokerId> = req.new_isr.iter().copied().collect();
     if new_isr.len() != req.new_isr.len() || !new_isr.iter().all(|r| p.replicas.contains(r)) {
         return err(
             ErrorCode::InvalidRequest,
-            rejected(format!("it specified an invalid ISR {:?}", req.new_isr)),
+            rejected(format!(
+                "it specified an invalid ISR {}",
+                wire_list(&req.new_isr)
+            )),
         );
     }
-    if !new_isr.contains(&p.leader) {
+    if !p.leader.is_some_and(|l| new_isr.contains(&l)) {
         return err(
             ErrorCode::InvalidRequest,
             rejected(format!(
-                "it specified an invalid ISR {:?} that doesn't include itself",
-                req.new_isr
+                "it specified an invalid ISR {} that doesn't include itself",
+                wire_list(&req.new_isr)
             )),
         );
     }
@@ -419,42 +437,55 @@ pub fn alter_partition(
         return err(
             ErrorCode::IneligibleReplica,
             rejected(format!(
-                "it specified ineligible replicas [{}] in the new ISR {:?}",
+                "it specified ineligible replicas [{}] in the new ISR {}",
                 ineligible.join(", "),
-                req.new_isr
+                wire_list(&req.new_isr)
             )),
         );
     }
-    if new_isr == p.isr.iter().copied().collect::<BTreeSet<i32>>() {
+    if new_isr == p.isr.iter().copied().collect::<BTreeSet<BrokerId>>() {
         return Ok((vec![], p.into()));
     }
     let change = PartitionRecord {
         isr: req.new_isr.clone(),
-        partition_epoch: p.partition_epoch + 1,
+        partition_epoch: p.partition_epoch.next(),
         ..p.clone()
     };
     let state = AlterPartitionState::from(&change);
     Ok((vec![MetadataRecord::PartitionChange(change)], state))
 }
 
+/// Broker ids as Kafka's messages print a list of them: `[1, 2]`.
+fn wire_list(ids: &[BrokerId]) -> String {
+    format!("{:?}", ids.iter().map(|r| r.get()).collect::<Vec<_>>())
+}
+
 #[cfg(test)]
 #[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
-    use crate::manager::testutil::{add_topic, apply_all, image_with_brokers, topic_id};
+    use crate::manager::testutil::{
+        add_topic, apply_all, b, be, ids, image_with_brokers, topic_id, wire,
+    };
     use std::collections::BTreeMap;
     use strand_metadata::records::ConfigResource;
+    use strand_types::{BrokerEpoch, LeaderEpoch, PartitionEpoch};
     use uuid::Uuid;
 
-    fn part(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionRecord {
+    /// Tables write leaders as the wire does: -1 is none.
+    fn leader(v: i32) -> Option<BrokerId> {
+        BrokerId::from_wire(v)
+    }
+
+    fn part(replicas: &[i32], isr: &[i32], leader_id: i32) -> PartitionRecord {
         PartitionRecord {
             topic_id: Uuid::nil(),
             partition: 0,
-            replicas: replicas.to_vec(),
-            isr: isr.to_vec(),
-            leader,
-            leader_epoch: 5,
-            partition_epoch: 9,
+            replicas: ids(replicas),
+            isr: ids(isr),
+            leader: leader(leader_id),
+            leader_epoch: LeaderEpoch::new(5),
+            partition_epoch: PartitionEpoch::new(9),
         }
     }
 
@@ -570,30 +601,42 @@ mod tests {
             // Online keeps an eligible non-preferred leader.
             (&[1, 2, 3], &[1, 2, 3], 3, &[1, 2, 3], Online, &[], None),
         ];
-        for (i, (replicas, isr, leader, target, election, inactive, want)) in
+        for (i, (replicas, isr, before, target, election, inactive, want)) in
             cases.iter().enumerate()
         {
-            let p = part(replicas, isr, *leader);
-            let got = partition_change(&p, target, *election, |r| !inactive.contains(&r));
+            let p = part(replicas, isr, *before);
+            let got = partition_change(&p, &ids(target), *election, |r| {
+                !inactive.contains(&r.get())
+            });
             match want {
                 None => assert_eq!(got, None, "case {i}"),
                 Some((l, isr)) => {
                     let got = got.unwrap_or_else(|| panic!("case {i}: no change"));
-                    assert_eq!((got.leader, &got.isr[..]), (*l, *isr), "case {i}");
-                    assert_eq!(got.partition_epoch, 10, "case {i}");
-                    let bump = i32::from(*l != *leader);
-                    assert_eq!(got.leader_epoch, 5 + bump, "case {i}");
+                    assert_eq!(
+                        (got.leader, got.isr.clone()),
+                        (leader(*l), ids(isr)),
+                        "case {i}"
+                    );
+                    assert_eq!(got.partition_epoch, PartitionEpoch::new(10), "case {i}");
+                    let bump = i32::from(*l != *before);
+                    assert_eq!(got.leader_epoch, LeaderEpoch::new(5 + bump), "case {i}");
                     assert_eq!(got.replicas, p.replicas, "case {i}");
                 }
             }
         }
     }
 
+    /// (leader, ISR) of each partition, as the wire writes them (-1: none).
     fn leaders_and_isrs(img: &MetadataImage, topic: &str) -> Vec<(i32, Vec<i32>)> {
         img.topics[topic]
             .partitions
             .iter()
-            .map(|p| (p.leader, p.isr.clone()))
+            .map(|p| {
+                (
+                    BrokerId::to_wire(p.leader),
+                    p.isr.iter().map(|r| r.get()).collect(),
+                )
+            })
             .collect()
     }
 
@@ -643,6 +686,7 @@ mod tests {
                 });
             }
             let before = img.topics["t"].partitions.clone();
+            let broker = b(broker);
             let recs = handle_broker_fenced(&img, broker);
             assert!(
                 matches!(recs.last(), Some(MetadataRecord::FenceBroker { broker_id, .. }) if *broker_id == broker)
@@ -651,12 +695,15 @@ mod tests {
             assert!(img.brokers[&broker].fenced);
             assert!(!has_leaderships(&img, broker), "row {i}");
             assert_eq!(leaders_and_isrs(&img, "t"), fenced, "row {i} fenced");
-            for (b, a) in before.iter().zip(&img.topics["t"].partitions) {
-                let changed = (b.leader, &b.isr) != (a.leader, &a.isr);
-                assert_eq!(a.partition_epoch, b.partition_epoch + i32::from(changed));
+            for (was, a) in before.iter().zip(&img.topics["t"].partitions) {
+                let changed = (was.leader, &was.isr) != (a.leader, &a.isr);
                 assert_eq!(
-                    a.leader_epoch,
-                    b.leader_epoch + i32::from(a.leader != b.leader)
+                    a.partition_epoch.get(),
+                    was.partition_epoch.get() + i32::from(changed)
+                );
+                assert_eq!(
+                    a.leader_epoch.get(),
+                    was.leader_epoch.get() + i32::from(a.leader != was.leader)
                 );
             }
             // Fencing again changes nothing.
@@ -681,20 +728,20 @@ mod tests {
                 (&[1, 2], &[1], 1),
             ],
         );
-        let recs = handle_controlled_shutdown(&img, 1);
+        let recs = handle_controlled_shutdown(&img, b(1));
         assert!(matches!(
             recs[0],
-            MetadataRecord::BrokerControlledShutdown { broker_id: 1, .. }
+            MetadataRecord::BrokerControlledShutdown { broker_id, .. } if broker_id == b(1)
         ));
         apply_all(&mut img, &recs);
-        assert!(img.brokers[&1].in_controlled_shutdown && !img.brokers[&1].fenced);
+        assert!(img.brokers[&b(1)].in_controlled_shutdown && !img.brokers[&b(1)].fenced);
         assert_eq!(
             leaders_and_isrs(&img, "t"),
             vec![(2, vec![2]), (2, vec![2]), (-1, vec![1])]
         );
-        assert!(!has_leaderships(&img, 1));
+        assert!(!has_leaderships(&img, b(1)));
         // A second call changes nothing.
-        assert_eq!(handle_controlled_shutdown(&img, 1), vec![]);
+        assert_eq!(handle_controlled_shutdown(&img, b(1)), vec![]);
     }
 
     #[test]
@@ -730,8 +777,8 @@ mod tests {
             ],
         );
         img.apply(&MetadataRecord::FenceBroker {
-            broker_id: 3,
-            broker_epoch: 103,
+            broker_id: b(3),
+            broker_epoch: be(103),
         });
         let p = |i: i32| ("t".to_string(), i);
         let cases: Vec<(ElectionType, (String, i32), Result<Option<i32>, ErrorCode>)> = vec![
@@ -772,7 +819,7 @@ mod tests {
                     let [MetadataRecord::PartitionChange(c)] = &recs[..] else {
                         panic!("case {i}: {recs:?}")
                     };
-                    assert_eq!(c.leader, leader, "case {i}");
+                    assert_eq!(c.leader, Some(b(leader)), "case {i}");
                     assert_eq!(c.topic_id, topic_id("t"));
                 }
                 Ok(None) => unreachable!(),
@@ -789,8 +836,11 @@ mod tests {
         assert_eq!(ids, vec![0, 2, 3]);
         let (recs, _) = elect_preferred(&img, &[p(0)]);
         apply_all(&mut img, &recs);
-        assert_eq!(img.topics["t"].partitions[0].leader, 1);
-        assert_eq!(img.topics["t"].partitions[0].leader_epoch, 1);
+        assert_eq!(img.topics["t"].partitions[0].leader, Some(b(1)));
+        assert_eq!(
+            img.topics["t"].partitions[0].leader_epoch,
+            LeaderEpoch::new(1)
+        );
     }
 
     /// Brokers 1-3 active, 4 fenced, 5 in controlled shutdown, 6 never
@@ -801,8 +851,8 @@ mod tests {
         let mut img = image_with_brokers(&[1, 2, 3, 5]);
         img.apply(&MetadataRecord::RegisterBroker(broker(4, None, true)));
         img.apply(&MetadataRecord::BrokerControlledShutdown {
-            broker_id: 5,
-            broker_epoch: 105,
+            broker_id: b(5),
+            broker_epoch: be(105),
         });
         add_topic(
             &mut img,
@@ -812,17 +862,19 @@ mod tests {
         img.apply(&MetadataRecord::PartitionChange(PartitionRecord {
             topic_id: topic_id("t"),
             partition: 0,
-            replicas: vec![1, 2, 3, 4, 5, 6],
-            isr: vec![1, 2],
-            leader: 1,
-            leader_epoch: 3,
-            partition_epoch: 7,
+            replicas: ids(&[1, 2, 3, 4, 5, 6]),
+            isr: ids(&[1, 2]),
+            leader: Some(b(1)),
+            leader_epoch: LeaderEpoch::new(3),
+            partition_epoch: PartitionEpoch::new(7),
         }));
         img
     }
 
     /// (broker, broker epoch, topic id, partition, leader epoch, partition
-    /// epoch, new ISR) -> the error, or Ok((ISR after, whether a record is written)).
+    /// epoch, new ISR) -> the error, or Ok((ISR after, whether a record is
+    /// written)). Ids and epochs as the controller RPC may carry them: an ISR
+    /// member of -1 too.
     #[test]
     fn alter_partition_table() {
         let img = alter_image();
@@ -880,13 +932,13 @@ mod tests {
             cases.into_iter().enumerate()
         {
             let req = AlterPartitionRequest {
-                broker_id,
-                broker_epoch,
+                broker_id: b(broker_id),
+                broker_epoch: be(broker_epoch),
                 topic_id: topic,
                 partition,
-                leader_epoch: le,
-                partition_epoch: pe,
-                new_isr: isr.to_vec(),
+                leader_epoch: LeaderEpoch::new(le),
+                partition_epoch: PartitionEpoch::new(pe),
+                new_isr: isr.iter().map(|&r| wire(r.into())).collect(),
                 broker_epochs: registered_epochs(&img, isr),
             };
             let got = alter_partition(&img, &req);
@@ -898,8 +950,10 @@ mod tests {
                     let expected = AlterPartitionState {
                         leader: before.leader,
                         leader_epoch: before.leader_epoch,
-                        partition_epoch: before.partition_epoch + i32::from(changed),
-                        isr: want_isr.to_vec(),
+                        partition_epoch: PartitionEpoch::new(
+                            before.partition_epoch.get() + i32::from(changed),
+                        ),
+                        isr: ids(want_isr),
                     };
                     assert_eq!(state, expected, "case {i}");
                     if !changed {
@@ -925,9 +979,10 @@ mod tests {
     }
 
     /// Each member's registered broker epoch, as a current leader names them.
-    fn registered_epochs(img: &MetadataImage, isr: &[i32]) -> BTreeMap<i32, i64> {
+    fn registered_epochs(img: &MetadataImage, isr: &[i32]) -> BTreeMap<BrokerId, BrokerEpoch> {
         isr.iter()
-            .filter_map(|r| img.brokers.get(r).map(|b| (*r, b.broker_epoch)))
+            .filter_map(|&r| BrokerId::from_wire(r))
+            .filter_map(|r| img.brokers.get(&r).map(|x| (r, x.broker_epoch)))
             .collect()
     }
 
@@ -937,19 +992,20 @@ mod tests {
     #[test]
     fn added_members_need_their_registered_broker_epoch() {
         let img = alter_image();
+        // Epochs as the controller RPC may carry them: -1 too.
         let req = |isr: &[i32], epochs: &[(i32, i64)]| AlterPartitionRequest {
-            broker_id: 1,
-            broker_epoch: 101,
+            broker_id: b(1),
+            broker_epoch: be(101),
             topic_id: topic_id("t"),
             partition: 0,
-            leader_epoch: 3,
-            partition_epoch: 7,
-            new_isr: isr.to_vec(),
-            broker_epochs: epochs.iter().copied().collect(),
+            leader_epoch: LeaderEpoch::new(3),
+            partition_epoch: PartitionEpoch::new(7),
+            new_isr: ids(isr),
+            broker_epochs: epochs.iter().map(|&(r, e)| (b(r), wire(e))).collect(),
         };
         let code =
             |r: &AlterPartitionRequest| alter_partition(&img, r).map(|_| ()).map_err(|e| e.code);
-        let registered = img.brokers[&3].broker_epoch;
+        let registered = img.brokers[&b(3)].broker_epoch.get();
         // (new ISR, epochs named) -> answer; the ISR is [1, 2] and 3 is added.
         let cases: Vec<(&[i32], Vec<(i32, i64)>, Result<(), ErrorCode>)> = vec![
             (&[1, 2, 3], vec![(3, registered)], Ok(())),
@@ -989,33 +1045,36 @@ mod tests {
         let mut img = alter_image();
         let epochs = registered_epochs(&img, &[1, 2, 3]);
         let req = |pe: i32, isr: &[i32]| AlterPartitionRequest {
-            broker_id: 1,
-            broker_epoch: 101,
+            broker_id: b(1),
+            broker_epoch: be(101),
             topic_id: topic_id("t"),
             partition: 0,
-            leader_epoch: 3,
-            partition_epoch: pe,
-            new_isr: isr.to_vec(),
+            leader_epoch: LeaderEpoch::new(3),
+            partition_epoch: PartitionEpoch::new(pe),
+            new_isr: ids(isr),
             broker_epochs: epochs.clone(),
         };
         let (recs, state) = alter_partition(&img, &req(7, &[1])).unwrap();
         apply_all(&mut img, &recs);
-        assert_eq!(state.partition_epoch, 8);
+        assert_eq!(state.partition_epoch, PartitionEpoch::new(8));
         assert_eq!(
             alter_partition(&img, &req(7, &[1, 2])).unwrap_err().code,
             ErrorCode::InvalidUpdateVersion
         );
         let (recs, state) = alter_partition(&img, &req(8, &[1, 2, 3])).unwrap();
         apply_all(&mut img, &recs);
-        assert_eq!((state.partition_epoch, &state.isr[..]), (9, &[1, 2, 3][..]));
-        assert_eq!(img.topics["t"].partitions[0].isr, vec![1, 2, 3]);
+        assert_eq!(
+            (state.partition_epoch, state.isr),
+            (PartitionEpoch::new(9), ids(&[1, 2, 3]))
+        );
+        assert_eq!(img.topics["t"].partitions[0].isr, ids(&[1, 2, 3]));
         // A fenced leader loses leadership, so its requests stop counting.
-        let recs = handle_broker_fenced(&img, 1);
+        let recs = handle_broker_fenced(&img, b(1));
         apply_all(&mut img, &recs);
         let p = &img.topics["t"].partitions[0];
         let stale = AlterPartitionRequest {
-            leader_epoch: 3,
-            ..req(p.partition_epoch, &[1, 2])
+            leader_epoch: LeaderEpoch::new(3),
+            ..req(p.partition_epoch.get(), &[1, 2])
         };
         assert_eq!(
             alter_partition(&img, &stale).unwrap_err().code,

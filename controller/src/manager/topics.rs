@@ -10,6 +10,7 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{ConfigResource, MetadataRecord, PartitionRecord};
 use strand_metadata::METADATA_TOPIC;
 use strand_protocol::ErrorCode;
+use strand_types::{BrokerId, LeaderEpoch, PartitionEpoch};
 use uuid::Uuid;
 
 /// Kafka's topic-name rule, answered as INVALID_TOPIC_EXCEPTION.
@@ -25,7 +26,7 @@ fn partition_records(
     image: &MetadataImage,
     topic_id: Uuid,
     first: i32,
-    replica_sets: Vec<Vec<i32>>,
+    replica_sets: Vec<Vec<BrokerId>>,
     manual: bool,
 ) -> Result<Vec<MetadataRecord>, ApiError> {
     replica_sets
@@ -33,7 +34,7 @@ fn partition_records(
         .enumerate()
         .map(|(i, replicas)| {
             let partition = first + i as i32;
-            let isr: Vec<i32> = replicas.iter().copied().filter(|&r| image.is_active(r)).collect();
+            let isr: Vec<BrokerId> = replicas.iter().copied().filter(|&r| image.is_active(r)).collect();
             let Some(&leader) = isr.first() else {
                 return Err(if manual {
                     ApiError::new(ErrorCode::InvalidReplicaAssignment, format!("All brokers specified in the manual partition assignment for partition {partition} are fenced or in controlled shutdown."))
@@ -44,11 +45,11 @@ fn partition_records(
             Ok(MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition,
-                leader,
+                leader: Some(leader),
                 isr,
                 replicas,
-                leader_epoch: 0,
-                partition_epoch: 0,
+                leader_epoch: LeaderEpoch::ZERO,
+                partition_epoch: PartitionEpoch::ZERO,
             }))
         })
         .collect()
@@ -236,7 +237,7 @@ pub fn create_partitions(
 #[allow(clippy::type_complexity)]
 mod tests {
     use super::*;
-    use crate::manager::testutil::{apply_all, broker, cfg, image_with_brokers};
+    use crate::manager::testutil::{apply_all, b, broker, cfg, ids, image_with_brokers};
 
     #[test]
     fn partition_counts_past_the_record_budget_are_refused_before_placement() {
@@ -285,7 +286,7 @@ mod tests {
         assert!(img.topics["t"]
             .partitions
             .iter()
-            .all(|p| p.leader == 1 && p.isr == vec![1]));
+            .all(|p| p.leader == Some(b(1)) && p.isr == ids(&[1])));
     }
 
     /// (topic, brokers 1..=3 with 3 fenced) -> error code, or Ok((replicas, isr, leader) of p0).
@@ -370,9 +371,10 @@ mod tests {
                     let mut img = img.clone();
                     apply_all(&mut img, &recs);
                     let p = &img.topics["u"].partitions[0];
+                    let (replicas, isr, leader) = p0;
                     assert_eq!(
                         (p.replicas.clone(), p.isr.clone(), p.leader),
-                        p0,
+                        (ids(&replicas), ids(&isr), Some(b(leader))),
                         "case {i}"
                     );
                 }
@@ -512,7 +514,7 @@ mod tests {
         );
         let recs = create_partitions(&img, "t", 3, Some(&[vec![2, 1]]), 0).unwrap();
         apply_all(&mut img, &recs);
-        assert_eq!(img.topics["t"].partitions[2].leader, 2);
+        assert_eq!(img.topics["t"].partitions[2].leader, Some(b(2)));
         let recs = create_partitions(&img, "t", 6, None, 1).unwrap();
         apply_all(&mut img, &recs);
         let parts = &img.topics["t"].partitions;
