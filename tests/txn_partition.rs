@@ -509,3 +509,94 @@ fn transactions_on_a_partition_survive_kill9() {
     assert_eq!(f.aborted, Some(vec![]));
     broker.terminate().unwrap();
 }
+
+/// A transactional batch of `pid` at `epoch` (sequence 0, one value).
+fn produce_at_epoch(c: &mut Client, pid: i64, epoch: i16, value: &str) -> (i16, i64) {
+    let records = Bytes::from(encode_records_txn(
+        &[(
+            None,
+            Some(Bytes::from(value.to_string())),
+            1_700_000_000_000,
+        )],
+        pid,
+        epoch,
+        0,
+        Compression::None,
+        true,
+    ));
+    let req = ProduceRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("late"))))
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name())
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &req).unwrap();
+    let p = &resp.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// WriteTxnMarkers v2 of one transaction.version 2 marker for partition 0.
+fn write_tv2_marker(c: &mut Client, pid: i64, epoch: i16, commit: bool) -> i16 {
+    let req = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_transaction_result(commit)
+        .with_coordinator_epoch(COORDINATOR_EPOCH)
+        .with_transaction_version(2)
+        .with_topics(vec![WritableTxnMarkerTopic::default()
+            .with_name(topic_name())
+            .with_partition_indexes(vec![0])])]);
+    let resp: WriteTxnMarkersResponse = c.call(ApiKey::WriteTxnMarkers, 2, &req).unwrap();
+    resp.markers[0].topics[0].partitions[0].error_code
+}
+
+/// A late (retried, delayed) commit marker of one transaction must never
+/// end the producer's next transaction. With transaction.version 2 the
+/// coordinator bumps the epoch before writing a transaction's markers and
+/// the next transaction writes at that bumped epoch, so the late marker
+/// carries the next transaction's epoch: the partition refuses it while
+/// that transaction is open (the simulation's seed 10268 committed a
+/// transaction the coordinator had aborted this way), and takes a repeat
+/// of the last marker when none is open.
+#[test]
+fn a_late_marker_never_ends_the_next_transaction() {
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("num.partitions", "1"),
+            ("transaction.partition.verification.enable", "false"),
+        ],
+    )
+    .unwrap();
+    let mut c = Client::connect(&broker.addr()).unwrap();
+    common::auto_create(&mut c, TOPIC);
+    let pid = init_producer_id(&mut c);
+    // The first transaction, at epoch 0, committed with the epoch bumped to 1.
+    assert_eq!(produce_at_epoch(&mut c, pid, 0, "first"), (0, 0));
+    assert_eq!(write_tv2_marker(&mut c, pid, 1, true), 0);
+    // The next transaction writes at epoch 1.
+    assert_eq!(produce_at_epoch(&mut c, pid, 1, "second"), (0, 2));
+    // The first transaction's marker again, late: refused.
+    assert_eq!(
+        write_tv2_marker(&mut c, pid, 1, true),
+        ErrorCode::InvalidProducerEpoch.code()
+    );
+    let f = fetch(&mut c, 0, 1);
+    assert_eq!(
+        f.last_stable_offset, 2,
+        "the second transaction is still open"
+    );
+    assert_eq!(f.batches, vec![0, 1], "read_committed sees only the first");
+    // The coordinator aborts the second transaction (epoch bumped to 2).
+    assert_eq!(write_tv2_marker(&mut c, pid, 2, false), 0);
+    let f = fetch(&mut c, 0, 1);
+    assert_eq!(f.last_stable_offset, 4);
+    assert_eq!(f.aborted, Some(vec![(pid, 2)]), "the second one aborted");
+    // A repeat of that marker with nothing open is written and ends nothing.
+    assert_eq!(write_tv2_marker(&mut c, pid, 2, false), 0);
+    let f = fetch(&mut c, 0, 1);
+    assert_eq!((f.last_stable_offset, f.high_watermark), (5, 5));
+}

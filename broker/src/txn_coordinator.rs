@@ -41,8 +41,9 @@ use tokio::sync::oneshot;
 /// The internal topic holding transaction states.
 pub const TXN_TOPIC: &str = "__transaction_state";
 
-/// WriteTxnMarkers v1 (v0 is gone from Kafka 4 and from the codec).
-const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+/// WriteTxnMarkers v2 (Kafka 4.1): it carries the transaction version, by
+/// which partitions refuse a late marker of an earlier transaction.
+const WRITE_TXN_MARKERS_VERSION: i16 = 2;
 
 /// Kafka's transaction coordinator writes with request.timeout.ms (30 s).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -425,6 +426,9 @@ impl TxnCoordinator {
                     .with_producer_epoch(ProducerEpoch::to_wire(markers.producer_epoch))
                     .with_transaction_result(markers.commit)
                     .with_coordinator_epoch(markers.coordinator_epoch)
+                    .with_transaction_version(
+                        i8::try_from(markers.transaction_version).unwrap_or(i8::MAX),
+                    )
                     .with_topics(topics)]);
             let resp = match self.send(leader, &addr, &req).await {
                 Ok(r) => r,

@@ -532,6 +532,7 @@ impl Partition {
         producer_epoch: Option<ProducerEpoch>,
         coordinator_epoch: i32,
         commit: bool,
+        transaction_version: i16,
     ) -> Result<AppendOutcome, PartitionError> {
         let control = ControlType::from_commit(commit);
         let settings = self.settings.read().clone();
@@ -556,7 +557,12 @@ impl Partition {
         let mut producers = self.producers.lock();
         if let Some(producer_id) = producer_id {
             producers
-                .check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
+                .check_end_txn_marker(
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch,
+                    transaction_version,
+                )
                 .map_err(producer_error)?;
         }
         let now = self.clock.now_ms();

@@ -53,7 +53,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 1),
     // Kafka 3.7 serves v0-1; kafka-protocol decodes only v1 (Kafka 4 dropped
     // v0), which is what coordinators send.
-    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::WriteTxnMarkers, 1, 2),
     (ApiKey::DescribeProducers, 0, 0),
 ];
 
@@ -104,6 +104,7 @@ mod tests {
         assert!(is_served(ApiKey::AddPartitionsToTxn, 5));
         assert!(!is_served(ApiKey::OffsetCommit, 1));
         assert!(is_served(ApiKey::WriteTxnMarkers, 1));
+        assert!(is_served(ApiKey::WriteTxnMarkers, 2));
         assert!(!is_served(ApiKey::WriteTxnMarkers, 0));
         assert!(is_served(ApiKey::DescribeProducers, 0));
     }

@@ -450,10 +450,17 @@ impl Sim {
                 producer_epoch,
                 commit,
                 coordinator_epoch,
+                transaction_version,
             } => {
                 let appended = match self.leader_partition(id, &tp) {
                     Some(p) => p
-                        .write_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+                        .write_txn_marker(
+                            producer_id,
+                            producer_epoch,
+                            coordinator_epoch,
+                            commit,
+                            transaction_version,
+                        )
                         .map_err(|e| e.code),
                     None => Err(ErrorCode::NotLeaderOrFollower),
                 };

@@ -530,6 +530,7 @@ impl Sim {
                     producer_epoch: m.producer_epoch,
                     commit: m.commit,
                     coordinator_epoch: m.coordinator_epoch,
+                    transaction_version: m.transaction_version,
                 },
             );
         }

@@ -112,6 +112,7 @@ pub enum Msg {
         producer_epoch: Option<ProducerEpoch>,
         commit: bool,
         coordinator_epoch: i32,
+        transaction_version: i16,
     },
     MarkerReply {
         id: u64,

@@ -68,7 +68,7 @@ mod snapshot;
 pub mod txn_log;
 
 pub use producer_state::{
-    check_sequence, last_stable_offset, BatchMetadata, CompletedTxn, ProducerEntry,
-    ProducerStateError, ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
+    check_marker_epoch, check_sequence, last_stable_offset, BatchMetadata, CompletedTxn,
+    ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
 };
 pub use snapshot::{SnapshotError, SNAPSHOT_VERSION};

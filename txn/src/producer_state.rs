@@ -373,17 +373,24 @@ impl ProducerStateManager {
         check_not_older(producer_epoch, current)
     }
 
-    /// Checks a transaction marker (WriteTxnMarkers) before it is appended.
+    /// Checks a transaction marker (WriteTxnMarkers) before it is appended;
+    /// `transaction_version` is the marker's (WriteTxnMarkers v2; 0 before).
     pub fn check_end_txn_marker(
         &self,
         producer_id: ProducerId,
         producer_epoch: Option<ProducerEpoch>,
         coordinator_epoch: i32,
+        transaction_version: i16,
     ) -> Result<(), ProducerStateError> {
         let Some(entry) = self.entries.get(&producer_id) else {
             return Ok(());
         };
-        check_not_older(producer_epoch, entry.producer_epoch)?;
+        check_marker_epoch(
+            producer_epoch,
+            entry.producer_epoch,
+            entry.current_txn_first_offset.is_some(),
+            transaction_version,
+        )?;
         if coordinator_epoch < entry.coordinator_epoch {
             return Err(ProducerStateError::TransactionCoordinatorFenced {
                 coordinator_epoch,
@@ -542,6 +549,40 @@ impl ProducerBatch {
 
 /// INVALID_PRODUCER_EPOCH for an epoch older than `current` (none is older
 /// than any); nothing to compare with when the entry has no epoch.
+/// The producer epoch a transaction marker must carry. A transaction.version
+/// 2 coordinator bumps the epoch before it writes a transaction's markers,
+/// and the producer's next transaction writes at that bumped epoch; so a
+/// valid marker's epoch is strictly above the epoch the partition has seen
+/// (the transaction's data). A marker at the current epoch is a late or
+/// repeated marker of the previous transaction: written again, harmless,
+/// when no transaction is open, but refused while one is (it would end the
+/// next transaction, under the previous one's outcome). Markers of the
+/// classic protocol carry the transaction's own epoch: not older is enough.
+/// (Kafka's `ProducerAppendInfo.checkProducerEpoch`, KAFKA-19999.)
+pub fn check_marker_epoch(
+    marker_epoch: Option<ProducerEpoch>,
+    current: Option<ProducerEpoch>,
+    transaction_open: bool,
+    transaction_version: i16,
+) -> Result<(), ProducerStateError> {
+    let Some(current) = current else {
+        return Ok(());
+    };
+    let invalid = if transaction_version >= 2 {
+        marker_epoch <= Some(current)
+    } else {
+        marker_epoch < Some(current)
+    };
+    let repeated = transaction_version >= 2 && marker_epoch == Some(current) && !transaction_open;
+    if invalid && !repeated {
+        return Err(ProducerStateError::InvalidProducerEpoch {
+            producer_epoch: marker_epoch,
+            current_epoch: current,
+        });
+    }
+    Ok(())
+}
+
 fn check_not_older(
     producer_epoch: Option<ProducerEpoch>,
     current: Option<ProducerEpoch>,

@@ -64,6 +64,10 @@ pub struct Markers {
     pub producer_epoch: Option<ProducerEpoch>,
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// The transaction's protocol: 2 (transaction.version 2) markers carry
+    /// an epoch above the transaction's data, and partitions refuse one
+    /// that does not (a late marker of an earlier transaction).
+    pub transaction_version: i16,
     pub partitions: BTreeSet<TopicPartition>,
 }
 
@@ -488,6 +492,7 @@ impl TxnShard {
             producer_epoch: cur.producer_epoch,
             commit: cur.state == TxnState::PrepareCommit,
             coordinator_epoch: self.coordinator_epoch,
+            transaction_version: cur.transaction_version,
             partitions: cur.partitions.clone(),
         })]
     }

@@ -320,10 +320,12 @@ impl Sim {
             .cloned()
         {
             let part = self.partitions.get_mut(&tp).expect("known partition");
-            match part
-                .producers
-                .check_end_txn_marker(pid, m.producer_epoch, m.coordinator_epoch)
-            {
+            match part.producers.check_end_txn_marker(
+                pid,
+                m.producer_epoch,
+                m.coordinator_epoch,
+                m.transaction_version,
+            ) {
                 Err(e) => {
                     // The runtime stops for good on such a refusal.
                     self.refused_markers.push(format!(

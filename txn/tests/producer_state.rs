@@ -412,7 +412,7 @@ fn transactions_open_and_close() {
         Ok(SequenceCheck::Append)
     );
     // Marker checks: older coordinator epoch is fenced once one is known.
-    assert_eq!(m.check_end_txn_marker(pid(PID), ep(0), 3), Ok(()));
+    assert_eq!(m.check_end_txn_marker(pid(PID), ep(0), 3, 0), Ok(()));
     let done = m.record_end_txn_marker(pid(PID), ep(0), 3, off(108), 3, ControlType::Abort);
     assert_eq!(
         done,
@@ -428,13 +428,13 @@ fn transactions_open_and_close() {
     m.on_high_watermark(off(109));
     assert_eq!(m.first_unstable_offset(), None);
     assert_eq!(
-        m.check_end_txn_marker(pid(PID), ep(0), 2)
+        m.check_end_txn_marker(pid(PID), ep(0), 2, 0)
             .unwrap_err()
             .error_code(),
         ErrorCode::TransactionCoordinatorFenced
     );
     assert_eq!(
-        m.check_end_txn_marker(pid(PID), ep(-1), 3)
+        m.check_end_txn_marker(pid(PID), ep(-1), 3, 0)
             .unwrap_err()
             .error_code(),
         ErrorCode::InvalidProducerEpoch
@@ -799,4 +799,40 @@ fn coordinator_batches_are_fenced_by_epoch_only() {
             .map_err(|e| e.error_code()),
         Err(ErrorCode::InvalidProducerEpoch)
     );
+}
+
+/// A marker's epoch against the partition's: transaction.version 2 markers
+/// must be strictly newer (the coordinator bumped the epoch), except a
+/// repeat of the last one while no transaction is open; classic markers
+/// must not be older. (A late commit marker of one transaction arriving
+/// while the next, at the bumped epoch, is open would commit the next one's
+/// data under the previous outcome: the simulation's seed 10268.)
+#[test]
+fn a_transaction_version_2_marker_must_be_newer_than_the_data() {
+    let e = |v: i16| Some(ProducerEpoch::new(v));
+    // (marker epoch, current, transaction open, version, accepted)
+    let table = [
+        (e(4), None, false, 2, true),
+        (e(4), e(3), true, 2, true),
+        (e(4), e(3), false, 2, true),
+        (e(3), e(3), true, 2, false),
+        (e(3), e(3), false, 2, true),
+        (e(2), e(3), false, 2, false),
+        (None, e(3), false, 2, false),
+        (e(3), e(3), true, 0, true),
+        (e(3), e(3), true, 1, true),
+        (e(2), e(3), true, 1, false),
+        (e(4), e(3), true, 1, true),
+    ];
+    for (marker, current, open, version, accepted) in table {
+        let r = strand_txn::check_marker_epoch(marker, current, open, version);
+        assert_eq!(
+            r.is_ok(),
+            accepted,
+            "marker {marker:?}, current {current:?}, open {open}, version {version}: {r:?}"
+        );
+        if let Err(e) = r {
+            assert_eq!(e.error_code(), ErrorCode::InvalidProducerEpoch);
+        }
+    }
 }

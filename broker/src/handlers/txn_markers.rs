@@ -65,6 +65,7 @@ pub async fn write_txn_markers(
                             ProducerEpoch::from_wire(marker.producer_epoch),
                             marker.coordinator_epoch,
                             commit,
+                            i16::from(marker.transaction_version),
                         )
                     })
                     .map(|outcome| (p, outcome))

@@ -1546,7 +1546,7 @@ impl ApiKey {
             ApiKey::AddPartitionsToTxn => VersionRange { min: 0, max: 5 },
             ApiKey::AddOffsetsToTxn => VersionRange { min: 0, max: 4 },
             ApiKey::EndTxn => VersionRange { min: 0, max: 5 },
-            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 1 },
+            ApiKey::WriteTxnMarkers => VersionRange { min: 1, max: 2 }, // strand patch: v2
             ApiKey::TxnOffsetCommit => VersionRange { min: 0, max: 5 },
             ApiKey::DescribeAcls => VersionRange { min: 1, max: 3 },
             ApiKey::CreateAcls => VersionRange { min: 1, max: 3 },

@@ -46,6 +46,11 @@ pub struct WritableTxnMarker {
     /// Supported API versions: 1
     pub coordinator_epoch: i32,
 
+    /// strand patch: the transaction version of the marker (0/1 = legacy, 2 = TV2).
+    ///
+    /// Supported API versions: 2
+    pub transaction_version: i8,
+
     /// Other tagged fields
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
 }
@@ -96,6 +101,13 @@ impl WritableTxnMarker {
         self.coordinator_epoch = value;
         self
     }
+    /// Sets `transaction_version` to the passed value (strand patch).
+    ///
+    /// Supported API versions: 2
+    pub fn with_transaction_version(mut self, value: i8) -> Self {
+        self.transaction_version = value;
+        self
+    }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
         self.unknown_tagged_fields = value;
@@ -111,7 +123,8 @@ impl WritableTxnMarker {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarker {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.producer_id)?;
@@ -119,6 +132,9 @@ impl Encodable for WritableTxnMarker {
         types::Boolean.encode(buf, &self.transaction_result)?;
         types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
         types::Int32.encode(buf, &self.coordinator_epoch)?;
+        if version >= 2 {
+            types::Int8.encode(buf, &self.transaction_version)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -138,6 +154,9 @@ impl Encodable for WritableTxnMarker {
         total_size += types::Boolean.compute_size(&self.transaction_result)?;
         total_size += types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
         total_size += types::Int32.compute_size(&self.coordinator_epoch)?;
+        if version >= 2 {
+            total_size += types::Int8.compute_size(&self.transaction_version)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -155,7 +174,8 @@ impl Encodable for WritableTxnMarker {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarker {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let producer_id = types::Int64.decode(buf)?;
@@ -163,6 +183,11 @@ impl Decodable for WritableTxnMarker {
         let transaction_result = types::Boolean.decode(buf)?;
         let topics = types::CompactArray(types::Struct { version }).decode(buf)?;
         let coordinator_epoch = types::Int32.decode(buf)?;
+        let transaction_version = if version >= 2 {
+            types::Int8.decode(buf)?
+        } else {
+            0
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
@@ -177,6 +202,7 @@ impl Decodable for WritableTxnMarker {
             transaction_result,
             topics,
             coordinator_epoch,
+            transaction_version,
             unknown_tagged_fields,
         })
     }
@@ -190,13 +216,14 @@ impl Default for WritableTxnMarker {
             transaction_result: false,
             topics: Default::default(),
             coordinator_epoch: 0,
+            transaction_version: 0,
             unknown_tagged_fields: BTreeMap::new(),
         }
     }
 }
 
 impl Message for WritableTxnMarker {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -252,7 +279,8 @@ impl WritableTxnMarkerTopic {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarkerTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.name)?;
@@ -290,7 +318,8 @@ impl Encodable for WritableTxnMarkerTopic {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarkerTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let name = types::CompactString.decode(buf)?;
@@ -322,7 +351,7 @@ impl Default for WritableTxnMarkerTopic {
 }
 
 impl Message for WritableTxnMarkerTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
@@ -364,7 +393,8 @@ impl WriteTxnMarkersRequest {
 #[cfg(feature = "client")]
 impl Encodable for WriteTxnMarkersRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
@@ -400,7 +430,8 @@ impl Encodable for WriteTxnMarkersRequest {
 #[cfg(feature = "broker")]
 impl Decodable for WriteTxnMarkersRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        // strand patch: WriteTxnMarkers v2 (Kafka 4.1, TransactionVersion).
+        if !(1..=2).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let markers = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -429,7 +460,7 @@ impl Default for WriteTxnMarkersRequest {
 }
 
 impl Message for WriteTxnMarkersRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
