@@ -16,7 +16,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-log", &["strand-types", "strand-protocol"]),
     ("strand-txn", &["strand-types", "strand-protocol"]),
     ("strand-replication", &["strand-types", "strand-protocol"]),
-    ("strand-group", &["strand-protocol"]),
+    ("strand-group", &["strand-types", "strand-protocol"]),
     (
         "strand-partition",
         &[

@@ -46,6 +46,8 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod group;
+pub mod offsets;
+pub mod records;
 pub mod snapshot;
 pub mod types;
 

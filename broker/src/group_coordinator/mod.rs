@@ -5,8 +5,6 @@
 //! state machine; this module feeds it requests and timers and delivers the
 //! responses it decides.
 
-pub mod records;
-
 use crate::config::BrokerConfig;
 use crate::coordinator_runtime::{
     self, append_committed, append_records, coordinator_partition, for_each_record, wait_committed,
@@ -15,15 +13,17 @@ use crate::coordinator_runtime::{
 use crate::replica_manager::PartitionListener;
 use bytes::Bytes;
 use parking_lot::Mutex;
-use records::{CommittedOffset, OffsetsRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_group::offsets::{GroupOffsets, LoadedGroup, Replay, ReplayRecord};
+use strand_group::records;
 use strand_group::{
     Group, GroupConfig, GroupMetadataSnapshot, JoinResponse, Outcome, SyncResponse,
 };
 use strand_partition::{now_ms, Partition};
 use strand_protocol::ErrorCode;
+use strand_types::ProducerId;
 use tokio::sync::oneshot;
 
 /// The internal topic holding group metadata and committed offsets.
@@ -40,11 +40,9 @@ pub struct GroupEntry {
 
 pub struct GroupSlot {
     pub group: Option<Group>,
-    pub offsets: BTreeMap<(String, i32), CommittedOffset>,
-    /// Offsets committed inside a transaction (TxnOffsetCommit), by producer
-    /// id: they become offsets when the commit marker lands on this
-    /// partition and are dropped on abort.
-    pub pending_txn_offsets: HashMap<i64, BTreeMap<(String, i32), CommittedOffset>>,
+    /// Committed offsets, and those of open transactions (TxnOffsetCommit)
+    /// until the producer's marker lands on this partition.
+    pub offsets: GroupOffsets,
     /// Set when the partition was unloaded: the entry is stale.
     pub unloaded: bool,
     pending_joins: HashMap<String, oneshot::Sender<JoinResponse>>,
@@ -52,11 +50,10 @@ pub struct GroupSlot {
 }
 
 impl GroupSlot {
-    fn new(group: Option<Group>, offsets: BTreeMap<(String, i32), CommittedOffset>) -> Self {
+    fn new(group: Option<Group>, offsets: GroupOffsets) -> Self {
         GroupSlot {
             group,
             offsets,
-            pending_txn_offsets: HashMap::new(),
             unloaded: false,
             pending_joins: HashMap::new(),
             pending_syncs: HashMap::new(),
@@ -174,11 +171,7 @@ impl GroupCoordinator {
         let mut groups = self.groups.lock();
         let now = now_ms();
         for (id, loaded) in state {
-            let LoadedGroup {
-                offsets,
-                snapshot,
-                pending,
-            } = loaded;
+            let LoadedGroup { offsets, snapshot } = loaded;
             let group = snapshot.and_then(|json| {
                 match serde_json::from_slice::<GroupMetadataSnapshot>(&json)
                     .map_err(|e| e.to_string())
@@ -198,10 +191,7 @@ impl GroupCoordinator {
                 Arc::new(GroupEntry {
                     id,
                     partition: index,
-                    slot: tokio::sync::Mutex::new(GroupSlot {
-                        pending_txn_offsets: pending,
-                        ..GroupSlot::new(group, offsets)
-                    }),
+                    slot: tokio::sync::Mutex::new(GroupSlot::new(group, offsets)),
                 }),
             );
         }
@@ -227,7 +217,7 @@ impl GroupCoordinator {
         let g = Arc::new(GroupEntry {
             id: id.to_string(),
             partition: index,
-            slot: tokio::sync::Mutex::new(GroupSlot::new(None, BTreeMap::new())),
+            slot: tokio::sync::Mutex::new(GroupSlot::new(None, GroupOffsets::default())),
         });
         groups.insert(id.to_string(), g.clone());
         Ok(Some(g))
@@ -255,7 +245,7 @@ impl GroupCoordinator {
     /// the producer's pending transactional offsets there become committed
     /// offsets (commit) or are dropped (abort). False if the partition is not
     /// loaded here (nothing applied).
-    pub async fn on_txn_marker(&self, index: i32, producer_id: i64, commit: bool) -> bool {
+    pub async fn on_txn_marker(&self, index: i32, producer_id: ProducerId, commit: bool) -> bool {
         // A partition still loading may have read the log before this marker:
         // the caller answers a retriable error and the coordinator sends the
         // marker again once the groups are loaded (they are in the map
@@ -269,12 +259,12 @@ impl GroupCoordinator {
             .filter(|g| g.partition == index)
             .collect();
         for entry in entries {
-            let mut slot = entry.slot.lock().await;
-            if let Some(pending) = slot.pending_txn_offsets.remove(&producer_id) {
-                if commit {
-                    slot.offsets.extend(pending);
-                }
-            }
+            entry
+                .slot
+                .lock()
+                .await
+                .offsets
+                .end_transaction(producer_id, commit);
         }
         true
     }
@@ -340,6 +330,7 @@ impl GroupCoordinator {
             };
             let expired: Vec<(String, i32)> = slot
                 .offsets
+                .committed()
                 .iter()
                 .filter(|(_, v)| {
                     now.saturating_sub(empty_since.unwrap_or(v.commit_timestamp_ms)) >= retention
@@ -349,7 +340,7 @@ impl GroupCoordinator {
             if expired.is_empty() {
                 continue;
             }
-            let drop_group = expired.len() == slot.offsets.len();
+            let drop_group = expired.len() == slot.offsets.committed().len();
             let mut kvs: Vec<(Bytes, Option<Bytes>)> = expired
                 .iter()
                 .map(|(t, p)| (records::offset_key(&entry.id, t, *p), None))
@@ -444,95 +435,29 @@ fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
     }
 }
 
-type Offsets = BTreeMap<(String, i32), CommittedOffset>;
-
-/// One group as replayed from its partition: committed offsets, the last
-/// group metadata (JSON), and transactional offsets still awaiting a marker.
-#[derive(Default)]
-struct LoadedGroup {
-    offsets: Offsets,
-    snapshot: Option<Bytes>,
-    pending: HashMap<i64, Offsets>,
-}
-
 /// Every group of one partition, replayed in log order.
-type LoadedState = HashMap<String, LoadedGroup>;
+type LoadedState = BTreeMap<String, LoadedGroup>;
 
+/// Replays a `__consumer_offsets` partition (`strand_group::offsets::Replay`),
+/// with the LEO it read up to.
 fn read_offsets_partition(
     partition: &Partition,
 ) -> Result<(LoadedState, strand_types::Offset), String> {
-    let mut state: LoadedState = HashMap::new();
+    let mut replay = Replay::default();
     let end = for_each_record(partition, |rec| {
-        if rec.control {
-            // A transaction marker: key = version i16 | type i16 (1 = commit).
-            let commit = rec
-                .key
-                .as_ref()
-                .is_some_and(|k| k.len() >= 4 && i16::from_be_bytes([k[2], k[3]]) == 1);
-            for g in state.values_mut() {
-                if let Some(pending) = g.pending.remove(&rec.producer_id) {
-                    if commit {
-                        g.offsets.extend(pending);
-                    }
-                }
-            }
-            return;
-        }
-        let txn_producer = (rec.transactional && rec.producer_id >= 0).then_some(rec.producer_id);
-        apply_record(
-            &mut state,
-            rec.key.as_ref(),
-            rec.value.as_ref(),
-            txn_producer,
-        );
+        replay.record(ReplayRecord {
+            key: rec.key.as_ref(),
+            value: rec.value.as_ref(),
+            control: rec.control,
+            transactional: rec.transactional,
+            producer_id: ProducerId::from_wire(rec.producer_id),
+        });
     })?;
-    Ok((state, end))
-}
-
-fn apply_record(
-    state: &mut LoadedState,
-    key: Option<&Bytes>,
-    value: Option<&Bytes>,
-    txn_producer: Option<i64>,
-) {
-    match records::decode(key, value) {
-        Ok(OffsetsRecord::Offset {
-            group,
-            topic,
-            partition,
-            value,
-        }) => match (value, txn_producer) {
-            (Some(v), Some(pid)) => {
-                state
-                    .entry(group)
-                    .or_default()
-                    .pending
-                    .entry(pid)
-                    .or_default()
-                    .insert((topic, partition), v);
-            }
-            (Some(v), None) => {
-                state
-                    .entry(group)
-                    .or_default()
-                    .offsets
-                    .insert((topic, partition), v);
-            }
-            (None, _) => {
-                if let Some(g) = state.get_mut(&group) {
-                    g.offsets.remove(&(topic, partition));
-                }
-            }
-        },
-        Ok(OffsetsRecord::Group { group, snapshot }) => match snapshot {
-            // A deleted group: its offsets went with it (tombstones follow).
-            None => {
-                state.remove(&group);
-            }
-            Some(json) => state.entry(group).or_default().snapshot = Some(json),
-        },
-        Err(e) => tracing::warn!(error = %e, "undecodable offsets record skipped"),
+    let (state, skipped) = replay.finish();
+    for e in skipped {
+        tracing::warn!(partition = partition.index, error = %e, "undecodable offsets record skipped");
     }
+    Ok((state, end))
 }
 
 /// OffsetCommit's group checks (Kafka `validateOffsetCommit`): by the group's

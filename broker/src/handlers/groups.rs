@@ -3,7 +3,6 @@
 //! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete).
 
 use crate::coordinator_runtime::append_committed;
-use crate::group_coordinator::records::{self, CommittedOffset};
 use crate::group_coordinator::{act, GroupCoordinator, GroupEntry, OFFSETS_TOPIC};
 use crate::handlers::context::RequestContext;
 use crate::node::Node;
@@ -27,6 +26,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use strand_group::records::{self, CommittedOffset};
 use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
 use strand_metadata::controller_api::NewTopic;
 use strand_partition::now_ms;
@@ -407,14 +407,11 @@ pub async fn txn_offset_commit(
             None => Err(ErrorCode::NotCoordinator),
         }
     };
-    if result.is_ok() {
-        let pending = slot
-            .pending_txn_offsets
-            .entry(req.producer_id.0)
-            .or_default();
-        for (k, v) in accepted {
-            pending.insert(k, v);
-        }
+    if let (Ok(()), Some(producer)) = (
+        &result,
+        strand_types::ProducerId::from_wire(req.producer_id.0),
+    ) {
+        slot.offsets.stage(producer, accepted);
     }
     drop(slot);
     respond(&|index, topic| {
@@ -514,7 +511,7 @@ pub async fn offset_commit(
     };
     if result.is_ok() {
         for (k, v) in &accepted {
-            slot.offsets.insert(k.clone(), v.clone());
+            slot.offsets.commit([(k.clone(), v.clone())]);
         }
     }
     drop(slot);
@@ -540,43 +537,29 @@ async fn fetch_group_offsets(
     require_stable: bool,
 ) -> Result<Vec<(String, Vec<PartitionOffset>)>, ErrorCode> {
     let entry = group_entry(node, group, false).await?;
-    let (offsets, unstable) = match &entry {
-        Some(e) => {
-            let slot = e.slot.lock().await;
-            let unstable: std::collections::HashSet<(String, i32)> = if require_stable {
-                slot.pending_txn_offsets
-                    .values()
-                    .flat_map(|o| o.keys().cloned())
-                    .collect()
-            } else {
-                Default::default()
-            };
-            (slot.offsets.clone(), unstable)
-        }
+    let offsets = match &entry {
+        Some(e) => e.slot.lock().await.offsets.clone(),
         None => Default::default(),
     };
-    let answer = |t: &str, p: i32, v: Option<CommittedOffset>| -> PartitionOffset {
-        if unstable.contains(&(t.to_string(), p)) {
-            (p, None, Some(ErrorCode::UnstableOffsetCommit))
-        } else {
-            (p, v, None)
+    let answer = |t: &str, p: i32| -> PartitionOffset {
+        match offsets.fetch(&(t.to_string(), p), require_stable) {
+            Ok(v) => (p, v.cloned(), None),
+            Err(code) => (p, None, Some(code)),
         }
     };
     Ok(match wanted {
         Some(topics) => topics
             .into_iter()
             .map(|(t, parts)| {
-                let ps = parts
-                    .into_iter()
-                    .map(|p| answer(&t, p, offsets.get(&(t.clone(), p)).cloned()))
-                    .collect();
+                let ps = parts.into_iter().map(|p| answer(&t, p)).collect();
                 (t, ps)
             })
             .collect(),
         None => {
             let mut by_topic: Vec<(String, Vec<PartitionOffset>)> = Vec::new();
-            for ((t, p), v) in offsets {
-                let a = answer(&t, p, Some(v));
+            for (t, p) in offsets.committed().keys() {
+                let a = answer(t, *p);
+                let t = t.clone();
                 match by_topic.iter_mut().find(|(n, _)| *n == t) {
                     Some((_, ps)) => ps.push(a),
                     None => by_topic.push((t, vec![a])),
@@ -1090,7 +1073,7 @@ async fn delete_group(node: &Node, id: &str) -> Result<(), ErrorCode> {
     if slot.unloaded {
         return Err(ErrorCode::NotCoordinator);
     }
-    let no_offsets = slot.offsets.is_empty();
+    let no_offsets = slot.offsets.committed().is_empty();
     match slot.group.as_mut() {
         Some(g) => g.delete(now_ms())?,
         None if no_offsets => return Err(ErrorCode::GroupIdNotFound),
@@ -1098,6 +1081,7 @@ async fn delete_group(node: &Node, id: &str) -> Result<(), ErrorCode> {
     }
     let mut kvs: Vec<(bytes::Bytes, Option<bytes::Bytes>)> = slot
         .offsets
+        .committed()
         .keys()
         .map(|(t, p)| (records::offset_key(id, t, *p), None))
         .collect();
@@ -1146,7 +1130,8 @@ pub async fn offset_delete(node: &Node, req: OffsetDeleteRequest) -> OffsetDelet
                 }
                 if slot
                     .offsets
-                    .contains_key(&(name.clone(), p.partition_index))
+                    .get(&(name.clone(), p.partition_index))
+                    .is_some()
                 {
                     kvs.push((records::offset_key(&id, &name, p.partition_index), None));
                 }

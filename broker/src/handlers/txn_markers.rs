@@ -112,15 +112,15 @@ pub async fn write_txn_markers(
         let result = w.partition.wait_for_ack(&w.outcome, deadline).await;
         match result {
             Ok(()) => {
-                if w.partition.topic == OFFSETS_TOPIC
-                    && !on_offsets_txn_marker(node, w.partition.index, w.producer_id, w.commit)
-                        .await
-                {
-                    // The groups are still loading: the coordinator retries the
-                    // marker (a second marker closes nothing and is harmless).
-                    let (mi, ti, pi) = w.at;
-                    results[mi].topics[ti].partitions[pi].error_code =
-                        ErrorCode::NotEnoughReplicas.code();
+                let producer = strand_types::ProducerId::from_wire(w.producer_id);
+                if let (true, Some(producer)) = (w.partition.topic == OFFSETS_TOPIC, producer) {
+                    if !on_offsets_txn_marker(node, w.partition.index, producer, w.commit).await {
+                        // The groups are still loading: the coordinator retries
+                        // the marker (a repeat ends nothing and is harmless).
+                        let (mi, ti, pi) = w.at;
+                        results[mi].topics[ti].partitions[pi].error_code =
+                            ErrorCode::NotEnoughReplicas.code();
+                    }
                 }
             }
             Err(code) => {
@@ -139,7 +139,7 @@ pub async fn write_txn_markers(
 pub async fn on_offsets_txn_marker(
     node: &Node,
     partition: i32,
-    producer_id: i64,
+    producer_id: strand_types::ProducerId,
     commit: bool,
 ) -> bool {
     node.groups

@@ -1,4 +1,5 @@
-//! The records a group coordinator keeps in `__consumer_offsets`. Keys use
+//! The records a group coordinator keeps in `__consumer_offsets` (moved
+//! here from the broker, bytes unchanged, so the simulation shares them). Keys use
 //! Kafka's layouts (so that compaction keeps the latest value per group,
 //! topic and partition exactly as Kafka's would): offset commit key v1
 //! (group, topic, partition), group metadata key v2 (group). Offset values use
