@@ -42,6 +42,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "strand-partition",
             "strand-controller",
             "strand-txn",
+            "strand-group",
             "strand-broker",
         ],
     ),

@@ -21,8 +21,9 @@ use uuid::Uuid;
 use crate::msg::{FetchRequest, Msg};
 use crate::state::{ParkedProduce, PendingAck, Replica, Waiter};
 use crate::{
-    txn_tp, violation, Sim, Violation, ACK_TIMEOUT_MS, CLIENT, CONTROLLER, FETCH_MAX_BYTES,
-    FETCH_TIMEOUT_MS, HEARTBEAT_MS, LAG_TIME_MAX_MS, LOG_DIR, RPC_RETRY_MS, TXN_IDS,
+    offsets_tp, txn_tp, violation, Sim, Violation, ACK_TIMEOUT_MS, CLIENT, CONTROLLER,
+    FETCH_MAX_BYTES, FETCH_TIMEOUT_MS, HEARTBEAT_MS, LAG_TIME_MAX_MS, LOG_DIR, RPC_RETRY_MS,
+    TXN_IDS,
 };
 
 /// A partition's settings from its topic's configs (min.insync.replicas;
@@ -134,6 +135,7 @@ impl Sim {
             }
         }
         self.coordinator_reconcile(id);
+        self.groups_reconcile(id);
     }
 
     pub(crate) fn broker_tick(&mut self, id: i32) -> Result<(), Violation> {
@@ -189,6 +191,7 @@ impl Sim {
             );
         }
         self.coordinator_tick(id);
+        self.groups_tick(id);
         self.check_disk(id);
         Ok(())
     }
@@ -297,14 +300,23 @@ impl Sim {
     pub(crate) fn resolve(&mut self, id: i32, waiter: Waiter, result: Result<Offset, ErrorCode>) {
         match waiter {
             Waiter::Client(req) => self.send(id, CLIENT, Msg::Reply { id: req, result }),
-            Waiter::Marker { from, id: req } => self.send(
-                id,
+            Waiter::Marker {
                 from,
-                Msg::MarkerReply {
-                    id: req,
-                    result: result.map(|_| ()),
-                },
-            ),
+                id: req,
+                offsets,
+            } => {
+                let mut result = result.map(|_| ());
+                if let (Ok(()), Some((producer, commit))) = (result, offsets) {
+                    if !self.groups_on_marker(id, producer, commit) {
+                        // The groups are loading: the marker comes again.
+                        result = Err(ErrorCode::NotEnoughReplicas);
+                    }
+                }
+                self.send(id, from, Msg::MarkerReply { id: req, result });
+            }
+            Waiter::Group { epoch, write } => {
+                self.group_write_done(id, epoch, write, result.map(|_| ()))
+            }
             Waiter::Shard { epoch, write } => {
                 self.shard_write_done(id, epoch, write, result.map(|_| ()))
             }
@@ -417,6 +429,9 @@ impl Sim {
                 batch,
             } => self.produce(id, req, tp, txn, batch)?,
             Msg::AddPartitionReply { id: add_id, result } => {
+                if self.groups_added(id, add_id, result) {
+                    return Ok(());
+                }
                 let Some(i) = self.node(id).parked.iter().position(|p| p.add_id == add_id) else {
                     return Ok(());
                 };
@@ -464,12 +479,23 @@ impl Sim {
                         .map_err(|e| e.code),
                     None => Err(ErrorCode::NotLeaderOrFollower),
                 };
-                self.appended(id, &tp, Waiter::Marker { from, id: req }, appended)?;
+                let offsets = producer_id
+                    .filter(|_| tp == offsets_tp())
+                    .map(|p| (p, commit));
+                let waiter = Waiter::Marker {
+                    from,
+                    id: req,
+                    offsets,
+                };
+                self.appended(id, &tp, waiter, appended)?;
             }
             other @ (Msg::InitProducerId { .. }
             | Msg::EndTxn { .. }
             | Msg::AddPartition { .. }
             | Msg::MarkerReply { .. }) => self.coordinator_receive(id, from, other),
+            other @ (Msg::OffsetCommit { .. }
+            | Msg::TxnOffsetCommit { .. }
+            | Msg::OffsetFetch { .. }) => self.groups_receive(id, from, other),
             _ => {}
         }
         self.check_disk(id);

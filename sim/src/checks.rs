@@ -6,9 +6,12 @@ use strand_protocol::batch::{control_record_type, BatchIter, ControlType};
 use strand_txn::coordinator::TxnState;
 use strand_types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition};
 
+use crate::groups::{plain_input, txn_input};
 use crate::state::ClientState;
 use crate::state::ClientTxn;
-use crate::{all_tps, txn_tp, violation, Report, Sim, Violation};
+use crate::{
+    all_tps, offsets_tp, txn_tp, violation, Report, Sim, Violation, PLAIN_GROUP, TXN_GROUP, TXN_IDS,
+};
 
 /// Every batch of `p` from its log start up to `upper`: (base offset,
 /// bytes).
@@ -154,6 +157,16 @@ impl Sim {
         {
             return false;
         }
+        let Some(group_leader) = self.leader_of(&offsets_tp()) else {
+            return false;
+        };
+        let g = &self.nodes[(group_leader - 1) as usize];
+        if g.groups
+            .as_ref()
+            .is_none_or(|h| !h.writes.is_empty() || !h.adding.is_empty())
+        {
+            return false;
+        }
         let Some(coordinator) = self.leader_of(&txn_tp()) else {
             return false;
         };
@@ -290,7 +303,7 @@ impl Sim {
                     );
                 }
             }
-            if tp == txn_tp() {
+            if tp == txn_tp() || tp == offsets_tp() {
                 continue;
             }
             // No acknowledged record is lost: the batch is at its offset, as
@@ -406,6 +419,58 @@ impl Sim {
                 }
             }
         }
+        // The group coordinator's offsets: each transactional input at the
+        // position its last committed transaction consumed up to; the
+        // plain group's at least its last acknowledged commit.
+        let leader = self.leader_of(&offsets_tp()).expect("converged: a leader");
+        let groups = self.nodes[(leader - 1) as usize]
+            .groups
+            .as_ref()
+            .expect("converged: the groups are loaded")
+            .groups
+            .clone();
+        for txn in 0..TXN_IDS.len() {
+            let expected = self
+                .offset_values
+                .iter()
+                .filter_map(|(v, key)| {
+                    let d = self.decisions.get(key).filter(|d| d.commit)?;
+                    (self.owners.get(key)?.0 == txn).then_some((d.at, *v))
+                })
+                .max()
+                .map(|(_, v)| v);
+            let got = groups
+                .get(TXN_GROUP)
+                .and_then(|o| o.get(&txn_input(txn)))
+                .map(|c| c.offset);
+            if got != expected {
+                return violation(
+                    self,
+                    format!(
+                        "the transactional group's offset for input {txn} is {got:?}, but its last committed transaction consumed up to {expected:?}"
+                    ),
+                );
+            }
+            if groups
+                .get(TXN_GROUP)
+                .is_some_and(|o| o.pending_producers().count() > 0)
+            {
+                return violation(self, "transactional offsets still staged at the end".into());
+            }
+        }
+        let plain = groups
+            .get(PLAIN_GROUP)
+            .and_then(|o| o.get(&plain_input()))
+            .map_or(0, |c| c.offset);
+        if !self.plain.may_read(plain, self.plain.acked) {
+            return violation(
+                self,
+                format!(
+                    "the plain group's offset is {plain}: {} was acknowledged, {} the last sent",
+                    self.plain.acked, self.plain.sent
+                ),
+            );
+        }
         let committed = self.decisions.values().filter(|d| d.commit).count();
         Ok(Report {
             events: self.events,
@@ -418,6 +483,8 @@ impl Sim {
             fenced: self.fenced,
             coordinator_loads: self.coordinator_loads,
             transactional_batches,
+            offset_commits: self.plain.acked as usize,
+            offset_fetches: self.plain.fetches,
         })
     }
 }

@@ -16,9 +16,13 @@ use strand_protocol::testing::encode_records_txn;
 use strand_protocol::ErrorCode;
 use strand_types::TopicPartition;
 
+use crate::groups::txn_input;
 use crate::msg::Msg;
-use crate::state::{ClientState, ClientTxn, TxnClient, TxnSend};
-use crate::{data_tps, txn_tp, Sim, Violation, CLIENT, CLIENT_TIMEOUT_MS, RPC_RETRY_MS};
+use crate::state::{ClientState, ClientTxn, PlainOp, TxnClient, TxnOffsets, TxnSend};
+use crate::{
+    data_tps, offsets_tp, txn_tp, violation, Sim, Violation, CLIENT, CLIENT_TIMEOUT_MS,
+    RPC_RETRY_MS, TXN_GROUP, TXN_IDS,
+};
 
 /// A produce error a producer retries.
 fn retriable(code: ErrorCode) -> bool {
@@ -84,6 +88,38 @@ impl Sim {
         for i in 0..self.clients.len() {
             self.txn_client_tick(i);
         }
+        self.plain_committer_tick();
+        self.offsets_checker_tick();
+    }
+
+    /// Fetches the transactional group's offsets (require_stable) now and
+    /// then: what it sees must come from committed transactions, in order.
+    fn offsets_checker_tick(&mut self) {
+        let now = self.now;
+        if let Some((_, at, _)) = self.checker {
+            if now - at < RPC_RETRY_MS * 3 {
+                return;
+            }
+        }
+        if self.rng.gen_bool(0.9) {
+            return;
+        }
+        let Some(coordinator) = self.leader_of(&offsets_tp()) else {
+            return;
+        };
+        let txn = self.rng.gen_range(0..TXN_IDS.len());
+        let id = self.next_id();
+        self.checker = Some((id, now, txn));
+        self.send(
+            CLIENT,
+            coordinator,
+            Msg::OffsetFetch {
+                id,
+                group: TXN_GROUP.to_string(),
+                key: txn_input(txn),
+                require_stable: true,
+            },
+        );
     }
 
     fn coordinator(&self) -> Option<i32> {
@@ -168,10 +204,22 @@ impl Sim {
                         },
                     );
                 }
+                // The input it processed: a position unique to this
+                // transaction, committed as the group's offset with it.
+                self.next_value += 1;
+                let input = self.next_value as i64;
+                self.offset_values.insert(input, (producer_id, epoch));
                 self.clients[i].state = ClientState::InTxn(ClientTxn {
                     producer_id,
                     epoch,
                     sends,
+                    offsets: TxnOffsets {
+                        value: input,
+                        requests: Vec::new(),
+                        last_sent: None,
+                        acked: false,
+                        failed: false,
+                    },
                     started_at: now,
                     end: None,
                     end_request: None,
@@ -198,8 +246,7 @@ impl Sim {
                         self.clients[i].state = ClientState::Stopped;
                         return;
                     }
-                    let acked = t.sends.values().all(|s| s.acked.is_some());
-                    let commit = acked && !t.sends.is_empty() && self.rng.gen_bool(0.7);
+                    let commit = t.all_acknowledged() && self.rng.gen_bool(0.7);
                     if let ClientState::InTxn(t) = &mut self.clients[i].state {
                         t.end = Some(commit);
                     }
@@ -236,9 +283,36 @@ impl Sim {
 
     /// Sends (again) each batch of client `i`'s transaction that is not
     /// acknowledged, refused, or in flight (a request unanswered for long,
-    /// or answered with a retriable error, is sent again).
+    /// or answered with a retriable error, is sent again), and the
+    /// transaction's offsets.
     fn send_batches(&mut self, i: usize) {
         let now = self.now;
+        let ClientState::InTxn(t) = &self.clients[i].state else {
+            return;
+        };
+        let o = &t.offsets;
+        let offsets_due =
+            !o.acked && !o.failed && o.last_sent.is_none_or(|at| now - at >= RPC_RETRY_MS);
+        let (pid, epoch, value) = (t.producer_id, t.epoch, o.value);
+        if let (true, Some(coordinator)) = (offsets_due, self.leader_of(&offsets_tp())) {
+            let id = self.next_id();
+            let txn = self.clients[i].txn;
+            if let ClientState::InTxn(t) = &mut self.clients[i].state {
+                t.offsets.requests.push(id);
+                t.offsets.last_sent = Some(now);
+            }
+            self.send(
+                CLIENT,
+                coordinator,
+                Msg::TxnOffsetCommit {
+                    id,
+                    txn,
+                    producer_id: pid,
+                    producer_epoch: epoch,
+                    value,
+                },
+            );
+        }
         let ClientState::InTxn(t) = &self.clients[i].state else {
             return;
         };
@@ -275,6 +349,103 @@ impl Sim {
                 },
             );
         }
+    }
+
+    /// An OffsetReply: the plain committer's, the checker's, or a
+    /// transaction's TxnOffsetCommit.
+    fn offset_reply(
+        &mut self,
+        id: u64,
+        result: Result<Option<i64>, ErrorCode>,
+    ) -> Result<(), Violation> {
+        if let Some((req, _, op)) = self.plain.in_flight {
+            if req == id {
+                self.plain.in_flight = None;
+                match (op, result) {
+                    (PlainOp::Commit(v), Ok(_)) => self.plain.acked = self.plain.acked.max(v),
+                    (PlainOp::Fetch(floor), Ok(got)) => {
+                        self.plain.fetches += 1;
+                        let got = got.unwrap_or(0);
+                        if !self.plain.may_read(got, floor) {
+                            return violation(
+                                self,
+                                format!(
+                                    "OffsetFetch of the plain group returned {got}: its commit of {floor} was acknowledged before the fetch, {} was the last sent, {:?} were given up on",
+                                    self.plain.sent, self.plain.unknown
+                                ),
+                            );
+                        }
+                    }
+                    // Refused (not the coordinator, loading, timed out): the
+                    // next tick sends another.
+                    (_, Err(_)) => {}
+                }
+                return Ok(());
+            }
+        }
+        if let Some((req, _, txn)) = self.checker {
+            if req == id {
+                self.checker = None;
+                if let Ok(Some(v)) = result {
+                    let owner = self.offset_values.get(&v).copied();
+                    let committed = owner
+                        .and_then(|k| self.decisions.get(&k))
+                        .is_some_and(|d| d.commit);
+                    if !committed {
+                        return violation(
+                            self,
+                            format!(
+                                "the transactional group's offset for input {txn} is {v}, from transaction {owner:?}, which the coordinator decided {:?}",
+                                owner.and_then(|k| self.decisions.get(&k)).map(|d| d.commit)
+                            ),
+                        );
+                    }
+                    let high = self.fetched_high.entry(txn as i32).or_insert(v);
+                    if v < *high {
+                        let before = *high;
+                        return violation(
+                            self,
+                            format!("the transactional group's offset for input {txn} went back from {before} to {v}"),
+                        );
+                    }
+                    *high = v;
+                }
+                return Ok(());
+            }
+        }
+        let mut refused = None;
+        for c in &mut self.clients {
+            let ClientState::InTxn(t) = &mut c.state else {
+                continue;
+            };
+            if !t.offsets.requests.contains(&id) {
+                continue;
+            }
+            match result {
+                Ok(_) => t.offsets.acked = true,
+                Err(
+                    ErrorCode::NotCoordinator
+                    | ErrorCode::CoordinatorLoadInProgress
+                    | ErrorCode::CoordinatorNotAvailable
+                    | ErrorCode::RequestTimedOut
+                    | ErrorCode::NotEnoughReplicas,
+                ) => {
+                    if t.offsets.requests.last() == Some(&id) {
+                        t.offsets.last_sent = None;
+                    }
+                }
+                Err(e) => {
+                    t.offsets.failed = true;
+                    refused = Some((c.txn, c.instance, e));
+                }
+            }
+        }
+        if let Some((txn, instance, e)) = refused {
+            self.note(format!(
+                "client: instance {instance} of txn {txn}: TxnOffsetCommit refused {e:?}"
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn client_receive(&mut self, msg: Msg) -> Result<(), Violation> {
@@ -316,6 +487,7 @@ impl Sim {
                     ));
                 }
             }
+            Msg::OffsetReply { id, result } => return self.offset_reply(id, result),
             Msg::CoordinatorReply { id, result } => {
                 let Some(i) = self.clients.iter().position(|c| match &c.state {
                     ClientState::Init(Some((r, _))) => *r == id,

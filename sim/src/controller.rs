@@ -16,7 +16,9 @@ use strand_types::BrokerId;
 use uuid::Uuid;
 
 use crate::msg::Msg;
-use crate::{Sim, CONTROLLER, DATA_PARTITIONS, DATA_TOPIC, SESSION_TIMEOUT_MS, TXN_TOPIC};
+use crate::{
+    Sim, CONTROLLER, DATA_PARTITIONS, DATA_TOPIC, OFFSETS_TOPIC, SESSION_TIMEOUT_MS, TXN_TOPIC,
+};
 
 impl Sim {
     pub(crate) fn apply(&mut self, records: Vec<MetadataRecord>) {
@@ -72,6 +74,7 @@ impl Sim {
         let topics = [
             (DATA_TOPIC, DATA_PARTITIONS, Uuid::from_u128(1)),
             (TXN_TOPIC, 1, Uuid::from_u128(2)),
+            (OFFSETS_TOPIC, 1, Uuid::from_u128(3)),
         ];
         for (name, partitions, id) in topics {
             if all_active && !self.controller.image.topics.contains_key(name) {

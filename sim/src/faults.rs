@@ -122,6 +122,7 @@ impl Sim {
         n.pending.clear();
         n.parked.clear();
         n.coordinator = None;
+        n.groups = None;
         if power_cut {
             let mut i = 0;
             n.storage.crash(|_, unsynced| {

@@ -54,6 +54,7 @@ mod clients;
 mod controller;
 mod coordinator;
 mod faults;
+mod groups;
 mod msg;
 mod state;
 
@@ -73,7 +74,7 @@ use strand_types::{
 };
 
 use msg::{Instance, Msg};
-use state::{ClientTxn, Node, TxnClient};
+use state::{ClientTxn, Node, PlainCommitter, TxnClient};
 
 /// Simulated wall-clock time at the start of every run.
 const START_MS: i64 = 1_700_000_000_000;
@@ -85,6 +86,12 @@ const CLIENT: i32 = 100;
 const DATA_TOPIC: &str = "t";
 const DATA_PARTITIONS: i32 = 2;
 const TXN_TOPIC: &str = "__transaction_state";
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The group the transactional clients commit their inputs' offsets for
+/// (one input partition per transactional id), and the group of the plain
+/// committer.
+const TXN_GROUP: &str = "pipeline";
+const PLAIN_GROUP: &str = "plain";
 /// The transactional ids the clients use (by index).
 const TXN_IDS: [&str; 2] = ["app-a", "app-b"];
 const TICK_MS: i64 = 10;
@@ -117,10 +124,16 @@ fn txn_tp() -> TopicPartition {
     TopicPartition::new(TXN_TOPIC, 0)
 }
 
+/// The one `__consumer_offsets` partition (every group maps to it).
+fn offsets_tp() -> TopicPartition {
+    TopicPartition::new(OFFSETS_TOPIC, 0)
+}
+
 /// Every partition of the run.
 fn all_tps() -> Vec<TopicPartition> {
     let mut tps = data_tps();
     tps.push(txn_tp());
+    tps.push(offsets_tp());
     tps
 }
 
@@ -173,6 +186,9 @@ pub struct Report {
     pub coordinator_loads: usize,
     /// Transactional batches whose fate (commit or abort marker) was checked.
     pub transactional_batches: usize,
+    /// The plain committer's acknowledged commits and checked fetches.
+    pub offset_commits: usize,
+    pub offset_fetches: usize,
 }
 
 /// An invariant that did not hold, with the run's recent history.
@@ -249,6 +265,10 @@ struct Sim {
     produced: usize,
     next_value: u64,
     next_produce: i64,
+    // The plain committer of the PLAIN_GROUP's offsets, and the checker's
+    // fetch of the transactional group's: (request id, when, input).
+    plain: PlainCommitter,
+    checker: Option<(u64, i64, usize)>,
     // The transactional clients, and every transaction they ran.
     clients: Vec<TxnClient>,
     client_txns: Vec<ClientTxn>,
@@ -262,6 +282,11 @@ struct Sim {
     /// The coordinator's decision for each transaction (producer id, epoch
     /// of its data), once its Prepare record committed.
     decisions: BTreeMap<(ProducerId, ProducerEpoch), Decision>,
+    /// The transaction (producer id, epoch of its data) that sent each
+    /// input position as its offsets (values are unique).
+    offset_values: BTreeMap<i64, (ProducerId, ProducerEpoch)>,
+    /// The highest transactional-group offset fetched so far, per input.
+    fetched_high: BTreeMap<i32, i64>,
     /// The instance each transactional id was last granted to: every
     /// other instance is fenced.
     grants: BTreeMap<usize, Instance>,
@@ -318,6 +343,7 @@ impl Sim {
                 pending: Vec::new(),
                 parked: Vec::new(),
                 coordinator: None,
+                groups: None,
             })
             .collect();
         let mut image = MetadataImage::default();
@@ -365,11 +391,15 @@ impl Sim {
             produced: 0,
             next_value: 0,
             next_produce: now + 500,
+            plain: PlainCommitter::default(),
+            checker: None,
             clients,
             client_txns: Vec::new(),
             next_producer_id: 1_000,
             owners: BTreeMap::new(),
             decisions: BTreeMap::new(),
+            offset_values: BTreeMap::new(),
+            fetched_high: BTreeMap::new(),
             grants: BTreeMap::new(),
             broken: None,
             appenders: BTreeMap::new(),

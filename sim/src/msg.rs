@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use std::sync::Arc;
+use strand_group::offsets::OffsetKey;
 use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
 use strand_protocol::ErrorCode;
@@ -117,6 +118,35 @@ pub enum Msg {
     MarkerReply {
         id: u64,
         result: Result<(), ErrorCode>,
+    },
+    /// OffsetCommit of `group`'s offset for `key` (a simple commit: no
+    /// generation).
+    OffsetCommit {
+        id: u64,
+        group: String,
+        key: OffsetKey,
+        value: i64,
+    },
+    /// TxnOffsetCommit (v5: the group coordinator adds `__consumer_offsets`
+    /// to the transaction) of the transactional group's offset for the
+    /// input partition of transactional id `txn`.
+    TxnOffsetCommit {
+        id: u64,
+        txn: usize,
+        producer_id: ProducerId,
+        producer_epoch: ProducerEpoch,
+        value: i64,
+    },
+    OffsetFetch {
+        id: u64,
+        group: String,
+        key: OffsetKey,
+        require_stable: bool,
+    },
+    /// A commit's answer (`Ok(None)`), or a fetch's (the committed value).
+    OffsetReply {
+        id: u64,
+        result: Result<Option<i64>, ErrorCode>,
     },
 }
 

@@ -13,6 +13,8 @@ use strand_types::{BrokerEpoch, LeaderEpoch, Offset, ProducerEpoch, ProducerId, 
 use uuid::Uuid;
 
 use crate::msg::Instance;
+use strand_group::offsets::{GroupOffsets, OffsetKey};
+use strand_group::records::CommittedOffset;
 
 /// One partition a broker hosts.
 pub struct Replica {
@@ -32,8 +34,16 @@ pub struct Replica {
 pub enum Waiter {
     /// A client's produce.
     Client(u64),
-    /// A coordinator's WriteMarker, from broker `from`.
-    Marker { from: i32, id: u64 },
+    /// A coordinator's WriteMarker, from broker `from`; on
+    /// `__consumer_offsets` the group coordinator applies it (producer,
+    /// commit) once it is in the HW.
+    Marker {
+        from: i32,
+        id: u64,
+        offsets: Option<(ProducerId, bool)>,
+    },
+    /// This broker's group coordinator (loaded at `epoch`).
+    Group { epoch: i32, write: u64 },
     /// This broker's transaction coordinator shard (loaded at `epoch`).
     Shard { epoch: i32, write: WriteId },
 }
@@ -122,6 +132,49 @@ pub struct Node {
     pub pending: Vec<PendingAck>,
     pub parked: Vec<ParkedProduce>,
     pub coordinator: Option<ShardHost>,
+    pub groups: Option<GroupHost>,
+}
+
+/// A write of the group coordinator, waiting for the HW.
+#[derive(Debug, Clone)]
+pub enum GroupWrite {
+    /// OffsetCommit: committed once written.
+    Commit {
+        client: u64,
+        group: String,
+        key: OffsetKey,
+        value: CommittedOffset,
+    },
+    /// TxnOffsetCommit: staged for the producer once written.
+    Stage {
+        client: u64,
+        group: String,
+        producer: ProducerId,
+        key: OffsetKey,
+        value: CommittedOffset,
+    },
+}
+
+/// A TxnOffsetCommit waiting for the transaction coordinator to add
+/// `__consumer_offsets` to the producer's transaction.
+#[derive(Debug, Clone)]
+pub struct ParkedTxnCommit {
+    pub client: u64,
+    pub producer_id: ProducerId,
+    pub producer_epoch: ProducerEpoch,
+    pub key: OffsetKey,
+    pub value: i64,
+    pub deadline: i64,
+}
+
+/// A broker's group coordinator: the groups of `__consumer_offsets-0` it
+/// loaded when it became that partition's leader.
+pub struct GroupHost {
+    pub epoch: i32,
+    pub groups: BTreeMap<String, GroupOffsets>,
+    pub writes: BTreeMap<u64, GroupWrite>,
+    /// AddPartition request id -> the TxnOffsetCommit waiting for it.
+    pub adding: BTreeMap<u64, ParkedTxnCommit>,
 }
 
 /// One batch of a client transaction, sent (and resent on retriable
@@ -139,12 +192,58 @@ pub struct TxnSend {
     pub failed: bool,
 }
 
+/// The TxnOffsetCommit of a client transaction: the input position it
+/// consumed up to, sent (and resent on retriable errors) until answered.
+#[derive(Debug, Clone)]
+pub struct TxnOffsets {
+    pub value: i64,
+    pub requests: Vec<u64>,
+    pub last_sent: Option<i64>,
+    pub acked: bool,
+    pub failed: bool,
+}
+
+/// The plain committer's request in flight.
+#[derive(Debug, Clone, Copy)]
+pub enum PlainOp {
+    /// OffsetCommit of this value.
+    Commit(i64),
+    /// OffsetFetch, which must return at least this (the highest value
+    /// whose commit was answered before the fetch was sent).
+    Fetch(i64),
+}
+
+/// The plain committer: commits ever larger values for its group's
+/// partition and fetches them back.
+#[derive(Debug, Clone, Default)]
+pub struct PlainCommitter {
+    pub sent: i64,
+    pub acked: i64,
+    /// (request id, when sent, what).
+    pub in_flight: Option<(u64, i64, PlainOp)>,
+    pub fetches: usize,
+    /// Commits given up on without an answer: each may still take effect
+    /// at any time (a request read before its connection was dropped), as
+    /// in Kafka, so a fetch may see one of them after a later commit.
+    pub unknown: std::collections::BTreeSet<i64>,
+}
+
+impl PlainCommitter {
+    /// Whether `value` is what a fetch may return, given the highest
+    /// commit acknowledged before it was sent.
+    pub fn may_read(&self, value: i64, floor: i64) -> bool {
+        value <= self.sent && (value >= floor || self.unknown.contains(&value))
+    }
+}
+
 /// A transaction of a client instance, as the client saw it.
 #[derive(Debug, Clone)]
 pub struct ClientTxn {
     pub producer_id: ProducerId,
     pub epoch: ProducerEpoch,
     pub sends: BTreeMap<TopicPartition, TxnSend>,
+    /// The offsets of the input it processed, sent to the transaction.
+    pub offsets: TxnOffsets,
     pub started_at: i64,
     /// EndTxn decided: commit or abort.
     pub end: Option<bool>,
@@ -158,6 +257,12 @@ impl ClientTxn {
     /// Every batch acknowledged or given up on.
     pub fn settled(&self) -> bool {
         self.sends.values().all(|s| s.acked.is_some() || s.failed)
+            && (self.offsets.acked || self.offsets.failed)
+    }
+
+    /// Every batch and the offsets acknowledged: the transaction may commit.
+    pub fn all_acknowledged(&self) -> bool {
+        self.sends.values().all(|s| s.acked.is_some()) && self.offsets.acked
     }
 }
 

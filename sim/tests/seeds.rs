@@ -33,6 +33,8 @@ fn seeds_hold_every_invariant() {
                 sum.fenced += r.fenced;
                 sum.coordinator_loads += r.coordinator_loads;
                 sum.transactional_batches += r.transactional_batches;
+                sum.offset_commits += r.offset_commits;
+                sum.offset_fetches += r.offset_fetches;
             }
             Err(v) => panic!("{v}"),
         }
@@ -40,7 +42,8 @@ fn seeds_hold_every_invariant() {
     println!(
         "{seeds} seeds: {} events, {} faults, {} leader epochs, {} acknowledged records checked, \
          {} transactions committed and {} aborted ({} transactional batches checked against \
-         their decision), {} instances fenced, {} coordinator loads",
+         their decision), {} instances fenced, {} coordinator loads, {} offset commits \
+         and {} fetches checked",
         sum.events,
         sum.faults,
         sum.leader_epochs,
@@ -49,7 +52,9 @@ fn seeds_hold_every_invariant() {
         sum.aborted,
         sum.transactional_batches,
         sum.fenced,
-        sum.coordinator_loads
+        sum.coordinator_loads,
+        sum.offset_commits,
+        sum.offset_fetches
     );
     // The runs did something: writes were acknowledged through faults,
     // leadership moved, and so did the coordinator; transactions were
@@ -66,6 +71,7 @@ fn seeds_hold_every_invariant() {
         sum.fenced > 0 || seeds < 50,
         "no instance was fenced: {sum:?}"
     );
+    assert!(sum.offset_commits > n && sum.offset_fetches > n, "{sum:?}");
 }
 
 #[test]
@@ -88,8 +94,10 @@ fn without_faults_everything_is_acknowledged() {
     let r = run(1, &config).unwrap_or_else(|v| panic!("{v}"));
     assert!(r.produced > 100, "{r:?}");
     assert!(r.acknowledged >= r.produced, "{r:?}");
-    // One leader epoch for each of the three partitions that took appends.
-    assert_eq!(r.leader_epochs, 3, "{r:?}");
+    // One leader epoch for each of the four partitions (two of data,
+    // __transaction_state, __consumer_offsets).
+    assert_eq!(r.leader_epochs, 4, "{r:?}");
+    assert!(r.offset_commits > 10 && r.offset_fetches > 10, "{r:?}");
     assert_eq!(r.coordinator_loads, 1, "{r:?}");
     assert!(r.committed > 10, "{r:?}");
     assert_eq!(r.fenced, 0, "{r:?}");
