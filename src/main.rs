@@ -12,14 +12,12 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
 use strand_broker::config::BrokerConfig;
 use strand_broker::controller_link::ControllerLink;
 use strand_broker::replica_manager::ReplicaManager;
-use strand_broker::{group_coordinator, lifecycle, meta, node, server};
+use strand_broker::{lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
 use strand_controller::{QuorumSettings, StoreKind};
-use strand_partition::now_ms;
 
 fn main() {
     tracing_subscriber::fmt()
@@ -184,6 +182,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         config.clone(),
         controller.clone(),
         registration.broker_epoch,
+        strand_types::SystemClock::shared(),
     ));
     let node = node::Node::new(broker.clone());
     let image = broker.image();
@@ -195,125 +194,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         "partitions opened"
     );
 
-    // Keep the partitions in line with every image the controller publishes.
-    let mut images = controller.subscribe();
-    let b = broker.clone();
-    tokio::spawn(async move {
-        while images.changed().await.is_ok() {
-            images.borrow_and_update();
-            let b = b.clone();
-            let _ = tokio::task::spawn_blocking(move || b.reconcile()).await;
-        }
-    });
-
-    // Housekeeping: time-based roll and flush every second, retention and
-    // HW checkpoints at their intervals.
-    let b = broker.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut last_retention = now_ms();
-        let mut last_hw_checkpoint = now_ms();
-        loop {
-            tick.tick().await;
-            let now = now_ms();
-            let retention = now - last_retention >= b.config.log_retention_check_interval_ms;
-            if retention {
-                last_retention = now;
-            }
-            let checkpoint_hw =
-                now - last_hw_checkpoint >= b.config.replica_high_watermark_checkpoint_interval_ms;
-            if checkpoint_hw {
-                last_hw_checkpoint = now;
-            }
-            let b = b.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                if b.log_dir_failures.is_offline() {
-                    return;
-                }
-                for p in b.all_partitions() {
-                    p.housekeeping(
-                        now,
-                        retention,
-                        checkpoint_hw,
-                        b.config.producer_id_expiration_ms,
-                    );
-                }
-            })
-            .await;
-        }
-    });
-
-    // Group timers (initial rebalance delay, rebalance and session timeouts).
-    let (b, groups) = (broker.clone(), node.groups.clone());
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            groups
-                .tick(|index| b.partition(group_coordinator::OFFSETS_TOPIC, index))
-                .await;
-        }
-    });
-
-    // Offset expiration at offsets.retention.check.interval.ms.
-    let (b, groups) = (broker.clone(), node.groups.clone());
-    tokio::spawn(async move {
-        let period = Duration::from_millis(b.config.offsets_retention_check_interval_ms as u64);
-        let mut tick = tokio::time::interval(period);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            groups
-                .expire_offsets(
-                    |index| b.partition(group_coordinator::OFFSETS_TOPIC, index),
-                    now_ms(),
-                )
-                .await;
-        }
-    });
-
-    // Transactions past their timeout are aborted (with an epoch bump).
-    let (b, txns) = (broker.clone(), node.txns.clone());
-    tokio::spawn(async move {
-        let period = Duration::from_millis(
-            b.config
-                .transaction_abort_timed_out_transaction_cleanup_interval_ms
-                .max(10),
-        );
-        let mut tick = tokio::time::interval(period);
-        loop {
-            tick.tick().await;
-            txns.abort_timed_out();
-        }
-    });
-
-    // Transactional ids idle past transactional.id.expiration.ms are removed.
-    let (b, txns) = (broker.clone(), node.txns.clone());
-    tokio::spawn(async move {
-        let period = Duration::from_millis(
-            b.config
-                .transaction_remove_expired_transaction_cleanup_interval_ms
-                .max(10),
-        );
-        let mut tick = tokio::time::interval(period);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            txns.remove_expired(b.config.transactional_id_expiration_ms);
-        }
-    });
-
-    // ISR shrink: Kafka checks every replica.lag.time.max.ms / 2.
-    let b = broker.clone();
-    tokio::spawn(async move {
-        let period = Duration::from_millis((b.config.replica_lag_time_max_ms / 2).max(10) as u64);
-        let mut tick = tokio::time::interval(period);
-        loop {
-            tick.tick().await;
-            b.maybe_shrink_isrs();
-        }
-    });
+    // The node's background work: reconciliation with each new image,
+    // housekeeping, group and transaction timers, ISR shrink.
+    node.spawn_background();
 
     let listener_cfg = config.client_listener().clone();
     let addr = listener_cfg

@@ -12,10 +12,10 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use strand_partition::{now_ms, AppendOrigin, AppendOutcome, Partition};
+use strand_partition::{AppendOrigin, AppendOutcome, Partition};
 use strand_protocol::ErrorCode;
 use strand_replication::rules::Acks;
-use strand_types::Offset;
+use strand_types::{Offset, ProducerEpoch, ProducerId};
 
 /// Kafka's coordinator partition for a group or transactional id:
 /// `abs(id.hashCode()) % partitions`, with Java's `String.hashCode` over UTF-16
@@ -287,18 +287,20 @@ pub async fn wait_load_committed(partition: &Partition, epoch: i32, loaded_end: 
 }
 
 /// Encodes key/value records as one batch (no producer id, CreateTime now).
-pub fn encode_records(kvs: &[(Bytes, Option<Bytes>)]) -> Result<Bytes, String> {
-    encode_records_as(kvs, None)
+pub fn encode_records(kvs: &[(Bytes, Option<Bytes>)], now_ms: i64) -> Result<Bytes, String> {
+    encode_records_as(kvs, None, now_ms)
 }
 
 /// Encodes key/value records as one batch; with a producer (id, epoch) the
 /// batch is transactional (TxnOffsetCommit), without sequence numbers.
+/// Records are stamped `now_ms` (create time).
 pub fn encode_records_as(
     kvs: &[(Bytes, Option<Bytes>)],
-    producer: Option<(i64, i16)>,
+    producer: Option<(ProducerId, ProducerEpoch)>,
+    now_ms: i64,
 ) -> Result<Bytes, String> {
-    let now = now_ms();
-    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
+    let producer_id = ProducerId::to_wire(producer.map(|p| p.0));
+    let producer_epoch = ProducerEpoch::to_wire(producer.map(|p| p.1));
     let records: Vec<Record> = kvs
         .iter()
         .enumerate()
@@ -314,7 +316,7 @@ pub fn encode_records_as(
             // The encoder starts a new batch unless offset - sequence stays
             // constant; this keeps one batch with base sequence -1 (none).
             sequence: i as i32 - 1,
-            timestamp: now,
+            timestamp: now_ms,
             key: Some(k.clone()),
             value: v.clone(),
             headers: Default::default(),
@@ -350,7 +352,7 @@ pub fn append_records(
     partition: &Partition,
     kvs: &[(Bytes, Option<Bytes>)],
 ) -> Result<AppendOutcome, ErrorCode> {
-    let batch = encode_records(kvs).map_err(|e| {
+    let batch = encode_records(kvs, partition.now_ms()).map_err(|e| {
         tracing::error!(error = %e, "cannot encode offsets records");
         ErrorCode::UnknownServerError
     })?;
@@ -363,13 +365,14 @@ pub fn append_records(
 pub fn append_txn_records(
     partition: &Partition,
     kvs: &[(Bytes, Option<Bytes>)],
-    producer_id: i64,
-    producer_epoch: i16,
+    producer_id: ProducerId,
+    producer_epoch: ProducerEpoch,
 ) -> Result<AppendOutcome, ErrorCode> {
-    let batch = encode_records_as(kvs, Some((producer_id, producer_epoch))).map_err(|e| {
-        tracing::error!(error = %e, "cannot encode transactional offsets records");
-        ErrorCode::UnknownServerError
-    })?;
+    let batch = encode_records_as(kvs, Some((producer_id, producer_epoch)), partition.now_ms())
+        .map_err(|e| {
+            tracing::error!(error = %e, "cannot encode transactional offsets records");
+            ErrorCode::UnknownServerError
+        })?;
     partition
         .append_from(&batch, Acks::All, 3, AppendOrigin::Coordinator)
         .map_err(|e| map_append_error(e.code))
@@ -482,7 +485,7 @@ mod tests {
             (Bytes::from_static(b"key"), Some(Bytes::from_static(b"v"))),
             (Bytes::from_static(b"tombstone"), None),
         ];
-        let batch = encode_records(&kvs).unwrap();
+        let batch = encode_records(&kvs, 1_000).unwrap();
         let headers = strand_protocol::batch::validate_record_set(&batch).unwrap();
         assert_eq!(headers.len(), 1);
         assert!(!headers[0].has_producer_id());

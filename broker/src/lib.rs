@@ -12,6 +12,8 @@
 //!   [`coordinator_runtime`] (internal-topic partition hash, appends that
 //!   wait for the HW, record scans for loading) and never import each
 //!   other;
+//! - [`background`] starts the node's timers and its reconciliation with
+//!   each new image;
 //! - [`config`] reads `server.properties` with Kafka's names; [`lifecycle`]
 //!   and [`meta`] cover registration, heartbeats, shutdown and
 //!   `meta.properties`.
@@ -22,6 +24,7 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod background;
 pub mod broker_client;
 pub mod config;
 pub mod connection_quotas;

@@ -21,10 +21,14 @@ impl Node {
     /// Creates the coordinators and registers them with the replica
     /// manager; call before its first reconciliation.
     pub fn new(broker: Arc<ReplicaManager>) -> Arc<Node> {
-        let groups = Arc::new(GroupCoordinator::new(broker.config.clone()));
+        let groups = Arc::new(GroupCoordinator::new(
+            broker.config.clone(),
+            broker.clock.clone(),
+        ));
         let txns = Arc::new(TxnCoordinator::new(
             broker.config.clone(),
             broker.controller.clone(),
+            broker.clock.clone(),
         ));
         broker.add_listener(groups.clone());
         broker.add_listener(txns.clone());

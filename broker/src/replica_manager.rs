@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use strand_log::storage::FileStorage;
 use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config};
 use strand_metadata::controller_api::AlterPartitionRequest;
@@ -17,11 +18,11 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
-use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, ProducerId, TopicPartition};
+use strand_types::{BrokerEpoch, BrokerId, Clock, LeaderEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
 use strand_partition::{
-    delete_dir, read_partition_metadata, Partition, PartitionSettings, DELETE_SUFFIX,
+    delete_dir, read_partition_metadata, Partition, PartitionIo, PartitionSettings, DELETE_SUFFIX,
 };
 
 /// Derives a partition's settings from its topic's configs and the broker's static config.
@@ -87,6 +88,9 @@ pub trait PartitionListener: Send + Sync {
 pub struct ReplicaManager {
     pub config: Arc<BrokerConfig>,
     pub controller: ControllerLink,
+    /// The node's clock: partitions, coordinators and handlers read time
+    /// from it, never from the system directly.
+    pub clock: Arc<dyn Clock>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
@@ -112,6 +116,7 @@ impl ReplicaManager {
         config: Arc<BrokerConfig>,
         controller: ControllerLink,
         broker_epoch: BrokerEpoch,
+        clock: Arc<dyn Clock>,
     ) -> ReplicaManager {
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
@@ -121,6 +126,7 @@ impl ReplicaManager {
         ReplicaManager {
             config,
             controller,
+            clock,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
             failed: Mutex::new(BTreeMap::new()),
@@ -330,7 +336,12 @@ impl ReplicaManager {
                     delete_dir(&dir);
                 }
             }
-            let opened = Partition::open(
+            let io = PartitionIo {
+                storage: FileStorage::shared(),
+                clock: self.clock.clone(),
+            };
+            let opened = Partition::open_in(
+                io,
                 &dir,
                 &tp.topic,
                 a.topic_id,

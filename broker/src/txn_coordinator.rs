@@ -29,13 +29,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use strand_metadata::image::MetadataImage;
-use strand_partition::{now_ms, Partition};
+use strand_partition::Partition;
 use strand_protocol::ErrorCode;
 use strand_txn::coordinator::{ProducerIdAndEpoch, TopicPartition};
 use strand_txn::shard::{
     Answer, Effect, Markers, MarkersOutcome, Reply, ShardConfig, TxnShard, WriteId,
 };
-use strand_types::{BrokerId, ProducerEpoch};
+use strand_types::{BrokerId, Clock, ProducerEpoch};
 use tokio::sync::oneshot;
 
 /// The internal topic holding transaction states.
@@ -76,6 +76,8 @@ impl ShardHost {
 
 pub struct TxnCoordinator {
     controller: ControllerLink,
+    /// Transaction start times, timeouts and expiry read this clock.
+    clock: Arc<dyn Clock>,
     config: ShardConfig,
     /// The `__transaction_state` partitions led here; a loaded one keeps
     /// its shard host.
@@ -85,9 +87,14 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    pub fn new(config: Arc<BrokerConfig>, controller: ControllerLink) -> Self {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        controller: ControllerLink,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         TxnCoordinator {
             controller,
+            clock,
             config: ShardConfig {
                 max_timeout_ms: config.transaction_max_timeout_ms,
             },
@@ -188,7 +195,9 @@ impl TxnCoordinator {
         self.decide(
             host,
             ids,
-            |shard, fresh| shard.init_producer_id(id, timeout_ms, expected, fresh, now_ms()),
+            |shard, fresh| {
+                shard.init_producer_id(id, timeout_ms, expected, fresh, self.clock.now_ms())
+            },
             |r| match r {
                 Reply::InitProducerId(r) => Some(r),
                 _ => None,
@@ -213,7 +222,7 @@ impl TxnCoordinator {
                 producer_epoch,
                 partitions,
                 transaction_version,
-                now_ms(),
+                self.clock.now_ms(),
             )
         }) {
             Asked::Now(r) => r,
@@ -248,7 +257,7 @@ impl TxnCoordinator {
                     commit,
                     tv2,
                     fresh,
-                    now_ms(),
+                    self.clock.now_ms(),
                 )
             },
             |r| match r {
@@ -315,7 +324,7 @@ impl TxnCoordinator {
         let failed = result.is_err();
         let effects = {
             let mut st = host.state.lock();
-            let (reply, effects) = st.shard.write_done(write, result, now_ms());
+            let (reply, effects) = st.shard.write_done(write, result, self.clock.now_ms());
             if let (Some(reply), Some(tx)) = (reply, st.waiting.remove(&write)) {
                 let _ = tx.send(reply);
             }
@@ -372,7 +381,7 @@ impl TxnCoordinator {
             .state
             .lock()
             .shard
-            .markers_done(&markers, outcome, now_ms());
+            .markers_done(&markers, outcome, self.clock.now_ms());
         if self.is_current(&host) {
             self.carry_out(&host, effects);
         }
@@ -482,7 +491,7 @@ impl TxnCoordinator {
     /// Aborts (with an epoch bump) every transaction that outlived its
     /// timeout (Kafka `abortTimedOutTransactions`).
     pub fn abort_timed_out(self: &Arc<Self>) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for host in self.hosts() {
             let effects = host.state.lock().shard.abort_timed_out(now);
             if !effects.is_empty() {
@@ -499,7 +508,7 @@ impl TxnCoordinator {
     /// Removes transactional ids idle for transactional.id.expiration.ms
     /// (a tombstone is written first, acks=all).
     pub fn remove_expired(self: &Arc<Self>, expiration_ms: i64) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for host in self.hosts() {
             let effects = host.state.lock().shard.remove_expired(now, expiration_ms);
             if !effects.is_empty() {
@@ -623,7 +632,7 @@ impl TxnCoordinator {
         &self,
         image: &MetadataImage,
         transactional_id: &str,
-        (producer_id, producer_epoch): (i64, i16),
+        (producer_id, producer_epoch): (strand_types::ProducerId, ProducerEpoch),
         topic: &str,
         partition: i32,
         add: bool,
@@ -655,8 +664,8 @@ impl TxnCoordinator {
                 .with_transactional_id(TransactionalId(StrBytes::from_string(
                     transactional_id.to_string(),
                 )))
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(producer_epoch)
+                .with_producer_id(ProducerId(producer_id.get()))
+                .with_producer_epoch(producer_epoch.get())
                 .with_verify_only(!add)
                 .with_topics(vec![AddPartitionsToTxnTopic::default()
                     .with_name(TopicName(StrBytes::from_string(topic.to_string())))

@@ -98,7 +98,7 @@ use strand_protocol::batch::{
     assign_offset_and_epoch, stamp_log_append_time, BatchHeader, BATCH_HEADER_LEN,
 };
 use strand_protocol::record_count;
-use strand_types::{LeaderEpoch, Offset, ProducerId};
+use strand_types::{Clock, LeaderEpoch, Offset, ProducerId, SystemClock};
 
 use crate::epoch::EpochCache;
 use crate::segment::{Segment, Stop};
@@ -178,6 +178,9 @@ pub struct ReadResult {
 /// reads, so they may run concurrently with each other).
 pub struct PartitionLog {
     storage: Arc<dyn Storage>,
+    /// Segment creation times (for log.roll.ms), batch append times and
+    /// flush intervals read this clock, never the system's directly.
+    clock: Arc<dyn Clock>,
     dir: PathBuf,
     config: LogConfig,
     /// By base offset (segments count in integers: see `log_offset`).
@@ -207,13 +210,6 @@ pub struct PartitionLog {
 /// Called with the log's directory and the error of the first failed write,
 /// fsync or checkpoint.
 pub type FailureListener = std::sync::Arc<dyn Fn(&Path, &io::Error) + Send + Sync>;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// An offset read from the log's segments (a base, a batch's offset, a
 /// segment's end): never negative. Segment bases are 20-digit file names or
@@ -267,17 +263,18 @@ impl PartitionLog {
     /// Opens the log in `dir` (created if missing), recovering it if the last
     /// shutdown was not clean. See the crate docs for the recovery rule.
     pub fn open(dir: &Path, config: LogConfig) -> Result<PartitionLog, LogError> {
-        Self::open_in(FileStorage::shared(), dir, config)
+        Self::open_in(FileStorage::shared(), SystemClock::shared(), dir, config)
     }
 
-    /// [`PartitionLog::open`] on the given storage.
+    /// [`PartitionLog::open`] on the given storage and clock.
     pub fn open_in(
         storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
         dir: &Path,
         config: LogConfig,
     ) -> Result<PartitionLog, LogError> {
         storage.create_dir_all(dir)?;
-        let now = now_ms();
+        let now = clock.now_ms();
         let interval = config.index_interval_bytes;
         let clean = storage.exists(&dir.join(CLEAN_SHUTDOWN_FILE));
 
@@ -388,6 +385,7 @@ impl PartitionLog {
 
         let mut log = PartitionLog {
             storage: storage.clone(),
+            clock,
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -526,7 +524,8 @@ impl PartitionLog {
         leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
     ) -> Result<AppendInfo, LogError> {
-        self.append_as_leader_at(records, headers, leader_epoch, log_append_time_ms, now_ms())
+        let now = self.clock.now_ms();
+        self.append_as_leader_at(records, headers, leader_epoch, log_append_time_ms, now)
     }
 
     /// `append_as_leader` with an explicit wall clock (for roll-by-time).
@@ -641,7 +640,8 @@ impl PartitionLog {
                 offset_of_max = h.last_offset();
             }
         }
-        self.append_batches(records, headers, now_ms())?;
+        let now = self.clock.now_ms();
+        self.append_batches(records, headers, now)?;
         Ok(AppendInfo {
             first_offset,
             // Offsets increase from `first_offset` (checked), no batch empty.
@@ -1155,7 +1155,8 @@ impl PartitionLog {
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
-        let seg = Segment::open(&self.storage, &self.dir, offset.get(), true, now_ms())?;
+        let now = self.clock.now_ms();
+        let seg = Segment::open(&self.storage, &self.dir, offset.get(), true, now)?;
         self.segments.insert(offset.get(), seg);
         self.leo = offset;
         self.log_start = offset;
@@ -1175,7 +1176,7 @@ impl PartitionLog {
             self.checkpoint_high_watermark(leo)?;
         }
         self.delete_snapshots_above(self.leo)?;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.flush_at(now)
     }
 
@@ -1186,7 +1187,8 @@ impl PartitionLog {
     }
 
     fn flush_unguarded(&mut self) -> Result<(), LogError> {
-        self.flush_at(now_ms())
+        let now = self.clock.now_ms();
+        self.flush_at(now)
     }
 
     fn flush_at(&mut self, now_ms: i64) -> Result<(), LogError> {

@@ -10,6 +10,7 @@ use std::path::Path;
 use strand_log::storage::{Fault, MemStorage};
 use strand_log::{LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::BatchIter;
+use strand_types::SystemClock;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -47,7 +48,7 @@ proptest! {
         let storage = MemStorage::new();
         let dir = Path::new("/data/t-0");
         let config = LogConfig { segment_bytes, ..small_segments(segment_bytes) };
-        let mut log = PartitionLog::open_in(storage.shared(), dir, config.clone()).unwrap();
+        let mut log = PartitionLog::open_in(storage.shared(), SystemClock::shared(), dir, config.clone()).unwrap();
         let mut durable = o(0);
         for op in &ops {
             match op {
@@ -70,7 +71,7 @@ proptest! {
             i += 1;
             keep
         });
-        let log = PartitionLog::open_in(storage.shared(), dir, config).unwrap();
+        let log = PartitionLog::open_in(storage.shared(), SystemClock::shared(), dir, config).unwrap();
         let recovered = batches(&log);
         prop_assert!(recovered.len() <= appended.len());
         prop_assert_eq!(&recovered[..], &appended[..recovered.len()]);
@@ -88,7 +89,13 @@ proptest! {
 fn a_failed_fsync_is_never_believed() {
     let storage = MemStorage::new();
     let dir = Path::new("/data/t-0");
-    let mut log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
+    let mut log = PartitionLog::open_in(
+        storage.shared(),
+        SystemClock::shared(),
+        dir,
+        LogConfig::default(),
+    )
+    .unwrap();
     append(&mut log, 3);
     log.flush().unwrap();
     append(&mut log, 2);
@@ -102,7 +109,13 @@ fn a_failed_fsync_is_never_believed() {
     assert!(log.append_as_leader(&mut more, &h, e(0), None).is_err());
     drop(log);
     storage.crash(|_, _| 0);
-    let log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
+    let log = PartitionLog::open_in(
+        storage.shared(),
+        SystemClock::shared(),
+        dir,
+        LogConfig::default(),
+    )
+    .unwrap();
     assert_eq!(log.log_end_offset(), o(3));
 }
 
@@ -123,7 +136,13 @@ fn recovery_rebuilds_leader_epochs_from_the_batches() {
         let h = validate_record_set(&b).unwrap();
         log.append_as_follower(&b, &h)
     };
-    let mut log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
+    let mut log = PartitionLog::open_in(
+        storage.shared(),
+        SystemClock::shared(),
+        dir,
+        LogConfig::default(),
+    )
+    .unwrap();
     follow(&mut log, 0, 0).unwrap();
     follow(&mut log, 1, 0).unwrap();
     storage.inject(Fault::FailSync(dir.join("leader-epoch-checkpoint")));
@@ -133,7 +152,13 @@ fn recovery_rebuilds_leader_epochs_from_the_batches() {
     );
     drop(log);
     storage.clear_faults();
-    let log = PartitionLog::open_in(storage.shared(), dir, LogConfig::default()).unwrap();
+    let log = PartitionLog::open_in(
+        storage.shared(),
+        SystemClock::shared(),
+        dir,
+        LogConfig::default(),
+    )
+    .unwrap();
     assert_eq!(
         log.log_end_offset(),
         o(3),
@@ -163,7 +188,9 @@ fn recovery_keeps_earlier_epoch_starts() {
         segment_bytes: 4 * batch(1).len() as u64,
         ..LogConfig::default()
     };
-    let mut log = PartitionLog::open_in(storage.shared(), dir, config.clone()).unwrap();
+    let mut log =
+        PartitionLog::open_in(storage.shared(), SystemClock::shared(), dir, config.clone())
+            .unwrap();
     for (offset, epoch) in [(0, 0), (1, 0), (2, 1), (3, 1), (4, 1), (5, 1), (6, 2)] {
         let mut b = batch(1);
         assign_offset_and_epoch(&mut b, offset, epoch);
@@ -177,7 +204,7 @@ fn recovery_keeps_earlier_epoch_starts() {
     );
     assert_eq!(log.end_offset_for_epoch(e(0)), Some((e(0), o(2))));
     drop(log); // kill -9: no clean shutdown, the active segment is recovered
-    let log = PartitionLog::open_in(storage.shared(), dir, config).unwrap();
+    let log = PartitionLog::open_in(storage.shared(), SystemClock::shared(), dir, config).unwrap();
     assert_eq!(log.log_end_offset(), o(7));
     assert_eq!(log.end_offset_for_epoch(e(0)), Some((e(0), o(2))));
     assert_eq!(log.end_offset_for_epoch(e(1)), Some((e(1), o(6))));

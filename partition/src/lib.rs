@@ -42,11 +42,6 @@ use strand_types::{
 use tokio::sync::watch;
 use uuid::Uuid;
 
-/// The wall clock, for callers without a [`Clock`] of their own.
-pub fn now_ms() -> i64 {
-    SystemClock.now_ms()
-}
-
 /// The seams a partition does its I/O through: the storage its log lives
 /// on and the clock its time-based decisions read.
 #[derive(Clone)]
@@ -231,7 +226,8 @@ impl Partition {
         settings: PartitionSettings,
     ) -> Result<Partition, LogError> {
         let PartitionIo { storage, clock } = io;
-        let mut log = PartitionLog::open_in(storage.clone(), dir, settings.log.clone())?;
+        let mut log =
+            PartitionLog::open_in(storage.clone(), clock.clone(), dir, settings.log.clone())?;
         write_partition_metadata(&*storage, dir, topic_id)?;
         let mut producers = rebuild_producer_state(&mut log);
         // The checkpointed HW until a leader says more (a leader of a
@@ -260,6 +256,12 @@ impl Partition {
             closed: AtomicBool::new(false),
             clock,
         })
+    }
+
+    /// Now on this partition's clock (the one its log stamps batches and
+    /// times rolls with).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     pub fn offsets(&self) -> PartitionOffsets {
@@ -485,7 +487,7 @@ impl Partition {
         }
         // One copy of the client's bytes so offsets and epoch can be written in place.
         let mut buf = BytesMut::from(&records[..]);
-        let append_time = settings.log_append_time.then(now_ms);
+        let append_time = settings.log_append_time.then(|| self.clock.now_ms());
         let info = log
             .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;

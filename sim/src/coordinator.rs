@@ -328,7 +328,7 @@ impl Sim {
                     }
                     let appended = match (
                         self.leader_partition(id, &tp),
-                        encode_records(&[(key, value)]),
+                        encode_records(&[(key, value)], self.now),
                     ) {
                         (Some(p), Ok(batch)) if p.leader_epoch().get() == epoch => {
                             p.append(&batch, Acks::All, 3).map_err(|e| e.code)

@@ -153,7 +153,7 @@ impl Sim {
                 };
                 let appended = match (
                     self.leader_partition(id, &offsets_tp()),
-                    encode_records(&[kv]),
+                    encode_records(&[kv], self.now),
                 ) {
                     (Some(p), Ok(batch)) if p.leader_epoch().get() == epoch => {
                         p.append(&batch, Acks::All, 3).map_err(|e| e.code)
@@ -251,10 +251,10 @@ impl Sim {
             records::offset_key(TXN_GROUP, &parked.key.0, parked.key.1),
             Some(records::offset_value(&value(parked.value))),
         );
-        let producer = (parked.producer_id.get(), parked.producer_epoch.get());
+        let producer = (parked.producer_id, parked.producer_epoch);
         let appended = match (
             self.leader_partition(id, &offsets_tp()),
-            encode_records_as(&[kv], Some(producer)),
+            encode_records_as(&[kv], Some(producer), self.now),
         ) {
             (Some(p), Ok(batch)) if p.leader_epoch().get() == epoch => p
                 .append_from(&batch, Acks::All, 3, AppendOrigin::Coordinator)

@@ -98,9 +98,16 @@ impl Client {
     }
 
     /// True when the broker has closed the connection (EOF or reset).
+    /// Whether the broker closes this connection (end of stream or a reset)
+    /// before the read timeout; a timeout means it is still open.
     pub fn is_closed(&mut self) -> bool {
+        use std::io::ErrorKind;
         let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0) | Err(_))
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        }
     }
 }
 

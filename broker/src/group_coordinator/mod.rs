@@ -21,9 +21,9 @@ use strand_group::records;
 use strand_group::{
     Group, GroupConfig, GroupMetadataSnapshot, JoinResponse, Outcome, SyncResponse,
 };
-use strand_partition::{now_ms, Partition};
+use strand_partition::Partition;
 use strand_protocol::ErrorCode;
-use strand_types::ProducerId;
+use strand_types::{Clock, ProducerId};
 use tokio::sync::oneshot;
 
 /// The internal topic holding group metadata and committed offsets.
@@ -35,6 +35,9 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 pub struct GroupEntry {
     pub id: String,
     pub partition: i32,
+    /// The coordinator's clock, for what completes after a request (a
+    /// persisted snapshot, an unload).
+    pub clock: Arc<dyn Clock>,
     pub slot: tokio::sync::Mutex<GroupSlot>,
 }
 
@@ -75,6 +78,8 @@ impl GroupSlot {
 
 pub struct GroupCoordinator {
     config: Arc<BrokerConfig>,
+    /// Session, rebalance and offset-retention timers read this clock.
+    pub clock: Arc<dyn Clock>,
     partitions: Loads<()>,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
 }
@@ -89,9 +94,10 @@ pub fn not_here(loading: bool) -> ErrorCode {
 }
 
 impl GroupCoordinator {
-    pub fn new(config: Arc<BrokerConfig>) -> Self {
+    pub fn new(config: Arc<BrokerConfig>, clock: Arc<dyn Clock>) -> Self {
         GroupCoordinator {
             config,
+            clock,
             partitions: Loads::default(),
             groups: Mutex::new(HashMap::new()),
         }
@@ -118,7 +124,7 @@ impl GroupCoordinator {
                 let mut slot = g.slot.lock().await;
                 slot.unloaded = true;
                 if let Some(group) = slot.group.as_mut() {
-                    let outcome = group.unload(now_ms());
+                    let outcome = group.unload(g.clock.now_ms());
                     deliver_answers(&mut slot, &outcome);
                 }
             });
@@ -169,7 +175,7 @@ impl GroupCoordinator {
     /// Puts a loaded partition's groups in place.
     fn install_groups(&self, index: i32, state: LoadedState) {
         let mut groups = self.groups.lock();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for (id, loaded) in state {
             let LoadedGroup { offsets, snapshot } = loaded;
             let group = snapshot.and_then(|json| {
@@ -191,6 +197,7 @@ impl GroupCoordinator {
                 Arc::new(GroupEntry {
                     id,
                     partition: index,
+                    clock: self.clock.clone(),
                     slot: tokio::sync::Mutex::new(GroupSlot::new(group, offsets)),
                 }),
             );
@@ -217,6 +224,7 @@ impl GroupCoordinator {
         let g = Arc::new(GroupEntry {
             id: id.to_string(),
             partition: index,
+            clock: self.clock.clone(),
             slot: tokio::sync::Mutex::new(GroupSlot::new(None, GroupOffsets::default())),
         });
         groups.insert(id.to_string(), g.clone());
@@ -280,7 +288,7 @@ impl GroupCoordinator {
     /// Fires the timers of every group whose deadline has come (initial
     /// rebalance delay, rebalance and session timeouts).
     pub async fn tick(&self, partition_of: impl Fn(i32) -> Option<Arc<Partition>>) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         for entry in self.all_groups() {
             let mut slot = entry.slot.lock().await;
             let due = slot
@@ -414,7 +422,7 @@ pub fn act(
                 return;
             }
             if let Some(group) = slot.group.as_mut() {
-                let outcome = group.on_persisted(persist.id, result, now_ms());
+                let outcome = group.on_persisted(persist.id, result, entry.clock.now_ms());
                 act(&entry, &mut slot, outcome, partition, timeout);
             }
         });

@@ -29,7 +29,6 @@ use kafka_protocol::protocol::StrBytes;
 use strand_group::records::{self, CommittedOffset};
 use strand_group::{JoinResponse as JoinResponseOut, Reply, SyncResponse as SyncResponseOut};
 use strand_metadata::controller_api::NewTopic;
-use strand_partition::now_ms;
 use strand_protocol::ErrorCode;
 
 const KEY_TYPE_GROUP: i8 = 0;
@@ -321,13 +320,27 @@ pub async fn txn_offset_commit(
     // cannot open a transaction nobody will end; from v5 (transaction.version
     // 2) the client sends no AddOffsetsToTxn and the group coordinator adds
     // the partition itself.
+    // A transaction's records need its producer: without one there is no
+    // mapping to the transactional id (as the transaction coordinator
+    // answers such a commit's verification).
+    let (Some(producer_id), Some(producer_epoch)) = (
+        strand_types::ProducerId::from_wire(req.producer_id.0),
+        strand_types::ProducerEpoch::from_wire(req.producer_epoch),
+    ) else {
+        let code = if req.producer_id.0 < 0 {
+            ErrorCode::InvalidProducerIdMapping
+        } else {
+            ErrorCode::InvalidProducerEpoch
+        };
+        return respond(&|_, _| code.code());
+    };
     if version >= 5 || broker.config.transaction_partition_verification_enable {
         if let Err(code) = node
             .txns
             .verify_in_transaction(
                 &broker.image(),
                 req.transactional_id.0.as_str(),
-                (req.producer_id.0, req.producer_epoch),
+                (producer_id, producer_epoch),
                 OFFSETS_TOPIC,
                 entry.partition,
                 version >= 5,
@@ -343,7 +356,7 @@ pub async fn txn_offset_commit(
             return respond(&|_, _| code.code());
         }
     }
-    let now = now_ms();
+    let now = node.groups.clock.now_ms();
     let max_meta = broker.config.offset_metadata_max_bytes;
     let image = broker.image();
     let mut slot = entry.slot.lock().await;
@@ -390,8 +403,8 @@ pub async fn txn_offset_commit(
                 crate::coordinator_runtime::append_txn_records(
                     &p,
                     &kvs,
-                    req.producer_id.0,
-                    req.producer_epoch,
+                    producer_id,
+                    producer_epoch,
                 )
             }) {
                 Ok(outcome) => {
@@ -407,11 +420,8 @@ pub async fn txn_offset_commit(
             None => Err(ErrorCode::NotCoordinator),
         }
     };
-    if let (Ok(()), Some(producer)) = (
-        &result,
-        strand_types::ProducerId::from_wire(req.producer_id.0),
-    ) {
-        slot.offsets.stage(producer, accepted);
+    if result.is_ok() {
+        slot.offsets.stage(producer_id, accepted);
     }
     drop(slot);
     respond(&|index, topic| {
@@ -462,7 +472,7 @@ pub async fn offset_commit(
         Ok(None) => return respond(&|_, _| ErrorCode::NotCoordinator.code()),
         Err(code) => return respond(&|_, _| code.code()),
     };
-    let now = now_ms();
+    let now = node.groups.clock.now_ms();
     let max_meta = broker.config.offset_metadata_max_bytes;
     let image = broker.image();
     // Per partition: unknown partitions and too-large metadata are refused,
@@ -766,7 +776,7 @@ pub async fn join_group(
     };
     let client_id = ctx.client_id.clone();
     let instance = request.group_instance_id.clone();
-    let now = now_ms();
+    let now = node.groups.clock.now_ms();
     let (partition, timeout) = io_for(node, &entry);
     let rx = {
         let mut slot = entry.slot.lock().await;
@@ -845,7 +855,7 @@ pub async fn sync_group(node: &Node, req: SyncGroupRequest) -> SyncGroupResponse
         let Some(group) = slot.group.as_mut() else {
             return error(ErrorCode::UnknownMemberId);
         };
-        let (reply, outcome) = group.sync(request, now_ms());
+        let (reply, outcome) = group.sync(request, node.groups.clock.now_ms());
         act(&entry, &mut slot, outcome, partition, timeout);
         match reply {
             Reply::Now(r) => return sync_response(r),
@@ -878,7 +888,7 @@ pub async fn heartbeat(node: &Node, req: HeartbeatRequest) -> HeartbeatResponse 
                 group_instance_id: req.group_instance_id.as_ref().map(|v| v.to_string()),
                 generation_id: req.generation_id,
             },
-            now_ms(),
+            node.groups.clock.now_ms(),
         )
     }
     .await
@@ -918,7 +928,7 @@ pub async fn leave_group(node: &Node, req: LeaveGroupRequest, version: i16) -> L
         let Some(group) = slot.group.as_mut() else {
             return Ok(vec![Err(ErrorCode::UnknownMemberId); leaving.len()]);
         };
-        let (result, outcome) = group.leave(&leaving, now_ms());
+        let (result, outcome) = group.leave(&leaving, node.groups.clock.now_ms());
         act(&entry, &mut slot, outcome, partition, timeout);
         result
     }
@@ -1075,7 +1085,7 @@ async fn delete_group(node: &Node, id: &str) -> Result<(), ErrorCode> {
     }
     let no_offsets = slot.offsets.committed().is_empty();
     match slot.group.as_mut() {
-        Some(g) => g.delete(now_ms())?,
+        Some(g) => g.delete(node.groups.clock.now_ms())?,
         None if no_offsets => return Err(ErrorCode::GroupIdNotFound),
         None => {}
     }

@@ -195,13 +195,19 @@ async fn verify_transaction(
     let Some(partition) = broker.partition(topic, index) else {
         return Ok(()); // The append reports the unknown partition.
     };
-    if partition.has_ongoing_txn(producer_id, ProducerEpoch::from_wire(h.producer_epoch)) {
+    let Some(producer_epoch) = ProducerEpoch::from_wire(h.producer_epoch) else {
+        return Err(PartitionError::new(
+            ErrorCode::InvalidProducerEpoch,
+            format!("a transactional batch for {topic}-{index} without a producer epoch"),
+        ));
+    };
+    if partition.has_ongoing_txn(producer_id, Some(producer_epoch)) {
         return Ok(());
     }
     node.txns.verify_in_transaction(
         &broker.image(),
         transactional_id,
-        (h.producer_id, h.producer_epoch),
+        (producer_id, producer_epoch),
         topic,
         index,
         version >= 12,

@@ -16,7 +16,6 @@ use kafka_protocol::messages::list_transactions_response::TransactionState as Li
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
-use strand_partition::now_ms;
 use strand_protocol::ErrorCode;
 use strand_txn::coordinator::{TopicPartition, TxnState};
 use strand_types::{self as types, ProducerEpoch};
@@ -341,7 +340,7 @@ pub async fn list_transactions(
             None => unknown.push(f.clone()),
         }
     }
-    let now = now_ms();
+    let now = node.broker.clock.now_ms();
     let mut out = Vec::new();
     let all: Vec<_> = node
         .txns
