@@ -183,6 +183,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         controller.clone(),
         registration.broker_epoch,
         strand_types::SystemClock::shared(),
+        strand_broker::transport::TcpTransport::shared(),
     ));
     let node = node::Node::new(broker.clone());
     let image = broker.image();

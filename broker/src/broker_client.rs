@@ -2,31 +2,35 @@
 //! time: follower fetches, transaction markers to partition leaders, and
 //! KIP-890 verification requests to transaction coordinators.
 
+use crate::transport::{Stream, Transport};
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use std::sync::Arc;
 use std::time::Duration;
 use strand_types::BrokerId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// The largest response frame accepted from another broker.
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 pub struct BrokerConn {
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     correlation: i32,
     client_id: StrBytes,
 }
 
 impl BrokerConn {
-    pub async fn connect(addr: &str, client_id: String) -> std::io::Result<BrokerConn> {
-        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+    pub async fn connect(
+        transport: &dyn Transport,
+        addr: &str,
+        client_id: String,
+    ) -> std::io::Result<BrokerConn> {
+        let stream = tokio::time::timeout(Duration::from_secs(5), transport.connect(addr))
             .await
             .map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
             })??;
-        stream.set_nodelay(true)?;
         Ok(BrokerConn {
             stream,
             correlation: 0,
@@ -87,13 +91,15 @@ fn invalid(e: impl std::fmt::Display) -> std::io::Error {
 /// complete exchange: requests that are not on a hot path (transaction
 /// markers, KIP-890 verification).
 pub struct BrokerConnPool {
+    transport: Arc<dyn Transport>,
     client_id: String,
     idle: parking_lot::Mutex<std::collections::HashMap<BrokerId, Vec<BrokerConn>>>,
 }
 
 impl BrokerConnPool {
-    pub fn new(client_id: String) -> Self {
+    pub fn new(transport: Arc<dyn Transport>, client_id: String) -> Self {
         BrokerConnPool {
+            transport,
             client_id,
             idle: parking_lot::Mutex::new(std::collections::HashMap::new()),
         }
@@ -113,7 +119,7 @@ impl BrokerConnPool {
         let idle = self.idle.lock().get_mut(&broker).and_then(Vec::pop);
         let mut conn = match idle {
             Some(c) => c,
-            None => BrokerConn::connect(addr, self.client_id.clone()).await?,
+            None => BrokerConn::connect(&*self.transport, addr, self.client_id.clone()).await?,
         };
         let resp = tokio::time::timeout(timeout, conn.send(key, version, req))
             .await

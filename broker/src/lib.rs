@@ -40,4 +40,5 @@ pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_plan;
 pub mod server;
+pub mod transport;
 pub mod txn_coordinator;

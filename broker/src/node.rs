@@ -29,6 +29,7 @@ impl Node {
             broker.config.clone(),
             broker.controller.clone(),
             broker.clock.clone(),
+            broker.transport.clone(),
         ));
         broker.add_listener(groups.clone());
         broker.add_listener(txns.clone());

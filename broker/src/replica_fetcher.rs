@@ -8,6 +8,7 @@
 use crate::broker_client::BrokerConn;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::transport::Transport;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
 use parking_lot::Mutex;
@@ -44,6 +45,7 @@ pub struct ReplicaFetcherManager {
     controller: ControllerLink,
     /// This broker's epoch (its registration), sent with every fetch.
     broker_epoch: BrokerEpoch,
+    transport: Arc<dyn Transport>,
     fetchers: Mutex<HashMap<strand_types::BrokerId, Fetcher>>,
 }
 
@@ -52,11 +54,13 @@ impl ReplicaFetcherManager {
         config: Arc<BrokerConfig>,
         controller: ControllerLink,
         broker_epoch: BrokerEpoch,
+        transport: Arc<dyn Transport>,
     ) -> Self {
         ReplicaFetcherManager {
             config,
             controller,
             broker_epoch,
+            transport,
             fetchers: Mutex::new(HashMap::new()),
         }
     }
@@ -91,6 +95,7 @@ impl ReplicaFetcherManager {
             let task = tokio::spawn(run_fetcher(
                 self.config.clone(),
                 self.controller.clone(),
+                self.transport.clone(),
                 self.broker_epoch,
                 leader,
                 partitions.clone(),
@@ -123,9 +128,11 @@ struct Sent {
     leader_epoch: LeaderEpoch,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_fetcher(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
+    transport: Arc<dyn Transport>,
     broker_epoch: BrokerEpoch,
     leader_id: strand_types::BrokerId,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -184,7 +191,7 @@ async fn run_fetcher(
                 .get(&leader_id)
                 .map(|b| format!("{}:{}", b.host, b.port));
             match addr {
-                Some(addr) => match Conn::connect(&addr, config.node_id).await {
+                Some(addr) => match Conn::connect(&*transport, &addr, config.node_id).await {
                     Ok(c) => conn = Some(c),
                     Err(e) => {
                         tracing::debug!(leader, %addr, error = %e, "cannot reach leader");
@@ -315,8 +322,8 @@ fn handle_partition(s: &Sent, pd: kafka_protocol::messages::fetch_response::Part
 struct Conn(BrokerConn);
 
 impl Conn {
-    async fn connect(addr: &str, node_id: i32) -> std::io::Result<Conn> {
-        BrokerConn::connect(addr, format!("strand-replica-fetcher-{node_id}"))
+    async fn connect(transport: &dyn Transport, addr: &str, node_id: i32) -> std::io::Result<Conn> {
+        BrokerConn::connect(transport, addr, format!("strand-replica-fetcher-{node_id}"))
             .await
             .map(Conn)
     }

@@ -6,6 +6,7 @@
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
 use crate::replica_plan;
+use crate::transport::Transport;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -91,6 +92,8 @@ pub struct ReplicaManager {
     /// The node's clock: partitions, coordinators and handlers read time
     /// from it, never from the system directly.
     pub clock: Arc<dyn Clock>,
+    /// How this node reaches other brokers (TCP, or a simulated network).
+    pub transport: Arc<dyn Transport>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
@@ -117,16 +120,19 @@ impl ReplicaManager {
         controller: ControllerLink,
         broker_epoch: BrokerEpoch,
         clock: Arc<dyn Clock>,
+        transport: Arc<dyn Transport>,
     ) -> ReplicaManager {
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
             controller.clone(),
             broker_epoch,
+            transport.clone(),
         );
         ReplicaManager {
             config,
             controller,
             clock,
+            transport,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
             failed: Mutex::new(BTreeMap::new()),

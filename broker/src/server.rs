@@ -17,6 +17,7 @@ use crate::connection_quotas::{ConnectionQuotas, ConnectionSlot};
 use crate::handlers;
 use crate::handlers::api_versions_response;
 use crate::node::Node;
+use crate::transport::{Listener, ServerConn};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
@@ -26,7 +27,6 @@ use strand_protocol::frame::check_frame_len;
 use strand_protocol::request::{decode_request, Decoded};
 use strand_protocol::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 /// The longest the listener backs off after an accept error when no
@@ -45,7 +45,8 @@ const BUFFER_GRACE: Duration = Duration::from_secs(1);
 /// twice over (measured: 9% of 1 KiB consume throughput with a 1 MiB cap).
 const KEPT_RESPONSE_BUFFER: usize = 16 << 20;
 
-pub async fn serve(listener: TcpListener, node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
+/// Serves `listener` (TCP in the binary) until `shutdown` turns true.
+pub async fn serve<L: Listener>(listener: L, node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
     let quotas = ConnectionQuotas::new(node.broker.config.connection_limits);
     // The request memory pool; unbounded when queued.max.request.bytes <= 0.
     let pool = usize::try_from(node.broker.config.queued_max_request_bytes)
@@ -79,12 +80,11 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, mut shutdown: watch::
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         let node = node.clone();
         let shutdown = shutdown.clone();
         let pool = pool.clone();
         tokio::spawn(async move {
-            if let Err(reason) = connection(stream, node, shutdown, pool, slot).await {
+            if let Err(reason) = connection(stream, peer, node, shutdown, pool, slot).await {
                 tracing::debug!(%peer, %reason, "connection closed");
             }
         });
@@ -104,8 +104,9 @@ enum Closed {
     Idle,
 }
 
-async fn connection(
-    mut stream: TcpStream,
+async fn connection<S: ServerConn>(
+    mut stream: S,
+    peer: std::net::SocketAddr,
     node: Arc<Node>,
     mut shutdown: watch::Receiver<bool>,
     pool: Option<Arc<Semaphore>>,
@@ -117,10 +118,7 @@ async fn connection(
         .ok()
         .map(Duration::from_millis);
     // Kafka reports a member's host as "/<address>".
-    let client_host = stream
-        .peer_addr()
-        .map(|a| format!("/{}", a.ip()))
-        .unwrap_or_default();
+    let client_host = format!("/{}", peer.ip());
     let mut out = BytesMut::new();
     loop {
         if out.capacity() > IDLE_RESPONSE_BUFFER {
@@ -188,7 +186,7 @@ const FRAME_STEP: usize = 64 * 1024;
 /// Reads a `len`-byte frame into a buffer that grows with the bytes that
 /// arrive (doubling, up to `len`): a length prefix alone never allocates what
 /// it claims.
-async fn read_frame(stream: &mut TcpStream, len: usize) -> std::io::Result<BytesMut> {
+async fn read_frame<S: ServerConn>(stream: &mut S, len: usize) -> std::io::Result<BytesMut> {
     let mut frame = BytesMut::with_capacity(len.min(FRAME_STEP));
     while frame.len() < len {
         let remaining = len - frame.len();

@@ -91,6 +91,7 @@ impl TxnCoordinator {
         config: Arc<BrokerConfig>,
         controller: ControllerLink,
         clock: Arc<dyn Clock>,
+        transport: Arc<dyn crate::transport::Transport>,
     ) -> Self {
         TxnCoordinator {
             controller,
@@ -99,7 +100,10 @@ impl TxnCoordinator {
                 max_timeout_ms: config.transaction_max_timeout_ms,
             },
             partitions: Loads::default(),
-            peers: BrokerConnPool::new(format!("strand-txn-coordinator-{}", config.node_id)),
+            peers: BrokerConnPool::new(
+                transport,
+                format!("strand-txn-coordinator-{}", config.node_id),
+            ),
         }
     }
 

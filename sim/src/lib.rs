@@ -55,6 +55,7 @@ mod controller;
 mod coordinator;
 mod faults;
 mod groups;
+pub mod live;
 mod msg;
 mod state;
 

@@ -5,12 +5,8 @@
 
 use strand_sim::{run, Report, SimConfig};
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::env_u64;
 
 #[test]
 fn seeds_hold_every_invariant() {

@@ -1,0 +1,84 @@
+//! The network seam: how a broker accepts connections ([`Listener`]) and
+//! how it opens them to other brokers ([`Transport`]) for follower
+//! fetches, transaction markers and KIP-890 verification. The binary uses
+//! TCP ([`TcpTransport`], `tokio::net::TcpListener`); a simulation plugs in
+//! an in-memory network it can cut (`strand_sim::live::net`), so the same
+//! server, fetcher and coordinator code runs on both.
+//!
+//! The server side is generic (monomorphised: the client listener is the
+//! hot path); the client side is a trait object, one boxed stream per
+//! connection to another broker.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A byte stream to another host.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// A connection the server accepted.
+pub trait ServerConn: Stream + 'static {
+    /// Resolves once bytes can be read (or the peer closed), reading
+    /// nothing: cancel-safe, so a connection can wait for its next request
+    /// and a timer at once.
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
+}
+
+/// Where the server accepts connections.
+pub trait Listener: Send + 'static {
+    type Conn: ServerConn;
+
+    /// The next connection and its peer's address.
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Conn, SocketAddr)>> + Send + '_;
+}
+
+/// A connection being opened.
+pub type Connecting = Pin<Box<dyn Future<Output = io::Result<Box<dyn Stream>>> + Send + 'static>>;
+
+/// How a broker opens connections to other brokers.
+pub trait Transport: Send + Sync + 'static {
+    /// Connects to the listener at `addr` (`host:port`, as registered).
+    fn connect(&self, addr: &str) -> Connecting;
+}
+
+impl ServerConn for tokio::net::TcpStream {
+    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        tokio::net::TcpStream::readable(self)
+    }
+}
+
+impl Listener for tokio::net::TcpListener {
+    type Conn = tokio::net::TcpStream;
+
+    async fn accept(&self) -> io::Result<(tokio::net::TcpStream, SocketAddr)> {
+        let (stream, peer) = tokio::net::TcpListener::accept(self).await?;
+        // Requests and responses are small frames: no Nagle delay.
+        let _ = stream.set_nodelay(true);
+        Ok((stream, peer))
+    }
+}
+
+/// TCP, as the binary runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TcpTransport;
+
+impl TcpTransport {
+    pub fn shared() -> std::sync::Arc<dyn Transport> {
+        std::sync::Arc::new(TcpTransport)
+    }
+}
+
+impl Transport for TcpTransport {
+    fn connect(&self, addr: &str) -> Connecting {
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let stream = tokio::net::TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            Ok(Box::new(stream) as Box<dyn Stream>)
+        })
+    }
+}

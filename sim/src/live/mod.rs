@@ -1,0 +1,1227 @@
+//! The live simulation: the broker binary's own async code, not copies of
+//! it. Three real broker nodes (`strand_broker`'s replica manager, replica
+//! fetcher, request server and handlers, both coordinators and the node's
+//! timers, logs on disk in a temporary directory) and the real controller
+//! (`strand_controller::start_controller`, a lone voter on the in-memory
+//! Raft store) run in one thread on a current-thread tokio runtime whose
+//! time is paused: it jumps to the next timer whenever every task waits,
+//! so a minute of cluster time takes a fraction of that.
+//!
+//! Brokers talk to each other and clients talk to brokers over
+//! [`net::SimNetwork`], plugged into the broker's transport seam
+//! (`strand_broker::transport`); each broker reaches the controller
+//! through a link the network can cut as well (its calls fail, its image
+//! stops advancing). A seeded schedule cuts links: a broker isolated from
+//! everyone, from the controller only, from the other brokers only, or the
+//! partition leaders from their followers; every cut heals after a while.
+//! Clients produce unique values acks=all to a topic with replication
+//! factor 3 and min.insync.replicas 2 and commit a consumer group's
+//! offsets, each on its own connection as a Kafka client would.
+//!
+//! Checked while it runs (sampled every 20 ms of cluster time, in one
+//! step, so no task moves in between): the HW of a leader never passes the
+//! LEO of a member of its maximal ISR, and never moves backwards within one
+//! leadership; at most one broker leads a partition at a leader epoch. At
+//! the end, after the heal: every replica holds the same records up to the
+//! HW and the HW reaches every replica's LEO; every acknowledged value is
+//! read back by a consumer Fetch at the offset it was acknowledged at, and
+//! no value appears twice; a group's committed offset, fetched back,
+//! is the last one acknowledged.
+//!
+//! Seeded, but not replayable bit for bit: tokio's scheduler picks among
+//! ready branches of a `select!` at random, and the broker's hash maps
+//! iterate in per-process order. The deterministic, replayable simulation
+//! is the crate's main one ([`crate::run`]); this one trades replay for
+//! running the binary's I/O code itself.
+
+pub mod net;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    fetch_request, ApiKey, FetchRequest, FetchResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use net::{Host, SimNetwork};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use strand_broker::broker_client::BrokerConn;
+use strand_broker::config::BrokerConfig;
+use strand_broker::controller_link::ControllerLink;
+use strand_broker::replica_manager::ReplicaManager;
+use strand_broker::{lifecycle, node::Node, server};
+use strand_controller::manager::ControllerConfig;
+use strand_controller::{QuorumSettings, StoreKind};
+use strand_metadata::controller_api::{
+    ApiError, ControllerCall, ControllerClient, ControllerReply, ControllerRequest, NewTopic,
+};
+use strand_metadata::image::MetadataImage;
+use strand_types::{BrokerId, Clock, LeaderEpoch, Offset};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+const BROKERS: u32 = 3;
+/// The controller's host on the network (only for cuts; its calls are in process).
+const CONTROLLER: Host = 100;
+/// The clients' host.
+const CLIENTS: Host = 200;
+const TOPIC: &str = "live";
+const PARTITIONS: i32 = 2;
+const GROUP: &str = "live-group";
+const SESSION_TIMEOUT_MS: u64 = 6_000;
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// Cluster time the workload and faults run before the heal.
+    pub run_ms: u64,
+    /// Cluster time allowed after the heal for the cluster to converge.
+    pub settle_ms: u64,
+    pub faults: bool,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        LiveConfig {
+            run_ms: 60_000,
+            settle_ms: 90_000,
+            faults: true,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone)]
+pub struct LiveReport {
+    pub acknowledged: u64,
+    pub refused: u64,
+    pub faults: u64,
+    pub leader_epochs: u64,
+    pub commits: u64,
+    pub samples: u64,
+    pub transactions_committed: u64,
+    pub transactions_aborted: u64,
+}
+
+/// Time on the runtime's clock: tokio's, which the paused runtime moves.
+struct TokioClock {
+    start: Instant,
+}
+
+impl Clock for TokioClock {
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000 + self.monotonic_ms()
+    }
+
+    fn monotonic_ms(&self) -> i64 {
+        self.start.elapsed().as_millis() as i64
+    }
+}
+
+/// A broker's calls to the controller, failing while the network cuts it
+/// off (as an RPC timing out would, after the wait).
+struct ControllerReach {
+    inner: Arc<dyn ControllerCall>,
+    net: SimNetwork,
+    host: Host,
+}
+
+impl ControllerCall for ControllerReach {
+    fn call(
+        &self,
+        request: ControllerRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<ControllerReply, ApiError>> + Send + '_>> {
+        Box::pin(async move {
+            if !self.net.connected(self.host, CONTROLLER) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                return Err(ApiError::not_controller());
+            }
+            let reply = self.inner.call(request).await;
+            // An answer computed while the link was cut never arrives.
+            if !self.net.connected(self.host, CONTROLLER) {
+                return Err(ApiError::not_controller());
+            }
+            reply
+        })
+    }
+}
+
+/// Republishes the controller's images to one broker while the link holds.
+fn image_feed(
+    mut source: watch::Receiver<Arc<MetadataImage>>,
+    net: SimNetwork,
+    host: Host,
+) -> watch::Receiver<Arc<MetadataImage>> {
+    let (tx, rx) = watch::channel(source.borrow().clone());
+    tokio::spawn(async move {
+        loop {
+            let changed = tokio::time::timeout(Duration::from_millis(100), source.changed()).await;
+            if matches!(changed, Ok(Err(_))) {
+                return;
+            }
+            if net.connected(host, CONTROLLER) {
+                let latest = source.borrow_and_update().clone();
+                if latest.applied > tx.borrow().applied {
+                    let _ = tx.send(latest);
+                }
+            }
+        }
+    });
+    rx
+}
+
+struct BrokerNode {
+    id: BrokerId,
+    broker: Arc<ReplicaManager>,
+    _dir: tempfile::TempDir,
+}
+
+/// What the clients were told.
+#[derive(Default)]
+struct Outcomes {
+    /// partition -> offset -> value acknowledged there.
+    acknowledged: BTreeMap<i32, BTreeMap<i64, String>>,
+    refused: u64,
+    /// The last offset commit acknowledged (and none begun after it).
+    committed: Option<i64>,
+    commits: u64,
+    txns: Vec<Txn>,
+}
+
+/// The leadership facts sampled along the run.
+#[derive(Default)]
+struct Watch {
+    /// (partition, leader epoch) -> the broker that led it.
+    leaders: HashMap<(i32, LeaderEpoch), BrokerId>,
+    /// (broker, partition) -> (leader epoch, HW) last seen while leading.
+    leading_high: HashMap<(BrokerId, i32), (LeaderEpoch, Offset)>,
+    samples: u64,
+}
+
+/// Runs one seed; `Err` describes the first violation.
+pub fn run_live(seed: u64, config: &LiveConfig) -> Result<LiveReport, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    let result = runtime.block_on(live(seed, config.clone()));
+    // Background tasks (fetchers, timers, servers) end with the runtime.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock {
+        start: Instant::now(),
+    });
+    let net = SimNetwork::new(Duration::from_micros(500));
+    let controller = start_controller(seed, clock.clone()).await?;
+    let handle = controller.handle.clone();
+    let inner: Arc<dyn ControllerCall> = Arc::new(handle.clone());
+
+    let mut nodes = Vec::new();
+    for i in 1..=BROKERS {
+        nodes.push(start_broker(i, &net, &inner, &handle, clock.clone()).await?);
+    }
+    let client = ControllerClient::new(inner.clone());
+    create_topic(&client).await?;
+    await_leaders(&handle, Duration::from_secs(30)).await?;
+
+    let outcomes = Arc::new(parking_lot::Mutex::new(Outcomes::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for partition in 0..PARTITIONS {
+        workers.push(tokio::spawn(produce_loop(
+            net.clone(),
+            handle.subscribe(),
+            partition,
+            outcomes.clone(),
+            stop.clone(),
+        )));
+    }
+    workers.push(tokio::spawn(txn_loop(
+        net.clone(),
+        handle.subscribe(),
+        outcomes.clone(),
+        stop.clone(),
+        seed,
+    )));
+    workers.push(tokio::spawn(commit_loop(
+        net.clone(),
+        handle.subscribe(),
+        outcomes.clone(),
+        stop.clone(),
+    )));
+
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut watch = Watch::default();
+    let mut report = LiveReport::default();
+    let start = Instant::now();
+    let run_for = Duration::from_millis(config.run_ms);
+    // The next fault and its heal.
+    let mut next_fault = start + Duration::from_millis(rng.gen_range(2_000..6_000));
+    let mut heal_at: Option<Instant> = None;
+    while start.elapsed() < run_for {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        check(&nodes, &mut watch)?;
+
+        let now = Instant::now();
+        if let Some(at) = heal_at.filter(|at| now >= *at) {
+            let _ = at;
+            net.heal_all();
+            heal_at = None;
+            next_fault = now + Duration::from_millis(rng.gen_range(500..4_000));
+        } else if config.faults && heal_at.is_none() && now >= next_fault {
+            inject(&net, &handle.subscribe().borrow().clone(), &mut rng);
+            report.faults += 1;
+            heal_at = Some(now + Duration::from_millis(rng.gen_range(1_000..12_000)));
+        }
+    }
+    net.heal_all();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for w in workers {
+        let _ = w.await;
+    }
+    settle(&nodes, &mut watch, Duration::from_millis(config.settle_ms)).await?;
+    verify_final(&net, &handle, &nodes, &outcomes).await?;
+
+    let o = outcomes.lock();
+    report.acknowledged = o.acknowledged.values().map(|m| m.len() as u64).sum();
+    report.refused = o.refused;
+    report.commits = o.commits;
+    report.transactions_committed = o
+        .txns
+        .iter()
+        .filter(|t| t.outcome == TxnOutcome::Committed)
+        .count() as u64;
+    report.transactions_aborted = o
+        .txns
+        .iter()
+        .filter(|t| t.outcome == TxnOutcome::Aborted)
+        .count() as u64;
+    report.leader_epochs = watch.leaders.len() as u64;
+    report.samples = watch.samples;
+    Ok(report)
+}
+
+async fn start_controller(
+    seed: u64,
+    clock: Arc<dyn Clock>,
+) -> Result<strand_controller::ControllerNode, String> {
+    let voters: BTreeMap<u64, String> = [(CONTROLLER as u64, "10.0.0.100:9093".to_string())]
+        .into_iter()
+        .collect();
+    strand_controller::start_controller(QuorumSettings {
+        node_id: CONTROLLER as u64,
+        cluster_id: "live-sim".into(),
+        voters: voters.clone(),
+        initial_voters: voters,
+        store: StoreKind::Memory,
+        election_timeout_ms: 1_000,
+        session_timeout_ms: SESSION_TIMEOUT_MS,
+        listener: None,
+        controller: ControllerConfig {
+            node_id: BrokerId::new(CONTROLLER as i32),
+            num_partitions: PARTITIONS,
+            default_replication_factor: 3,
+            producer_id_block_size: 1000,
+            max_replication_factor: usize::MAX,
+        },
+        clock,
+        seed: Some(seed),
+    })
+    .await
+    .map_err(|e| format!("controller start failed: {e}"))
+}
+
+async fn start_broker(
+    host: Host,
+    net: &SimNetwork,
+    controller: &Arc<dyn ControllerCall>,
+    handle: &strand_controller::ControllerHandle,
+    clock: Arc<dyn Clock>,
+) -> Result<BrokerNode, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    let addr = SimNetwork::addr_of(host, 9092);
+    let pairs: Vec<(String, String)> = [
+        ("node.id", host.to_string()),
+        ("process.roles", "broker".into()),
+        ("listeners", format!("PLAINTEXT://{addr}")),
+        ("advertised.listeners", format!("PLAINTEXT://{addr}")),
+        ("controller.quorum.voters", "100@10.0.0.100:9093".into()),
+        ("log.dirs", dir.path().display().to_string()),
+        ("default.replication.factor", "3".into()),
+        ("min.insync.replicas", "2".into()),
+        ("offsets.topic.replication.factor", "3".into()),
+        ("offsets.topic.num.partitions", "1".into()),
+        ("transaction.state.log.replication.factor", "3".into()),
+        ("transaction.state.log.num.partitions", "1".into()),
+        ("replica.lag.time.max.ms", "5000".into()),
+        ("broker.heartbeat.interval.ms", "1000".into()),
+        ("broker.session.timeout.ms", SESSION_TIMEOUT_MS.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let config =
+        Arc::new(BrokerConfig::from_pairs(pairs).map_err(|e| format!("broker config: {e}"))?);
+    let reach: Arc<dyn ControllerCall> = Arc::new(ControllerReach {
+        inner: controller.clone(),
+        net: net.clone(),
+        host,
+    });
+    let link = ControllerLink::new(
+        ControllerClient::new(reach),
+        image_feed(handle.subscribe(), net.clone(), host),
+    );
+    let registration = lifecycle::register(&config, &link).await?;
+    lifecycle::spawn_heartbeats(config.clone(), link.clone(), &registration);
+    let broker = Arc::new(ReplicaManager::new(
+        config.clone(),
+        link,
+        registration.broker_epoch,
+        clock,
+        net.transport(host),
+    ));
+    let node = Node::new(broker.clone());
+    let image = broker.image();
+    broker.finish_pending_deletes();
+    broker.remove_orphan_dirs(&image);
+    broker.reconcile();
+    node.spawn_background();
+    let listener = net.listen(host, addr);
+    // Never shut down: the runtime's end stops it.
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        server::serve(listener, node, shutdown_rx).await;
+        drop(shutdown_tx);
+    });
+    Ok(BrokerNode {
+        id: BrokerId::new(host as i32),
+        broker,
+        _dir: dir,
+    })
+}
+
+async fn create_topic(client: &ControllerClient) -> Result<(), String> {
+    let topic = NewTopic {
+        name: TOPIC.into(),
+        num_partitions: PARTITIONS,
+        replication_factor: 3,
+        assignments: vec![],
+        configs: vec![("min.insync.replicas".into(), Some("2".into()))],
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.create_topics(vec![topic.clone()], false).await.pop() {
+            Some(Ok(_)) => return Ok(()),
+            Some(Err(e)) if Instant::now() < deadline => {
+                tracing::debug!(error = %e.message, "create topic: retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return Err(format!("cannot create {TOPIC}: {other:?}")),
+        }
+    }
+}
+
+/// Waits until every partition of the topic has a leader and a full ISR.
+async fn await_leaders(
+    handle: &strand_controller::ControllerHandle,
+    within: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        let image = handle.subscribe().borrow().clone();
+        let ready = image.topics.get(TOPIC).is_some_and(|t| {
+            t.partitions
+                .iter()
+                .all(|p| p.leader.is_some() && p.isr.len() == BROKERS as usize)
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("{TOPIC} has no full ISR after {within:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One seeded cut.
+fn inject(net: &SimNetwork, image: &MetadataImage, rng: &mut StdRng) {
+    let broker = rng.gen_range(1..=BROKERS);
+    let leader = image
+        .partition(TOPIC, rng.gen_range(0..PARTITIONS))
+        .and_then(|p| p.leader)
+        .map(|b| b.get() as Host)
+        .unwrap_or(broker);
+    let others = |me: Host| (1..=BROKERS).filter(move |b| *b != me);
+    match rng.gen_range(0..4) {
+        // Isolated from everyone: brokers, controller and clients.
+        0 => {
+            for b in others(leader) {
+                net.cut(leader, b);
+            }
+            net.cut(leader, CONTROLLER);
+            net.cut(leader, CLIENTS);
+            tracing::info!(host = leader, "fault: leader isolated");
+        }
+        // Cut from the controller only: it is fenced, the others go on.
+        1 => {
+            net.cut(broker, CONTROLLER);
+            tracing::info!(host = broker, "fault: cut from the controller");
+        }
+        // Cut from the other brokers only: it keeps its session, loses
+        // its followers (or its leader).
+        2 => {
+            for b in others(broker) {
+                net.cut(broker, b);
+            }
+            tracing::info!(host = broker, "fault: cut from the other brokers");
+        }
+        // The leader keeps its clients and controller but loses one follower.
+        _ => {
+            if let Some(b) = others(leader).nth(rng.gen_range(0..(BROKERS as usize - 1))) {
+                net.cut(leader, b);
+                tracing::info!(
+                    host = leader,
+                    follower = b,
+                    "fault: leader cut from a follower"
+                );
+            }
+        }
+    }
+}
+
+/// One sample of every partition on every broker, taken in one step.
+fn check(nodes: &[BrokerNode], watch: &mut Watch) -> Result<(), String> {
+    watch.samples += 1;
+    for n in nodes {
+        for index in 0..PARTITIONS {
+            let Some(p) = n.broker.partition(TOPIC, index) else {
+                continue;
+            };
+            let o = p.offsets();
+            let (Some(epoch), Some(isr)) = (o.leading_epoch, p.maximal_isr()) else {
+                watch.leading_high.remove(&(n.id, index));
+                continue;
+            };
+            // At most one leader per leader epoch.
+            match watch.leaders.insert((index, epoch), n.id) {
+                Some(other) if other != n.id => {
+                    return Err(format!(
+                        "{TOPIC}-{index}: brokers {other} and {} both led epoch {epoch}",
+                        n.id
+                    ))
+                }
+                _ => {}
+            }
+            // The HW never passes what an ISR member holds.
+            for member in isr {
+                let held = nodes
+                    .iter()
+                    .find(|m| m.id == member)
+                    .and_then(|m| m.broker.partition(TOPIC, index))
+                    .map(|m| m.offsets().log_end_offset);
+                if let Some(leo) = held.filter(|leo| *leo < o.high_watermark) {
+                    return Err(format!(
+                        "{TOPIC}-{index}: leader {} (epoch {epoch}) has HW {} but ISR member {member} has LEO {leo}",
+                        n.id, o.high_watermark
+                    ));
+                }
+            }
+            // The HW never moves backwards within one leadership.
+            if let Some((e, hw)) = watch.leading_high.get(&(n.id, index)) {
+                if *e == epoch && o.high_watermark < *hw {
+                    return Err(format!(
+                        "{TOPIC}-{index}: leader {} epoch {epoch}: HW {hw} -> {}",
+                        n.id, o.high_watermark
+                    ));
+                }
+            }
+            watch
+                .leading_high
+                .insert((n.id, index), (epoch, o.high_watermark));
+        }
+    }
+    Ok(())
+}
+
+/// After the heal: every replica converges on the leader's log (equal up
+/// to the HW, the HW at every LEO), checked throughout.
+async fn settle(nodes: &[BrokerNode], watch: &mut Watch, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    loop {
+        check(nodes, watch)?;
+        let mut converged = true;
+        for index in 0..PARTITIONS {
+            let offsets: Vec<_> = nodes
+                .iter()
+                .filter_map(|n| n.broker.partition(TOPIC, index).map(|p| p.offsets()))
+                .collect();
+            let leader = offsets.iter().find(|o| o.leading_epoch.is_some());
+            converged &= offsets.len() == nodes.len()
+                && leader.is_some_and(|l| {
+                    offsets.iter().all(|o| {
+                        o.log_end_offset == l.log_end_offset
+                            && l.high_watermark == l.log_end_offset
+                            && l.last_stable_offset == l.high_watermark
+                    })
+                });
+        }
+        if converged {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let state: Vec<String> = nodes
+                .iter()
+                .flat_map(|n| {
+                    (0..PARTITIONS).filter_map(move |i| {
+                        n.broker.partition(TOPIC, i).map(|p| {
+                            let o = p.offsets();
+                            format!(
+                                "broker {} {TOPIC}-{i}: leading {:?} HW {} LSO {} LEO {} ISR {:?}",
+                                n.id,
+                                o.leading_epoch,
+                                o.high_watermark,
+                                o.last_stable_offset,
+                                o.log_end_offset,
+                                p.maximal_isr()
+                            )
+                        })
+                    })
+                })
+                .collect();
+            return Err(format!(
+                "no convergence {within:?} after the heal:\n{}",
+                state.join("\n")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A connection to `partition`'s leader as the controller names it now
+/// (what a client's metadata refresh would give).
+async fn connect_leader(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+    topic: &str,
+    partition: i32,
+) -> Option<BrokerConn> {
+    let image = images.borrow().clone();
+    let leader = image.partition(topic, partition)?.leader?;
+    let b = image.brokers.get(&leader)?;
+    let addr = format!("{}:{}", b.host, b.port);
+    BrokerConn::connect(&*net.transport(CLIENTS), &addr, "live-client".into())
+        .await
+        .ok()
+}
+
+fn produce_request(partition: i32, value: &str) -> ProduceRequest {
+    let records = Bytes::from(strand_protocol::testing::encode_records(
+        &[(None, Some(Bytes::from(value.to_string())), 0)],
+        -1,
+        -1,
+        -1,
+        kafka_protocol::records::Compression::None,
+    ));
+    produce_request_of(partition, records)
+}
+
+fn produce_request_of(partition: i32, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+/// Sends unique values to `partition`, one at a time, acks=all; an
+/// answer not received (timeout, lost connection) is neither counted
+/// acknowledged nor retried with the same value.
+async fn produce_loop(
+    net: SimNetwork,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    partition: i32,
+    outcomes: Arc<parking_lot::Mutex<Outcomes>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut conn: Option<BrokerConn> = None;
+    let mut n = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        if conn.is_none() {
+            conn = connect_leader(&net, &images, TOPIC, partition).await;
+            if conn.is_none() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        }
+        let value = format!("p{partition}-{n}");
+        n += 1;
+        let req = produce_request(partition, &value);
+        let c = conn.as_mut().expect("connected above");
+        let sent = tokio::time::timeout(
+            Duration::from_secs(10),
+            c.send::<_, ProduceResponse>(ApiKey::Produce, 9, &req),
+        )
+        .await;
+        match sent {
+            Ok(Ok(resp)) => {
+                let p = &resp.responses[0].partition_responses[0];
+                let acknowledged = p.error_code == 0;
+                {
+                    let mut o = outcomes.lock();
+                    if acknowledged {
+                        o.acknowledged
+                            .entry(partition)
+                            .or_default()
+                            .insert(p.base_offset, value);
+                    } else {
+                        o.refused += 1;
+                    }
+                }
+                if !acknowledged {
+                    // NOT_LEADER, NOT_ENOUGH_REPLICAS, timeouts: look again.
+                    conn = None;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            _ => {
+                conn = None;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// The group coordinator's partition leader (FindCoordinator's answer, read
+/// from the image: `__consumer_offsets` has one partition here).
+async fn connect_coordinator(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+) -> Option<BrokerConn> {
+    connect_coordinator_for(net, images, 0, GROUP).await
+}
+
+/// The coordinator of `key` (`key_type` 0: a group, 1: a transactional
+/// id): the leader of its internal topic's only partition. Asks a broker
+/// (FindCoordinator) when that topic does not exist yet, which creates it.
+async fn connect_coordinator_for(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+    key_type: i8,
+    key: &'static str,
+) -> Option<BrokerConn> {
+    let topic = if key_type == 0 {
+        "__consumer_offsets"
+    } else {
+        "__transaction_state"
+    };
+    match connect_leader(net, images, topic, 0).await {
+        Some(c) => Some(c),
+        None => {
+            find_coordinator(net, images, key_type, key).await;
+            None
+        }
+    }
+}
+
+/// Commits ever larger offsets for one partition of a group (a simple
+/// consumer's commits, generation -1), reading each back; the offset read
+/// must be the last acknowledged commit or a later attempted one.
+async fn commit_loop(
+    net: SimNetwork,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    outcomes: Arc<parking_lot::Mutex<Outcomes>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    // The first commit creates __consumer_offsets (through a broker's
+    // FindCoordinator in a client; here the controller's auto-create is
+    // driven by the coordinator lookup below).
+    let mut conn: Option<BrokerConn> = None;
+    let mut next = 1i64;
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if conn.is_none() {
+            conn = connect_coordinator(&net, &images).await;
+            if conn.is_none() {
+                continue;
+            }
+        }
+        let c = conn.as_mut().expect("connected above");
+        let offset = next;
+        next += 1;
+        let req = OffsetCommitRequest::default()
+            .with_group_id(StrBytes::from_static_str(GROUP).into())
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            c.send::<_, OffsetCommitResponse>(ApiKey::OffsetCommit, 8, &req),
+        )
+        .await;
+        let code = match answer {
+            Ok(Ok(r)) => r
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map(|p| p.error_code),
+            _ => None,
+        };
+        match code {
+            Some(0) => {
+                let mut o = outcomes.lock();
+                o.committed = Some(offset);
+                o.commits += 1;
+            }
+            _ => conn = None,
+        }
+    }
+}
+
+/// Asks a broker for a coordinator, which creates its internal topic the
+/// first time.
+async fn find_coordinator(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+    key_type: i8,
+    key: &'static str,
+) {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    let image = images.borrow().clone();
+    let Some(b) = image.brokers.values().next() else {
+        return;
+    };
+    let addr = format!("{}:{}", b.host, b.port);
+    let Ok(mut c) =
+        BrokerConn::connect(&*net.transport(CLIENTS), &addr, "live-client".into()).await
+    else {
+        return;
+    };
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(key_type)
+        .with_coordinator_keys(vec![StrBytes::from_static_str(key)]);
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        c.send::<_, FindCoordinatorResponse>(ApiKey::FindCoordinator, 4, &req),
+    )
+    .await;
+}
+
+/// The end: what consumers read must hold every acknowledged value at
+/// its offset, no value twice, and the group's offset must be the last
+/// acknowledged commit (or a later one that was attempted).
+async fn verify_final(
+    net: &SimNetwork,
+    handle: &strand_controller::ControllerHandle,
+    nodes: &[BrokerNode],
+    outcomes: &Arc<parking_lot::Mutex<Outcomes>>,
+) -> Result<(), String> {
+    let images = handle.subscribe();
+    // What read_committed shows of every partition (the LSO is at the HW
+    // once settled), for the all-or-nothing check below.
+    let mut visible_all = std::collections::HashSet::new();
+    for index in 0..PARTITIONS {
+        let end = nodes
+            .iter()
+            .filter_map(|n| n.broker.partition(TOPIC, index))
+            .map(|p| p.offsets())
+            .find(|o| o.leading_epoch.is_some())
+            .map(|o| o.high_watermark.get())
+            .ok_or_else(|| format!("{TOPIC}-{index} has no leader at the end"))?;
+        let read = read_all(net, &images, index, end, false).await?;
+        let committed = read_all(net, &images, index, end, true).await?;
+        visible_all.extend(committed.iter().map(|(_, v)| v.clone()));
+        let visible: std::collections::HashSet<&str> =
+            committed.iter().map(|(_, v)| v.as_str()).collect();
+        for txn in &outcomes.lock().txns {
+            let mine: Vec<&str> = txn
+                .values
+                .iter()
+                .filter(|(p, _)| *p == index)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            for v in &mine {
+                let shown = visible.contains(v);
+                match txn.outcome {
+                    TxnOutcome::Committed if !shown => {
+                        return Err(format!(
+                            "{TOPIC}-{index}: {v} of a committed transaction is not visible to read_committed"
+                        ))
+                    }
+                    TxnOutcome::Aborted if shown => {
+                        return Err(format!(
+                            "{TOPIC}-{index}: {v} of an aborted transaction is visible to read_committed"
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut seen: HashMap<&str, i64> = HashMap::new();
+        for (offset, value) in &read {
+            if let Some(first) = seen.insert(value.as_str(), *offset) {
+                return Err(format!(
+                    "{TOPIC}-{index}: {value} at offsets {first} and {offset}"
+                ));
+            }
+        }
+        let o = outcomes.lock();
+        for (offset, value) in o.acknowledged.get(&index).into_iter().flatten() {
+            let at = read.iter().find(|(off, _)| off == offset).map(|(_, v)| v);
+            if at != Some(value) {
+                return Err(format!(
+                    "{TOPIC}-{index}: {value} was acknowledged at offset {offset}; a consumer reads {at:?} there (HW {end})"
+                ));
+            }
+        }
+    }
+    // A transaction whose commit answer was lost shows all its writes or none.
+    for txn in outcomes.lock().txns.iter() {
+        let shown = txn
+            .values
+            .iter()
+            .filter(|(_, v)| visible_all.contains(v))
+            .count();
+        if shown != 0 && shown != txn.values.len() {
+            return Err(format!(
+                "a transaction ({:?}) is visible in {shown} of its {} writes: {:?}",
+                txn.outcome,
+                txn.values.len(),
+                txn.values
+            ));
+        }
+    }
+    let expected = outcomes.lock().committed;
+    if let Some(committed) = expected {
+        let fetched = fetch_committed(net, &images).await?;
+        // A commit whose answer was lost may have landed after the last
+        // acknowledged one; nothing earlier may come back.
+        if fetched < committed {
+            return Err(format!(
+                "group {GROUP}: offset {committed} was committed, OffsetFetch returns {fetched}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every record of `partition` below `end`, read by consumer Fetches
+/// from its leader; under read_committed, without what aborted
+/// transactions wrote (dropped as a Kafka consumer drops them: the
+/// answer's aborted transactions, each until its producer's abort marker)
+/// and without control records.
+async fn read_all(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+    partition: i32,
+    end: i64,
+    read_committed: bool,
+) -> Result<Vec<(i64, String)>, String> {
+    let mut out = Vec::new();
+    let mut offset = 0i64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let topic_id = images
+        .borrow()
+        .topics
+        .get(TOPIC)
+        .map(|t| t.topic_id)
+        .ok_or("no topic id")?;
+    while offset < end {
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{TOPIC}-{partition}: read stuck at {offset} of {end}"
+            ));
+        }
+        let Some(mut c) = connect_leader(net, images, TOPIC, partition).await else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let req = FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_isolation_level(i8::from(read_committed))
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![fetch_request::FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let resp: FetchResponse = match c.send(ApiKey::Fetch, 13, &req).await {
+            Ok(r) => r,
+            Err(_) => continue,
+        };
+        let Some(pd) = resp.responses.first().and_then(|t| t.partitions.first()) else {
+            continue;
+        };
+        if pd.error_code != 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let mut aborted: Vec<(i64, i64)> = pd
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.first_offset, a.producer_id.0))
+            .collect();
+        aborted.sort_unstable();
+        let mut aborted = aborted.into_iter().peekable();
+        let mut aborting = std::collections::HashSet::new();
+        let mut bytes = pd.records.clone().unwrap_or_default();
+        while !bytes.is_empty() {
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
+                .map_err(|e| format!("{TOPIC}-{partition}: undecodable batch: {e}"))?;
+            for r in set.records {
+                while let Some((_, pid)) = aborted.next_if(|(first, _)| *first <= r.offset) {
+                    aborting.insert(pid);
+                }
+                let skip = if r.control {
+                    // The control record's key: version, then type (0 abort).
+                    let abort = r.key.as_ref().is_some_and(|k| k.get(2..4) == Some(&[0, 0]));
+                    if abort {
+                        aborting.remove(&r.producer_id);
+                    }
+                    true
+                } else {
+                    read_committed && r.transactional && aborting.contains(&r.producer_id)
+                };
+                if !skip && r.offset >= offset && r.offset < end {
+                    let value = r
+                        .value
+                        .map(|v| String::from_utf8_lossy(&v).into_owned())
+                        .unwrap_or_default();
+                    out.push((r.offset, value));
+                }
+                offset = offset.max(r.offset + 1);
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn fetch_committed(
+    net: &SimNetwork,
+    images: &watch::Receiver<Arc<MetadataImage>>,
+) -> Result<i64, String> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if Instant::now() >= deadline {
+            return Err(format!("group {GROUP}: OffsetFetch never answered"));
+        }
+        if let Some(mut c) = connect_coordinator(net, images).await {
+            let req = OffsetFetchRequest::default()
+                .with_group_id(StrBytes::from_static_str(GROUP).into())
+                .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                    .with_partition_indexes(vec![0])]));
+            if let Ok(r) = c
+                .send::<_, OffsetFetchResponse>(ApiKey::OffsetFetch, 7, &req)
+                .await
+            {
+                let p = r.topics.first().and_then(|t| t.partitions.first());
+                if r.error_code == 0 {
+                    if let Some(p) = p.filter(|p| p.error_code == 0) {
+                        return Ok(p.committed_offset);
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How a transaction ended, as its client knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxnOutcome {
+    /// Still open when the client stopped or gave up on it before asking
+    /// to commit: never committed (the coordinator aborts it).
+    Aborted,
+    Committed,
+    /// A commit was asked and its answer lost: all or nothing.
+    Unknown,
+}
+
+/// One transaction's acknowledged writes and how it ended.
+#[derive(Debug)]
+struct Txn {
+    values: Vec<(i32, String)>,
+    outcome: TxnOutcome,
+}
+
+const TRANSACTIONAL_ID: &str = "live-txn";
+
+/// A transactional producer (the classic protocol: AddPartitionsToTxn,
+/// then produce, then EndTxn) writing one value to each partition per
+/// transaction and committing most of them. Any error ends the
+/// instance: a new InitProducerId fences it and aborts what it left open.
+async fn txn_loop(
+    net: SimNetwork,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    outcomes: Arc<parking_lot::Mutex<Outcomes>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+) {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+    };
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7478_6e73);
+    let txn_id = TransactionalId(StrBytes::from_static_str(TRANSACTIONAL_ID));
+    let mut producer: Option<(i64, i16)> = None;
+    let mut sequences = [0i32; PARTITIONS as usize];
+    let mut number = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Some(mut coordinator) =
+            connect_coordinator_for(&net, &images, 1, TRANSACTIONAL_ID).await
+        else {
+            continue;
+        };
+        let (pid, epoch) = match producer {
+            Some(p) => p,
+            None => {
+                let req = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(txn_id.clone()))
+                    .with_transaction_timeout_ms(10_000)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1);
+                match send_within(&mut coordinator, ApiKey::InitProducerId, 3, &req).await {
+                    Some(InitProducerIdResponse {
+                        error_code: 0,
+                        producer_id,
+                        producer_epoch,
+                        ..
+                    }) => {
+                        producer = Some((producer_id.0, producer_epoch));
+                        sequences = [0; PARTITIONS as usize];
+                        (producer_id.0, producer_epoch)
+                    }
+                    _ => continue,
+                }
+            }
+        };
+        number += 1;
+        let mut txn = Txn {
+            values: Vec::new(),
+            outcome: TxnOutcome::Aborted,
+        };
+        let add = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(txn_id.clone())
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+                .with_partitions((0..PARTITIONS).collect())]);
+        let added = send_within::<_, AddPartitionsToTxnResponse>(
+            &mut coordinator,
+            ApiKey::AddPartitionsToTxn,
+            3,
+            &add,
+        )
+        .await
+        .is_some_and(|r| {
+            r.results_by_topic_v3_and_below
+                .iter()
+                .flat_map(|t| t.results_by_partition.iter())
+                .all(|p| p.partition_error_code == 0)
+        });
+        let mut failed = !added;
+        for partition in 0..PARTITIONS {
+            if failed {
+                break;
+            }
+            let value = format!("t{number}-p{partition}");
+            let seq = sequences[partition as usize];
+            let records = Bytes::from(strand_protocol::testing::encode_records_txn(
+                &[(None, Some(Bytes::from(value.clone())), 0)],
+                pid,
+                epoch,
+                seq,
+                kafka_protocol::records::Compression::None,
+                true,
+            ));
+            let req =
+                produce_request_of(partition, records).with_transactional_id(Some(txn_id.clone()));
+            let answer = match connect_leader(&net, &images, TOPIC, partition).await {
+                Some(mut c) => {
+                    send_within::<_, ProduceResponse>(&mut c, ApiKey::Produce, 9, &req).await
+                }
+                None => None,
+            };
+            match answer.map(|r| r.responses[0].partition_responses[0].clone()) {
+                Some(p) if p.error_code == 0 => {
+                    sequences[partition as usize] += 1;
+                    outcomes
+                        .lock()
+                        .acknowledged
+                        .entry(partition)
+                        .or_default()
+                        .insert(p.base_offset, value.clone());
+                    txn.values.push((partition, value));
+                }
+                _ => failed = true,
+            }
+        }
+        if !failed {
+            let commit = rng.gen_bool(0.7);
+            let end = EndTxnRequest::default()
+                .with_transactional_id(txn_id.clone())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(commit);
+            let ended = send_within::<_, EndTxnResponse>(&mut coordinator, ApiKey::EndTxn, 3, &end)
+                .await
+                .is_some_and(|r| r.error_code == 0);
+            txn.outcome = match (commit, ended) {
+                (true, true) => TxnOutcome::Committed,
+                (true, false) => TxnOutcome::Unknown,
+                (false, _) => TxnOutcome::Aborted,
+            };
+            failed = !ended;
+        }
+        if failed {
+            // A new instance fences this one and ends what it left open.
+            producer = None;
+        }
+        outcomes.lock().txns.push(txn);
+    }
+}
+
+/// Sends one request and waits at most 10 s for its answer.
+async fn send_within<Req, Resp>(
+    c: &mut BrokerConn,
+    key: ApiKey,
+    version: i16,
+    req: &Req,
+) -> Option<Resp>
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    tokio::time::timeout(Duration::from_secs(10), c.send(key, version, req))
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
