@@ -194,6 +194,11 @@ pub struct ControllerNode {
 }
 
 impl ControllerNode {
+    /// The leader this node knows of (itself when it is the active controller).
+    pub fn current_leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
     /// Resolves, with why, once this node's Raft has stopped for good: a
     /// fatal error such as a failed write or fsync of the metadata store,
     /// after which this node can neither vote nor learn new metadata.
@@ -224,18 +229,7 @@ pub enum StartError {
 
 /// Starts this node's controller: store, Raft, RPC listener, event loop.
 pub async fn start_controller(settings: QuorumSettings) -> Result<ControllerNode, StartError> {
-    let config = openraft::Config {
-        cluster_name: settings.cluster_id.clone(),
-        heartbeat_interval: (settings.election_timeout_ms / 5).max(20),
-        election_timeout_min: settings.election_timeout_ms,
-        election_timeout_max: settings.election_timeout_ms * 2,
-        ..Default::default()
-    };
-    let config = Arc::new(
-        config
-            .validate()
-            .map_err(|e| StartError::Raft(e.to_string()))?,
-    );
+    let config = raft_config(&settings)?;
     let network = Network::default();
     let (raft, sm) = match &settings.store {
         StoreKind::Rocks(dir) => {
@@ -254,6 +248,45 @@ pub async fn start_controller(settings: QuorumSettings) -> Result<ControllerNode
         }
     };
     let raft = raft.map_err(|e| StartError::Raft(e.to_string()))?;
+    start_on_raft(raft, sm, settings).await
+}
+
+/// Raft's settings for a node: heartbeats at a fifth of the election
+/// timeout, elections between one and two timeouts.
+fn raft_config(settings: &QuorumSettings) -> Result<Arc<openraft::Config>, StartError> {
+    let config = openraft::Config {
+        cluster_name: settings.cluster_id.clone(),
+        heartbeat_interval: (settings.election_timeout_ms / 5).max(20),
+        election_timeout_min: settings.election_timeout_ms,
+        election_timeout_max: settings.election_timeout_ms * 2,
+        ..Default::default()
+    };
+    config
+        .validate()
+        .map(Arc::new)
+        .map_err(|e| StartError::Raft(e.to_string()))
+}
+
+/// Starts a controller of an in-process quorum (simulations): the
+/// in-memory store, Raft over `network`, the event loop. `settings.voters`
+/// name the peers the handle forwards requests to; a simulation that calls
+/// the active controller's own handle gives addresses nothing listens on.
+pub async fn start_in_process(
+    network: &raft::in_process::InProcessNetwork,
+    settings: QuorumSettings,
+) -> Result<ControllerNode, StartError> {
+    let config = raft_config(&settings)?;
+    let (log, sm) = raft::store::open_memory();
+    let raft = Raft::new(
+        settings.node_id,
+        config,
+        network.factory(settings.node_id),
+        log,
+        sm.clone(),
+    )
+    .await
+    .map_err(|e| StartError::Raft(e.to_string()))?;
+    network.join(settings.node_id, raft.clone());
     start_on_raft(raft, sm, settings).await
 }
 

@@ -25,6 +25,7 @@ fn live_seeds_hold_every_invariant() {
         sum.samples += r.samples;
         sum.transactions_committed += r.transactions_committed;
         sum.transactions_aborted += r.transactions_aborted;
+        sum.controller_changes += r.controller_changes;
     }
     println!("{seeds} live seeds: {sum:?}");
     // The runs did something: writes were acknowledged through faults and
@@ -32,6 +33,7 @@ fn live_seeds_hold_every_invariant() {
     assert!(sum.faults >= seeds, "{sum:?}");
     assert!(sum.acknowledged > 100 * seeds, "{sum:?}");
     assert!(sum.leader_epochs > 2 * seeds, "{sum:?}");
+    assert!(sum.controller_changes >= 1, "{sum:?}");
     assert!(sum.commits > 10 * seeds, "{sum:?}");
     assert!(sum.transactions_committed > 10 * seeds, "{sum:?}");
     assert!(sum.transactions_aborted > seeds, "{sum:?}");

@@ -8,6 +8,7 @@
 //!   memory (tests opt in explicitly); both pass openraft's conformance suite.
 //! - `network`: controller-to-controller RPC on the controller listener.
 
+pub mod in_process;
 pub mod network;
 pub mod store;
 

@@ -1,32 +1,36 @@
 //! The live simulation: the broker binary's own async code, not copies of
 //! it. Three real broker nodes (`strand_broker`'s replica manager, replica
 //! fetcher, request server and handlers, both coordinators and the node's
-//! timers, logs on disk in a temporary directory) and the real controller
-//! (`strand_controller::start_controller`, a lone voter on the in-memory
-//! Raft store) run in one thread on a current-thread tokio runtime whose
-//! time is paused: it jumps to the next timer whenever every task waits,
-//! so a minute of cluster time takes a fraction of that.
+//! timers, logs on disk in a temporary directory) and a quorum of three
+//! real controllers (`strand_controller::start_in_process`: the in-memory
+//! Raft store, Raft between them in process) run in one thread on a
+//! current-thread tokio runtime whose time is paused: it jumps to the next
+//! timer whenever every task waits, so a minute of cluster time takes a
+//! fraction of that.
 //!
 //! Brokers talk to each other and clients talk to brokers over
 //! [`net::SimNetwork`], plugged into the broker's transport seam
-//! (`strand_broker::transport`); each broker reaches the controller
-//! through a link the network can cut as well (its calls fail, its image
-//! stops advancing). A seeded schedule cuts links: a broker isolated from
-//! everyone, from the controller only, from the other brokers only, or the
-//! partition leaders from their followers; every cut heals after a while.
-//! Clients produce unique values acks=all to a topic with replication
-//! factor 3 and min.insync.replicas 2 and commit a consumer group's
-//! offsets, each on its own connection as a Kafka client would.
+//! (`strand_broker::transport`); the controllers' Raft and each host's
+//! calls to the active controller go over the same links. A seeded
+//! schedule cuts them: a partition leader isolated from everyone, a broker
+//! from the controllers or from the active one only, a broker from the
+//! other brokers, a leader from one follower, the active controller from
+//! everyone; every cut heals after a while. Clients produce unique values
+//! acks=all to a topic with replication factor 3 and min.insync.replicas
+//! 2, run transactions over both its partitions, and commit a consumer
+//! group's offsets, each on its own connection as a Kafka client would.
 //!
 //! Checked while it runs (sampled every 20 ms of cluster time, in one
 //! step, so no task moves in between): the HW of a leader never passes the
 //! LEO of a member of its maximal ISR, and never moves backwards within one
 //! leadership; at most one broker leads a partition at a leader epoch. At
-//! the end, after the heal: every replica holds the same records up to the
-//! HW and the HW reaches every replica's LEO; every acknowledged value is
-//! read back by a consumer Fetch at the offset it was acknowledged at, and
-//! no value appears twice; a group's committed offset, fetched back,
-//! is the last one acknowledged.
+//! the end, after the heal: every replica holds the same records, the HW
+//! and LSO at every LEO; every acknowledged value is read back by a
+//! consumer Fetch at the offset it was acknowledged at, and no value
+//! appears twice; read_committed shows a committed transaction's writes,
+//! none of an aborted one's, all or none of one whose commit answer was
+//! lost; a group's committed offset, fetched back, is at least the last
+//! one acknowledged.
 //!
 //! Seeded, but not replayable bit for bit: tokio's scheduler picks among
 //! ready branches of a `select!` at random, and the broker's hash maps
@@ -67,8 +71,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 const BROKERS: u32 = 3;
-/// The controller's host on the network (only for cuts; its calls are in process).
-const CONTROLLER: Host = 100;
+/// The controllers' hosts (their node ids too): a quorum of three.
+const CONTROLLERS: [Host; 3] = [101, 102, 103];
 /// The clients' host.
 const CLIENTS: Host = 200;
 const TOPIC: &str = "live";
@@ -107,6 +111,8 @@ pub struct LiveReport {
     pub samples: u64,
     pub transactions_committed: u64,
     pub transactions_aborted: u64,
+    /// Times the active controller changed.
+    pub controller_changes: u64,
 }
 
 /// Time on the runtime's clock: tokio's, which the paused runtime moves.
@@ -124,11 +130,39 @@ impl Clock for TokioClock {
     }
 }
 
-/// A broker's calls to the controller, failing while the network cuts it
-/// off (as an RPC timing out would, after the wait).
-struct ControllerReach {
-    inner: Arc<dyn ControllerCall>,
+/// The controller quorum: three real controllers, Raft between them over
+/// the network's links (`strand_controller::start_in_process`).
+struct Quorum {
     net: SimNetwork,
+    nodes: Vec<(Host, strand_controller::ControllerNode)>,
+}
+
+impl Quorum {
+    /// The active controller's handle, if `from` can reach it.
+    fn active_from(&self, from: Host) -> Option<(Host, &strand_controller::ControllerHandle)> {
+        self.nodes
+            .iter()
+            .find(|(id, n)| n.current_leader() == Some(*id as u64) && self.net.connected(from, *id))
+            .map(|(id, n)| (*id, &n.handle))
+    }
+
+    /// The newest image among the controllers `from` can reach (a broker
+    /// follows the metadata log from whichever it reaches).
+    fn image_from(&self, from: Option<Host>) -> Option<Arc<MetadataImage>> {
+        self.nodes
+            .iter()
+            .filter(|(id, _)| from.is_none_or(|f| self.net.connected(f, *id)))
+            .map(|(_, n)| n.handle.image())
+            .max_by_key(|i| i.applied)
+    }
+}
+
+/// A host's calls to the active controller: retried while an election
+/// settles, failing after a while when none can be reached (as an RPC
+/// timing out would); an answer computed while the link was cut never
+/// arrives.
+struct ControllerReach {
+    quorum: Arc<Quorum>,
     host: Host,
 }
 
@@ -138,37 +172,38 @@ impl ControllerCall for ControllerReach {
         request: ControllerRequest,
     ) -> Pin<Box<dyn Future<Output = Result<ControllerReply, ApiError>> + Send + '_>> {
         Box::pin(async move {
-            if !self.net.connected(self.host, CONTROLLER) {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                return Err(ApiError::not_controller());
+            let deadline = Instant::now() + Duration::from_secs(3);
+            loop {
+                if let Some((id, handle)) = self.quorum.active_from(self.host) {
+                    let handle = handle.clone();
+                    let reply = handle.call(request.clone()).await;
+                    let delivered = self.quorum.net.connected(self.host, id);
+                    match reply {
+                        Ok(ControllerReply::NotController { .. }) | Err(_) => {}
+                        Ok(reply) if delivered => return Ok(reply),
+                        Ok(_) => return Err(ApiError::not_controller()),
+                    }
+                }
+                if Instant::now() >= deadline {
+                    return Err(ApiError::not_controller());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let reply = self.inner.call(request).await;
-            // An answer computed while the link was cut never arrives.
-            if !self.net.connected(self.host, CONTROLLER) {
-                return Err(ApiError::not_controller());
-            }
-            reply
         })
     }
 }
 
-/// Republishes the controller's images to one broker while the link holds.
-fn image_feed(
-    mut source: watch::Receiver<Arc<MetadataImage>>,
-    net: SimNetwork,
-    host: Host,
-) -> watch::Receiver<Arc<MetadataImage>> {
-    let (tx, rx) = watch::channel(source.borrow().clone());
+/// The images a host sees: the newest of the controllers it reaches,
+/// every 50 ms; all of them for `None` (the clients' metadata).
+fn image_feed(quorum: Arc<Quorum>, host: Option<Host>) -> watch::Receiver<Arc<MetadataImage>> {
+    let first = quorum.image_from(host).unwrap_or_default();
+    let (tx, rx) = watch::channel(first);
     tokio::spawn(async move {
         loop {
-            let changed = tokio::time::timeout(Duration::from_millis(100), source.changed()).await;
-            if matches!(changed, Ok(Err(_))) {
-                return;
-            }
-            if net.connected(host, CONTROLLER) {
-                let latest = source.borrow_and_update().clone();
-                if latest.applied > tx.borrow().applied {
-                    let _ = tx.send(latest);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(latest) = quorum.image_from(host) {
+                if latest.applied > tx.borrow().applied && tx.send(latest).is_err() {
+                    return;
                 }
             }
         }
@@ -222,17 +257,19 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         start: Instant::now(),
     });
     let net = SimNetwork::new(Duration::from_micros(500));
-    let controller = start_controller(seed, clock.clone()).await?;
-    let handle = controller.handle.clone();
-    let inner: Arc<dyn ControllerCall> = Arc::new(handle.clone());
+    let quorum = start_quorum(seed, clock.clone(), &net).await?;
+    let images = image_feed(quorum.clone(), None);
 
     let mut nodes = Vec::new();
     for i in 1..=BROKERS {
-        nodes.push(start_broker(i, &net, &inner, &handle, clock.clone()).await?);
+        nodes.push(start_broker(i, &net, &quorum, clock.clone()).await?);
     }
-    let client = ControllerClient::new(inner.clone());
+    let client = ControllerClient::new(Arc::new(ControllerReach {
+        quorum: quorum.clone(),
+        host: CLIENTS,
+    }));
     create_topic(&client).await?;
-    await_leaders(&handle, Duration::from_secs(30)).await?;
+    await_leaders(&images, Duration::from_secs(30)).await?;
 
     let outcomes = Arc::new(parking_lot::Mutex::new(Outcomes::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -240,7 +277,7 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     for partition in 0..PARTITIONS {
         workers.push(tokio::spawn(produce_loop(
             net.clone(),
-            handle.subscribe(),
+            images.clone(),
             partition,
             outcomes.clone(),
             stop.clone(),
@@ -248,14 +285,14 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     }
     workers.push(tokio::spawn(txn_loop(
         net.clone(),
-        handle.subscribe(),
+        images.clone(),
         outcomes.clone(),
         stop.clone(),
         seed,
     )));
     workers.push(tokio::spawn(commit_loop(
         net.clone(),
-        handle.subscribe(),
+        images.clone(),
         outcomes.clone(),
         stop.clone(),
     )));
@@ -268,9 +305,16 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     // The next fault and its heal.
     let mut next_fault = start + Duration::from_millis(rng.gen_range(2_000..6_000));
     let mut heal_at: Option<Instant> = None;
+    let mut active = quorum.active_from(CLIENTS).map(|(id, _)| id);
     while start.elapsed() < run_for {
         tokio::time::sleep(Duration::from_millis(20)).await;
         check(&nodes, &mut watch)?;
+        if let Some(now_active) = quorum.active_from(CLIENTS).map(|(id, _)| id) {
+            if active != Some(now_active) {
+                report.controller_changes += 1;
+                active = Some(now_active);
+            }
+        }
 
         let now = Instant::now();
         if let Some(at) = heal_at.filter(|at| now >= *at) {
@@ -279,7 +323,9 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
             heal_at = None;
             next_fault = now + Duration::from_millis(rng.gen_range(500..4_000));
         } else if config.faults && heal_at.is_none() && now >= next_fault {
-            inject(&net, &handle.subscribe().borrow().clone(), &mut rng);
+            let image = images.borrow().clone();
+            let active = quorum.active_from(CLIENTS).map(|(id, _)| id);
+            inject(&net, &image, active, &mut rng);
             report.faults += 1;
             heal_at = Some(now + Duration::from_millis(rng.gen_range(1_000..12_000)));
         }
@@ -290,7 +336,7 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         let _ = w.await;
     }
     settle(&nodes, &mut watch, Duration::from_millis(config.settle_ms)).await?;
-    verify_final(&net, &handle, &nodes, &outcomes).await?;
+    verify_final(&net, &images, &nodes, &outcomes).await?;
 
     let o = outcomes.lock();
     report.acknowledged = o.acknowledged.values().map(|m| m.len() as u64).sum();
@@ -311,41 +357,70 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     Ok(report)
 }
 
-async fn start_controller(
+/// Starts the three controllers and waits for an active one.
+async fn start_quorum(
     seed: u64,
     clock: Arc<dyn Clock>,
-) -> Result<strand_controller::ControllerNode, String> {
-    let voters: BTreeMap<u64, String> = [(CONTROLLER as u64, "10.0.0.100:9093".to_string())]
-        .into_iter()
+    net: &SimNetwork,
+) -> Result<Arc<Quorum>, String> {
+    let links = net.clone();
+    let raft_net = strand_controller::raft::in_process::InProcessNetwork::new(
+        Arc::new(move |a, b| links.connected(a as Host, b as Host)),
+        Duration::from_micros(500),
+    );
+    // The handles' own forwarding finds nothing at these addresses: hosts
+    // call the active controller's handle themselves (`ControllerReach`).
+    let voters: BTreeMap<u64, String> = CONTROLLERS
+        .iter()
+        .map(|id| (*id as u64, "127.0.0.1:1".to_string()))
         .collect();
-    strand_controller::start_controller(QuorumSettings {
-        node_id: CONTROLLER as u64,
-        cluster_id: "live-sim".into(),
-        voters: voters.clone(),
-        initial_voters: voters,
-        store: StoreKind::Memory,
-        election_timeout_ms: 1_000,
-        session_timeout_ms: SESSION_TIMEOUT_MS,
-        listener: None,
-        controller: ControllerConfig {
-            node_id: BrokerId::new(CONTROLLER as i32),
-            num_partitions: PARTITIONS,
-            default_replication_factor: 3,
-            producer_id_block_size: 1000,
-            max_replication_factor: usize::MAX,
-        },
-        clock,
-        seed: Some(seed),
-    })
-    .await
-    .map_err(|e| format!("controller start failed: {e}"))
+    let mut nodes = Vec::new();
+    for id in CONTROLLERS {
+        let mut node = strand_controller::start_in_process(
+            &raft_net,
+            QuorumSettings {
+                node_id: id as u64,
+                cluster_id: "live-sim".into(),
+                voters: voters.clone(),
+                initial_voters: voters.clone(),
+                store: StoreKind::Memory,
+                election_timeout_ms: 1_000,
+                session_timeout_ms: SESSION_TIMEOUT_MS,
+                listener: None,
+                controller: ControllerConfig {
+                    node_id: BrokerId::new(id as i32),
+                    num_partitions: PARTITIONS,
+                    default_replication_factor: 3,
+                    producer_id_block_size: 1000,
+                    max_replication_factor: usize::MAX,
+                },
+                clock: clock.clone(),
+                seed: Some(seed ^ (u64::from(id) << 32)),
+            },
+        )
+        .await
+        .map_err(|e| format!("controller {id} start failed: {e}"))?;
+        node.handle.request_timeout = Duration::from_millis(500);
+        nodes.push((id, node));
+    }
+    let quorum = Arc::new(Quorum {
+        net: net.clone(),
+        nodes,
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while quorum.active_from(CLIENTS).is_none() {
+        if Instant::now() >= deadline {
+            return Err("no active controller after 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(quorum)
 }
 
 async fn start_broker(
     host: Host,
     net: &SimNetwork,
-    controller: &Arc<dyn ControllerCall>,
-    handle: &strand_controller::ControllerHandle,
+    quorum: &Arc<Quorum>,
     clock: Arc<dyn Clock>,
 ) -> Result<BrokerNode, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
@@ -355,7 +430,10 @@ async fn start_broker(
         ("process.roles", "broker".into()),
         ("listeners", format!("PLAINTEXT://{addr}")),
         ("advertised.listeners", format!("PLAINTEXT://{addr}")),
-        ("controller.quorum.voters", "100@10.0.0.100:9093".into()),
+        (
+            "controller.quorum.voters",
+            "101@127.0.0.1:1,102@127.0.0.1:1,103@127.0.0.1:1".into(),
+        ),
         ("log.dirs", dir.path().display().to_string()),
         ("default.replication.factor", "3".into()),
         ("min.insync.replicas", "2".into()),
@@ -373,13 +451,12 @@ async fn start_broker(
     let config =
         Arc::new(BrokerConfig::from_pairs(pairs).map_err(|e| format!("broker config: {e}"))?);
     let reach: Arc<dyn ControllerCall> = Arc::new(ControllerReach {
-        inner: controller.clone(),
-        net: net.clone(),
+        quorum: quorum.clone(),
         host,
     });
     let link = ControllerLink::new(
         ControllerClient::new(reach),
-        image_feed(handle.subscribe(), net.clone(), host),
+        image_feed(quorum.clone(), Some(host)),
     );
     let registration = lifecycle::register(&config, &link).await?;
     lifecycle::spawn_heartbeats(config.clone(), link.clone(), &registration);
@@ -433,12 +510,12 @@ async fn create_topic(client: &ControllerClient) -> Result<(), String> {
 
 /// Waits until every partition of the topic has a leader and a full ISR.
 async fn await_leaders(
-    handle: &strand_controller::ControllerHandle,
+    images: &watch::Receiver<Arc<MetadataImage>>,
     within: Duration,
 ) -> Result<(), String> {
     let deadline = Instant::now() + within;
     loop {
-        let image = handle.subscribe().borrow().clone();
+        let image = images.borrow().clone();
         let ready = image.topics.get(TOPIC).is_some_and(|t| {
             t.partitions
                 .iter()
@@ -455,7 +532,7 @@ async fn await_leaders(
 }
 
 /// One seeded cut.
-fn inject(net: &SimNetwork, image: &MetadataImage, rng: &mut StdRng) {
+fn inject(net: &SimNetwork, image: &MetadataImage, active: Option<Host>, rng: &mut StdRng) {
     let broker = rng.gen_range(1..=BROKERS);
     let leader = image
         .partition(TOPIC, rng.gen_range(0..PARTITIONS))
@@ -463,20 +540,48 @@ fn inject(net: &SimNetwork, image: &MetadataImage, rng: &mut StdRng) {
         .map(|b| b.get() as Host)
         .unwrap_or(broker);
     let others = |me: Host| (1..=BROKERS).filter(move |b| *b != me);
-    match rng.gen_range(0..4) {
-        // Isolated from everyone: brokers, controller and clients.
+    let everyone = |me: Host| {
+        (1..=BROKERS)
+            .chain(CONTROLLERS)
+            .chain([CLIENTS])
+            .filter(move |h| *h != me)
+    };
+    match rng.gen_range(0..6) {
+        // Isolated from everyone: brokers, controllers and clients.
         0 => {
-            for b in others(leader) {
-                net.cut(leader, b);
+            for h in everyone(leader) {
+                net.cut(leader, h);
             }
-            net.cut(leader, CONTROLLER);
-            net.cut(leader, CLIENTS);
             tracing::info!(host = leader, "fault: leader isolated");
         }
-        // Cut from the controller only: it is fenced, the others go on.
+        // Cut from the controllers only: it is fenced, the others go on.
         1 => {
-            net.cut(broker, CONTROLLER);
-            tracing::info!(host = broker, "fault: cut from the controller");
+            for c in CONTROLLERS {
+                net.cut(broker, c);
+            }
+            tracing::info!(host = broker, "fault: cut from the controllers");
+        }
+        // The active controller isolated: the quorum elects another, the
+        // brokers follow it.
+        4 => {
+            if let Some(c) = active {
+                for h in everyone(c) {
+                    net.cut(c, h);
+                }
+                tracing::info!(host = c, "fault: active controller isolated");
+            }
+        }
+        // A broker cut from the active controller only (it may still see
+        // the metadata of the others).
+        5 => {
+            if let Some(c) = active {
+                net.cut(broker, c);
+                tracing::info!(
+                    host = broker,
+                    controller = c,
+                    "fault: cut from the active controller"
+                );
+            }
         }
         // Cut from the other brokers only: it keeps its session, loses
         // its followers (or its leader).
@@ -831,11 +936,10 @@ async fn find_coordinator(
 /// acknowledged commit (or a later one that was attempted).
 async fn verify_final(
     net: &SimNetwork,
-    handle: &strand_controller::ControllerHandle,
+    images: &watch::Receiver<Arc<MetadataImage>>,
     nodes: &[BrokerNode],
     outcomes: &Arc<parking_lot::Mutex<Outcomes>>,
 ) -> Result<(), String> {
-    let images = handle.subscribe();
     // What read_committed shows of every partition (the LSO is at the HW
     // once settled), for the all-or-nothing check below.
     let mut visible_all = std::collections::HashSet::new();
@@ -847,8 +951,8 @@ async fn verify_final(
             .find(|o| o.leading_epoch.is_some())
             .map(|o| o.high_watermark.get())
             .ok_or_else(|| format!("{TOPIC}-{index} has no leader at the end"))?;
-        let read = read_all(net, &images, index, end, false).await?;
-        let committed = read_all(net, &images, index, end, true).await?;
+        let read = read_all(net, images, index, end, false).await?;
+        let committed = read_all(net, images, index, end, true).await?;
         visible_all.extend(committed.iter().map(|(_, v)| v.clone()));
         let visible: std::collections::HashSet<&str> =
             committed.iter().map(|(_, v)| v.as_str()).collect();
@@ -912,7 +1016,7 @@ async fn verify_final(
     }
     let expected = outcomes.lock().committed;
     if let Some(committed) = expected {
-        let fetched = fetch_committed(net, &images).await?;
+        let fetched = fetch_committed(net, images).await?;
         // A commit whose answer was lost may have landed after the last
         // acknowledged one; nothing earlier may come back.
         if fetched < committed {
