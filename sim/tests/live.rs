@@ -26,6 +26,8 @@ fn live_seeds_hold_every_invariant() {
         sum.transactions_committed += r.transactions_committed;
         sum.transactions_aborted += r.transactions_aborted;
         sum.controller_changes += r.controller_changes;
+        sum.generations += r.generations;
+        sum.syncs += r.syncs;
     }
     println!("{seeds} live seeds: {sum:?}");
     // The runs did something: writes were acknowledged through faults and
@@ -34,6 +36,10 @@ fn live_seeds_hold_every_invariant() {
     assert!(sum.acknowledged > 100 * seeds, "{sum:?}");
     assert!(sum.leader_epochs > 2 * seeds, "{sum:?}");
     assert!(sum.controller_changes >= 1, "{sum:?}");
+    assert!(
+        sum.generations >= seeds && sum.syncs >= 2 * seeds,
+        "{sum:?}"
+    );
     assert!(sum.commits > 10 * seeds, "{sum:?}");
     assert!(sum.transactions_committed > 10 * seeds, "{sum:?}");
     assert!(sum.transactions_aborted > seeds, "{sum:?}");

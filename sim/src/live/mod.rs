@@ -17,8 +17,9 @@
 //! other brokers, a leader from one follower, the active controller from
 //! everyone; every cut heals after a while. Clients produce unique values
 //! acks=all to a topic with replication factor 3 and min.insync.replicas
-//! 2, run transactions over both its partitions, and commit a consumer
-//! group's offsets, each on its own connection as a Kafka client would.
+//! 2, run transactions over both its partitions, commit a consumer
+//! group's offsets, and join, sync, heartbeat and leave another group as
+//! its two members, each on its own connection as a Kafka client would.
 //!
 //! Checked while it runs (sampled every 20 ms of cluster time, in one
 //! step, so no task moves in between): the HW of a leader never passes the
@@ -30,7 +31,8 @@
 //! appears twice; read_committed shows a committed transaction's writes,
 //! none of an aborted one's, all or none of one whose commit answer was
 //! lost; a group's committed offset, fetched back, is at least the last
-//! one acknowledged.
+//! one acknowledged; within a generation the members were told one leader
+//! and given disjoint partitions.
 //!
 //! Seeded, but not replayable bit for bit: tokio's scheduler picks among
 //! ready branches of a `select!` at random, and the broker's hash maps
@@ -113,6 +115,9 @@ pub struct LiveReport {
     pub transactions_aborted: u64,
     /// Times the active controller changed.
     pub controller_changes: u64,
+    /// Generations of the members' group, and SyncGroups completed.
+    pub generations: u64,
+    pub syncs: u64,
 }
 
 /// Time on the runtime's clock: tokio's, which the paused runtime moves.
@@ -290,6 +295,16 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         stop.clone(),
         seed,
     )));
+    let membership = Arc::new(parking_lot::Mutex::new(Membership::default()));
+    for member in 0..2u64 {
+        workers.push(tokio::spawn(member_loop(
+            net.clone(),
+            images.clone(),
+            membership.clone(),
+            stop.clone(),
+            seed ^ (member << 40),
+        )));
+    }
     workers.push(tokio::spawn(commit_loop(
         net.clone(),
         images.clone(),
@@ -337,7 +352,13 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     }
     settle(&nodes, &mut watch, Duration::from_millis(config.settle_ms)).await?;
     verify_final(&net, &images, &nodes, &outcomes).await?;
+    check_membership(&membership.lock())?;
 
+    {
+        let m = membership.lock();
+        report.generations = m.leaders.len() as u64;
+        report.syncs = m.syncs;
+    }
     let o = outcomes.lock();
     report.acknowledged = o.acknowledged.values().map(|m| m.len() as u64).sum();
     report.refused = o.refused;
@@ -1328,4 +1349,232 @@ where
         .await
         .ok()
         .and_then(Result::ok)
+}
+
+/// The group whose members join, sync and heartbeat.
+const MEMBERS_GROUP: &str = "live-members";
+/// Partitions the members' leader assigns among them.
+const ASSIGNED_PARTITIONS: i32 = 4;
+
+/// What the members were told, by generation, once their SyncGroup
+/// succeeded: a JoinGroup answer alone promises nothing (as in Kafka, a
+/// generation is stored with its assignment, so one whose sync never
+/// completed can be lost with its coordinator and its number reused).
+#[derive(Default)]
+struct Membership {
+    /// generation -> (the leader a member was told, that member).
+    leaders: BTreeMap<i32, Vec<(String, String)>>,
+    /// generation -> (member, the partitions SyncGroup gave it).
+    assignments: BTreeMap<i32, Vec<(String, Vec<i32>)>>,
+    /// Syncs completed.
+    syncs: u64,
+}
+
+/// A consumer's subscription (ConsumerProtocolSubscription v0: the topic).
+fn subscription() -> Bytes {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0i16.to_be_bytes());
+    b.extend_from_slice(&1i32.to_be_bytes());
+    b.extend_from_slice(&(TOPIC.len() as i16).to_be_bytes());
+    b.extend_from_slice(TOPIC.as_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+/// One member of [`MEMBERS_GROUP`] (the classic protocol, as a Kafka
+/// consumer runs it): JoinGroup (with the member id the coordinator asks
+/// for), SyncGroup (the leader assigns the partitions round-robin over the
+/// sorted members), then heartbeats every second until a rebalance or an
+/// error sends it back to JoinGroup; now and then it leaves (LeaveGroup)
+/// and joins again as a new member, as a restarted consumer does.
+async fn member_loop(
+    net: SimNetwork,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    membership: Arc<parking_lot::Mutex<Membership>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+) {
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+    use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+    let mut rng = StdRng::seed_from_u64(seed);
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::{
+        HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest,
+        SyncGroupResponse,
+    };
+    let group = || StrBytes::from_static_str(MEMBERS_GROUP).into();
+    let mut member_id = StrBytes::default();
+    let mut conn: Option<BrokerConn> = None;
+    'member: while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        if conn.is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            conn = connect_coordinator_for(&net, &images, 0, MEMBERS_GROUP).await;
+            continue;
+        }
+        let c = conn.as_mut().expect("connected above");
+        let join = JoinGroupRequest::default()
+            .with_group_id(group())
+            .with_session_timeout_ms(6_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(member_id.clone())
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(subscription())]);
+        let joined: Option<JoinGroupResponse> =
+            tokio::time::timeout(Duration::from_secs(30), c.send(ApiKey::JoinGroup, 5, &join))
+                .await
+                .ok()
+                .and_then(Result::ok);
+        let Some(joined) = joined else {
+            conn = None;
+            continue;
+        };
+        match joined.error_code {
+            0 => {}
+            // MEMBER_ID_REQUIRED: join again with the id given.
+            79 => {
+                member_id = joined.member_id;
+                continue;
+            }
+            // UNKNOWN_MEMBER_ID: start over as a new member.
+            25 => {
+                member_id = StrBytes::default();
+                continue;
+            }
+            _ => {
+                conn = None;
+                continue;
+            }
+        }
+        member_id = joined.member_id.clone();
+        let generation = joined.generation_id;
+        let assignments = if joined.leader == member_id {
+            let mut members: Vec<StrBytes> =
+                joined.members.iter().map(|m| m.member_id.clone()).collect();
+            members.sort();
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let mine: Vec<String> = (0..ASSIGNED_PARTITIONS)
+                        .filter(|p| *p as usize % members.len() == i)
+                        .map(|p| p.to_string())
+                        .collect();
+                    SyncGroupRequestAssignment::default()
+                        .with_member_id(m.clone())
+                        .with_assignment(Bytes::from(mine.join(",")))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sync = SyncGroupRequest::default()
+            .with_group_id(group())
+            .with_generation_id(generation)
+            .with_member_id(member_id.clone())
+            .with_assignments(assignments);
+        let synced: Option<SyncGroupResponse> =
+            tokio::time::timeout(Duration::from_secs(30), c.send(ApiKey::SyncGroup, 3, &sync))
+                .await
+                .ok()
+                .and_then(Result::ok);
+        let Some(synced) = synced else {
+            conn = None;
+            continue;
+        };
+        if synced.error_code != 0 {
+            if synced.error_code == 25 {
+                member_id = StrBytes::default();
+            }
+            continue;
+        }
+        let partitions: Vec<i32> = String::from_utf8_lossy(&synced.assignment)
+            .split(',')
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        {
+            let mut m = membership.lock();
+            m.syncs += 1;
+            m.leaders
+                .entry(generation)
+                .or_default()
+                .push((joined.leader.to_string(), member_id.to_string()));
+            m.assignments
+                .entry(generation)
+                .or_default()
+                .push((member_id.to_string(), partitions));
+        }
+        // Heartbeats until the generation ends for this member.
+        let mut beats_left = rng.gen_range(3..20);
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            beats_left -= 1;
+            if beats_left == 0 {
+                if let Some(c) = conn.as_mut() {
+                    let leave = LeaveGroupRequest::default()
+                        .with_group_id(group())
+                        .with_members(vec![
+                            MemberIdentity::default().with_member_id(member_id.clone())
+                        ]);
+                    let _: Option<LeaveGroupResponse> =
+                        send_within(c, ApiKey::LeaveGroup, 3, &leave).await;
+                }
+                member_id = StrBytes::default();
+                continue 'member;
+            }
+            let Some(c) = conn.as_mut() else {
+                conn = connect_coordinator_for(&net, &images, 0, MEMBERS_GROUP).await;
+                continue;
+            };
+            let beat = HeartbeatRequest::default()
+                .with_group_id(group())
+                .with_generation_id(generation)
+                .with_member_id(member_id.clone());
+            let answer: Option<HeartbeatResponse> =
+                tokio::time::timeout(Duration::from_secs(5), c.send(ApiKey::Heartbeat, 3, &beat))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+            match answer.map(|a| a.error_code) {
+                Some(0) => {}
+                // REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: join again.
+                Some(27) | Some(22) => continue 'member,
+                Some(25) => {
+                    member_id = StrBytes::default();
+                    continue 'member;
+                }
+                // Coordinator moved or unreachable: find it and keep beating.
+                _ => conn = None,
+            }
+        }
+    }
+}
+
+/// Within a generation every member was told the same leader, and no
+/// partition was given to two members.
+fn check_membership(m: &Membership) -> Result<(), String> {
+    for (generation, told) in &m.leaders {
+        if let Some((first, _)) = told.first() {
+            if let Some((other, member)) = told.iter().find(|(l, _)| l != first) {
+                return Err(format!(
+                    "group {MEMBERS_GROUP} generation {generation}: leader {first} for some members, {other} for {member}"
+                ));
+            }
+        }
+    }
+    for (generation, given) in &m.assignments {
+        let mut owner: BTreeMap<i32, &str> = BTreeMap::new();
+        for (member, partitions) in given {
+            for p in partitions {
+                if let Some(other) = owner.insert(*p, member).filter(|o| o != member) {
+                    return Err(format!(
+                        "group {MEMBERS_GROUP} generation {generation}: partition {p} given to {other} and {member}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
