@@ -21,7 +21,7 @@
 use crate::harness::signal;
 use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -963,14 +963,12 @@ fn resolve_bin(bin: &Path) -> io::Result<PathBuf> {
     Ok(bin)
 }
 
-/// `n` distinct free loopback ports: all bound at once, then released.
+/// `n` distinct free loopback ports, none handed out before by this
+/// process and none the kernel gives to connections
+/// ([`crate::harness::free_loopback_port`]).
 pub fn free_loopback_ports(n: usize) -> io::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<io::Result<Vec<_>>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
+    (0..n)
+        .map(|_| crate::harness::free_loopback_port())
         .collect()
 }
 
@@ -1241,6 +1239,7 @@ fn wait_all_threads_stopped(pid: u32) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     fn compact_str(out: &mut Vec<u8>, s: &str) {
         out.push(s.len() as u8 + 1);

@@ -314,10 +314,37 @@ pub(crate) fn signal(pid: u32, sig: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Bind 127.0.0.1:0, read the port the kernel chose, release it.
+/// Where test brokers listen: below Linux's ephemeral range (32768 and
+/// up), so the kernel never hands one of these ports to a client's
+/// connection or to another `bind(0)`. A port the kernel picked from the
+/// ephemeral range could be taken by either while a node is down for a
+/// restart, and the node could then not listen again.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A free loopback port no earlier call of this process has handed out:
+/// each process walks [`TEST_PORTS`] from its own starting point, skipping
+/// ports something is bound to.
 pub fn free_loopback_port() -> io::Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(TEST_PORTS.end - TEST_PORTS.start);
+    if NEXT.load(Ordering::Relaxed) == u32::MAX {
+        // Seeded by the process id, so test processes that run at once
+        // start far apart.
+        let start = (std::process::id().wrapping_mul(2_654_435_761)) % span;
+        let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = TEST_PORTS.start + k as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "no free loopback port left in the test range",
+    ))
 }
 
 /// Encode a Kafka ApiVersions v0 request (request header v1, empty body), size-prefixed.
