@@ -23,6 +23,12 @@ pub enum FaultKind {
     Bridge,
     /// One-way packet loss (30-70%) from one node to another.
     Lossy,
+    /// One node's outgoing traffic slowed to a trickle (a token bucket of
+    /// 256 kbit/s queueing up to 2 s): delay and backlog without loss,
+    /// the nearest this kernel comes to netem's delay (it has no
+    /// `sch_netem`). The node's followers, clients and controller peers
+    /// see its answers late.
+    Slow,
     /// SIGSTOP a node, SIGCONT at the end.
     Pause,
     /// kill -9 a node, restart it at the end.
@@ -39,12 +45,13 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::IsolateLeader,
         FaultKind::IsolateController,
         FaultKind::IsolateNode,
         FaultKind::Bridge,
         FaultKind::Lossy,
+        FaultKind::Slow,
         FaultKind::Pause,
         FaultKind::Kill,
         FaultKind::KillAll,
@@ -161,6 +168,11 @@ pub fn start(step: &Step, w: &mut World<'_>) -> io::Result<String> {
             let to = to[(step.pick as usize / 7) % to.len()];
             w.net.lossy(from, to, step.percent)?;
             format!("{}% loss {from} -> {to}", step.percent)
+        }
+        FaultKind::Slow => {
+            let x = pick(0);
+            w.net.slow(x)?;
+            format!("slow egress of {x}")
         }
         FaultKind::Pause => {
             let x = pick(0);

@@ -123,10 +123,39 @@ impl Net {
         )
     }
 
-    /// Removes every rule: the network is whole again.
+    /// The device `node` sends through (its end of the veth pair).
+    fn device(&self, node: i32) -> String {
+        format!("sc{}n{node}", self.run)
+    }
+
+    /// Slows everything `node` sends to a token bucket of 256 kbit/s that
+    /// queues up to 2 s before it drops: its packets arrive late rather
+    /// than not at all (this kernel has no netem to delay them outright).
+    pub fn slow(&self, node: i32) -> io::Result<()> {
+        let ns = self.host(node).netns.clone();
+        let dev = self.device(node);
+        run(
+            "ip",
+            &[
+                "netns", "exec", &ns, "tc", "qdisc", "replace", "dev", &dev, "root", "tbf", "rate",
+                "256kbit", "burst", "16kbit", "latency", "2s",
+            ],
+        )
+    }
+
+    /// Removes every rule and queue: the network is whole again.
     pub fn heal(&self) -> io::Result<()> {
         for i in 1..=self.hosts.len() as i32 {
             self.iptables(i, &["-F"])?;
+            let ns = self.host(i).netns.clone();
+            let dev = self.device(i);
+            // Fails when there is nothing to remove, which is the usual case.
+            let _ = run(
+                "ip",
+                &[
+                    "netns", "exec", &ns, "tc", "qdisc", "del", "dev", &dev, "root",
+                ],
+            );
         }
         Ok(())
     }
