@@ -134,6 +134,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             store: StoreKind::Rocks(log_dir.join("__cluster_metadata-0")),
             election_timeout_ms: config.election_timeout_ms,
             session_timeout_ms: config.broker_session_timeout_ms as u64,
+            write_lease_ms: config.write_lease_ms,
             listener,
             controller: ControllerConfig {
                 node_id: config.broker_id(),
@@ -176,14 +177,23 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     // The broker sees the controller only through its API (typed calls and
     // the published image), not the controller crate.
     let controller = ControllerLink::new(controller.client(), controller.subscribe());
-    let registration = lifecycle::register(&config, &controller).await?;
-    lifecycle::spawn_heartbeats(config.clone(), controller.clone(), &registration);
+    let clock = strand_types::SystemClock::shared();
+    let lease = lifecycle::write_lease(&config);
+    let registration = lifecycle::register(&config, &controller, &lease, &*clock).await?;
+    lifecycle::spawn_heartbeats(
+        config.clone(),
+        controller.clone(),
+        &registration,
+        lease.clone(),
+        clock.clone(),
+    );
     let broker = Arc::new(ReplicaManager::new(
         config.clone(),
         controller.clone(),
         registration.broker_epoch,
-        strand_types::SystemClock::shared(),
+        clock,
         strand_broker::transport::TcpTransport::shared(),
+        lease,
     ));
     let node = node::Node::new(broker.clone());
     let image = broker.image();

@@ -109,6 +109,11 @@ pub struct BrokerConfig {
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// KIP-890 part 1: verify a transactional batch's partition with the coordinator.
     pub transaction_partition_verification_enable: bool,
+    /// strand.write.lease.*: leaders append only under a lease the
+    /// controller grants in heartbeat answers (`strand_replication::lease`).
+    pub write_lease_enable: bool,
+    pub write_lease_ms: u64,
+    pub write_lease_safety_margin_ms: u64,
     /// Every key set in the file or on the command line, as given: the
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
@@ -186,7 +191,16 @@ const BROKER_KEYS: &[(&str, &str)] = &[
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "3600000",
     ),
+    // Strand's own (README, "Write leases"): not Kafka settings.
+    ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
+    // Empty: derived from broker.session.timeout.ms (two thirds of it), and
+    // the margin from the lease (a twelfth of it): 6000 and 500 by default.
+    ("strand.write.lease.ms", ""),
+    ("strand.write.lease.safety.margin.ms", ""),
 ];
+
+/// Whether leaders need a write lease unless configured otherwise.
+const DEFAULT_WRITE_LEASE_ENABLE: &str = "false";
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
     "offsets.topic.num.partitions",
@@ -243,7 +257,8 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
     match key {
         "auto.create.topics.enable"
         | "delete.topic.enable"
-        | "transaction.partition.verification.enable" => match value {
+        | "transaction.partition.verification.enable"
+        | "strand.write.lease.enable" => match value {
             "true" | "false" => Ok(()),
             _ => Err(invalid(key, value, "expected true or false")),
         },
@@ -273,6 +288,13 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         | "replica.fetch.response.max.bytes"
         | "replica.high.watermark.checkpoint.interval.ms" => int(1),
         "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
+        "strand.write.lease.ms" | "strand.write.lease.safety.margin.ms" => {
+            if value.is_empty() {
+                Ok(())
+            } else {
+                int(if key == "strand.write.lease.ms" { 1 } else { 0 })
+            }
+        }
         "max.connections" | "max.connections.per.ip" => int(0),
         "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
         "log.retention.check.interval.ms" => int(1),
@@ -549,6 +571,40 @@ impl BrokerConfig {
                 );
             }
         }
+        let session_timeout_ms: u64 = get("broker.session.timeout.ms").parse().unwrap_or(9000);
+        let write_lease_enable = get("strand.write.lease.enable") == "true";
+        let write_lease_ms: u64 = get("strand.write.lease.ms")
+            .parse()
+            .unwrap_or(session_timeout_ms * 2 / 3);
+        let write_lease_safety_margin_ms: u64 = get("strand.write.lease.safety.margin.ms")
+            .parse()
+            .unwrap_or(write_lease_ms / 12);
+        let heartbeat_interval_ms: u64 =
+            get("broker.heartbeat.interval.ms").parse().unwrap_or(2000);
+        // A lease ends before the session it is granted with: a broker
+        // fenced for silence holds none any more (the controller relies on
+        // it after a failover). Checked when leases are on: off, nothing
+        // acts on them.
+        if write_lease_enable && write_lease_ms >= session_timeout_ms {
+            return Err(invalid(
+                "strand.write.lease.ms",
+                &write_lease_ms.to_string(),
+                format!("must be below broker.session.timeout.ms ({session_timeout_ms})"),
+            ));
+        }
+        // A lease must outlast the heartbeats that renew it, margin and all,
+        // or a broker would drop its writes between two heartbeats.
+        if write_lease_enable
+            && write_lease_ms <= write_lease_safety_margin_ms + heartbeat_interval_ms
+        {
+            return Err(invalid(
+                "strand.write.lease.ms",
+                &write_lease_ms.to_string(),
+                format!(
+                    "must exceed strand.write.lease.safety.margin.ms ({write_lease_safety_margin_ms}) plus broker.heartbeat.interval.ms ({heartbeat_interval_ms})"
+                ),
+            ));
+        }
         Ok(BrokerConfig {
             node_id,
             listeners,
@@ -643,6 +699,9 @@ impl BrokerConfig {
             transaction_partition_verification_enable: get(
                 "transaction.partition.verification.enable",
             ) == "true",
+            write_lease_enable,
+            write_lease_ms,
+            write_lease_safety_margin_ms,
             group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
                 .parse()
                 .unwrap_or(3000),

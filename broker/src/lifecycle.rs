@@ -7,8 +7,11 @@ use crate::controller_link::ControllerLink;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_metadata::controller_api::{BrokerRegistrationRequest, HeartbeatRequest};
-use strand_types::BrokerEpoch;
+use strand_metadata::controller_api::{
+    ApiError, BrokerRegistrationRequest, HeartbeatRequest, LeaseGrant,
+};
+pub use strand_partition::lease::WriteLease;
+use strand_types::{BrokerEpoch, Clock};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// This broker's registration: its epoch, and whether the controller fences it.
@@ -49,6 +52,8 @@ pub fn raise_open_file_limit() {
 pub async fn register(
     config: &BrokerConfig,
     controller: &ControllerLink,
+    lease: &WriteLease,
+    clock: &dyn Clock,
 ) -> Result<Registration, String> {
     let advertised = config.advertised();
     let req = BrokerRegistrationRequest {
@@ -81,11 +86,17 @@ pub async fn register(
     let mut images = controller.subscribe();
     loop {
         let applied = images.borrow_and_update().applied;
+        let sent_at = clock.monotonic_ms();
         match controller
             .heartbeat(heartbeat_request(config, broker_epoch, applied, false))
             .await
         {
-            Ok(reply) if !reply.is_fenced => break,
+            Ok(reply) if !reply.is_fenced => {
+                if let Some(grant) = &reply.lease {
+                    lease.install(&to_grant(grant), broker_epoch, sent_at);
+                }
+                break;
+            }
             Ok(_) => {}
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(error = %e.message, "heartbeat failed")
@@ -118,28 +129,87 @@ fn heartbeat_request(
     }
 }
 
-/// Heartbeats every broker.heartbeat.interval.ms for the life of the broker.
+/// The broker's write lease as configured (`strand.write.lease.enable`):
+/// when enforced, write-forbidden until the first grant.
+pub fn write_lease(config: &BrokerConfig) -> Arc<WriteLease> {
+    Arc::new(if config.write_lease_enable {
+        WriteLease::enforced(config.write_lease_safety_margin_ms)
+    } else {
+        WriteLease::unenforced()
+    })
+}
+
+fn to_grant(g: &LeaseGrant) -> strand_replication::lease::LeaseGrant {
+    strand_replication::lease::LeaseGrant {
+        broker_epoch: g.broker_epoch,
+        generation: g.generation,
+        duration_ms: g.duration_ms,
+        safe_metadata_offset: g.safe_metadata_offset,
+    }
+}
+
+/// How soon after an answer a broker whose leases are enforced asks again
+/// when an append waits on the safe offset or the metadata moved on: the
+/// controller learns of applied offsets only through heartbeats, so a new
+/// leader's first writes wait for a few of these rather than a whole
+/// heartbeat interval.
+const PROMPT_HEARTBEAT: Duration = Duration::from_millis(50);
+
+/// Heartbeats every broker.heartbeat.interval.ms for the life of the
+/// broker, installing each lease granted. With leases enforced it also
+/// heartbeats promptly after the metadata image moves (so the controller
+/// learns this broker applied a leadership change) and when an append
+/// waits for a newer safe offset.
 pub fn spawn_heartbeats(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
     registration: &Registration,
+    lease: Arc<WriteLease>,
+    clock: Arc<dyn Clock>,
 ) {
     let epoch = registration.broker_epoch;
     let fenced = registration.fenced.clone();
     tokio::spawn(async move {
-        let mut tick =
-            tokio::time::interval(Duration::from_millis(config.broker_heartbeat_interval_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
+        let mut images = controller.subscribe();
+        let mut next = tokio::time::Instant::now() + interval;
         loop {
-            tick.tick().await;
-            let applied = controller.image().applied;
-            match controller
-                .heartbeat(heartbeat_request(&config, epoch, applied, false))
-                .await
-            {
+            if lease.is_enforced() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next) => {}
+                    changed = images.changed() => {
+                        if changed.is_ok() {
+                            tokio::time::sleep(PROMPT_HEARTBEAT).await;
+                        }
+                    }
+                    _ = lease.wanted() => tokio::time::sleep(PROMPT_HEARTBEAT).await,
+                }
+            } else {
+                tokio::time::sleep_until(next).await;
+            }
+            next = tokio::time::Instant::now() + interval;
+            let applied = images.borrow_and_update().applied;
+            let sent_at = clock.monotonic_ms();
+            // Bounded, so a controller that cannot answer (none elected,
+            // or cut off) is asked again rather than waited on.
+            let answer = tokio::time::timeout(
+                interval,
+                controller.heartbeat(heartbeat_request(&config, epoch, applied, false)),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    strand_protocol::ErrorCode::RequestTimedOut,
+                    "no answer within the heartbeat interval",
+                ))
+            });
+            match answer {
                 Ok(reply) => {
                     if fenced.swap(reply.is_fenced, Ordering::AcqRel) != reply.is_fenced {
                         tracing::warn!(fenced = reply.is_fenced, "fencing state changed");
+                    }
+                    if let Some(grant) = &reply.lease {
+                        lease.install(&to_grant(grant), epoch, sent_at);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e.message, "heartbeat failed"),

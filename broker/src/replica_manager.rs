@@ -17,6 +17,7 @@ use strand_metadata::configs::{resolve_topic_config, topic_config};
 use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
+use strand_partition::lease::WriteLease;
 use strand_protocol::ErrorCode;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_types::{BrokerEpoch, BrokerId, Clock, LeaderEpoch, ProducerId, TopicPartition};
@@ -94,6 +95,9 @@ pub struct ReplicaManager {
     pub clock: Arc<dyn Clock>,
     /// How this node reaches other brokers (TCP, or a simulated network).
     pub transport: Arc<dyn Transport>,
+    /// The broker's write lease (`strand.write.lease.*`), shared with every
+    /// partition: installed by the heartbeat loop, asked by leader appends.
+    pub lease: Arc<WriteLease>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// Serialises reconciliation with the metadata image.
     reconcile_lock: Mutex<()>,
@@ -121,6 +125,7 @@ impl ReplicaManager {
         broker_epoch: BrokerEpoch,
         clock: Arc<dyn Clock>,
         transport: Arc<dyn Transport>,
+        lease: Arc<WriteLease>,
     ) -> ReplicaManager {
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
@@ -133,6 +138,7 @@ impl ReplicaManager {
             controller,
             clock,
             transport,
+            lease,
             partitions: RwLock::new(HashMap::new()),
             reconcile_lock: Mutex::new(()),
             failed: Mutex::new(BTreeMap::new()),
@@ -345,6 +351,7 @@ impl ReplicaManager {
             let io = PartitionIo {
                 storage: FileStorage::shared(),
                 clock: self.clock.clone(),
+                lease: self.lease.clone(),
             };
             let opened = Partition::open_in(
                 io,

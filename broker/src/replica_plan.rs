@@ -121,6 +121,7 @@ pub fn local_changes(
                 replicas: p.replicas.clone(),
                 isr: p.isr.clone(),
                 leader: p.leader,
+                metadata_offset: image.applied,
             };
             assigned.insert(
                 TopicPartition::new(name.as_str(), p.partition),

@@ -44,6 +44,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 type Envelope = (ControllerRequest, oneshot::Sender<ControllerReply>);
 
+/// The default of `strand.write.lease.ms`: three heartbeat intervals
+/// (Kafka's `broker.heartbeat.interval.ms`, 2 s) less a little, and below
+/// the session timeout (9 s), so a broker that misses two heartbeats in a
+/// row keeps writing, and one cut off from the controller stops before
+/// its session ends.
+pub const DEFAULT_WRITE_LEASE_MS: u64 = 6_000;
+
 /// Submits requests to the active controller (locally or over RPC) and reads
 /// the committed metadata image.
 #[derive(Clone)]
@@ -175,6 +182,9 @@ pub struct QuorumSettings {
     pub store: StoreKind,
     pub election_timeout_ms: u64,
     pub session_timeout_ms: u64,
+    /// How long a write lease granted in a heartbeat answer runs
+    /// (`strand.write.lease.ms`).
+    pub write_lease_ms: u64,
     /// The bound controller listener; None for a lone voter that needs no network.
     pub listener: Option<tokio::net::TcpListener>,
     pub controller: ControllerConfig,
@@ -361,6 +371,7 @@ pub async fn start_on_raft(
         active: false,
         started_as_leader_before: false,
         session_timeout_ms: settings.session_timeout_ms,
+        write_lease_ms: settings.write_lease_ms,
         clock: settings.clock,
         rng: match settings.seed {
             Some(seed) => StdRng::seed_from_u64(seed),
@@ -493,6 +504,7 @@ struct Controller {
     /// Whether this process has been the active controller before.
     started_as_leader_before: bool,
     session_timeout_ms: u64,
+    write_lease_ms: u64,
     clock: Arc<dyn Clock>,
     rng: StdRng,
     /// When the event loop last began an event (a request or a tick), on
@@ -585,7 +597,13 @@ impl Controller {
         }
         if !self.active {
             self.active = true;
-            self.heartbeats = BrokerHeartbeats::rebuild(&self.sm.image(), self.now_ms());
+            let term = self.raft.metrics().borrow().current_term;
+            self.heartbeats = BrokerHeartbeats::rebuild(
+                &self.sm.image(),
+                self.now_ms(),
+                term,
+                self.write_lease_ms,
+            );
             if !self.started_as_leader_before {
                 // A combined node's broker lives in this process: whatever
                 // incarnation the image records from before the restart is dead.

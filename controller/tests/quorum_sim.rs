@@ -695,6 +695,7 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
         store: StoreKind::Memory,
         election_timeout_ms: ELECTION_TIMEOUT_MS,
         session_timeout_ms: SESSION_TIMEOUT_MS,
+        write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
         controller: ControllerConfig {
             node_id: BrokerId::new(id as i32),

@@ -28,6 +28,7 @@ fn settings() -> QuorumSettings {
         store: StoreKind::Memory,
         election_timeout_ms: 150,
         session_timeout_ms: 60_000,
+        write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
         controller: ControllerConfig {
             node_id: BrokerId::new(1),

@@ -46,6 +46,7 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
         store: StoreKind::Memory,
         election_timeout_ms: 150,
         session_timeout_ms: SESSION_MS,
+        write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
         controller: ControllerConfig {
             node_id: BrokerId::new(1),

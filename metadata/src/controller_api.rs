@@ -127,6 +127,24 @@ pub struct HeartbeatReply {
     pub is_fenced: bool,
     pub in_controlled_shutdown: bool,
     pub should_shutdown: bool,
+    /// A write lease for an active broker (unfenced, or in controlled
+    /// shutdown while it still leads); none for a fenced one.
+    #[serde(default)]
+    pub lease: Option<LeaseGrant>,
+}
+
+/// A write lease granted in a heartbeat answer (`strand_replication::lease`
+/// says what the broker does with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseGrant {
+    pub broker_epoch: BrokerEpoch,
+    /// Grows with every grant, across controller failovers.
+    pub generation: u64,
+    /// How long the lease runs from the heartbeat's send time.
+    pub duration_ms: u64,
+    /// Every broker whose lease may still run has applied this many
+    /// metadata records.
+    pub safe_metadata_offset: u64,
 }
 
 /// ElectLeaders' election types, with Kafka's wire values.

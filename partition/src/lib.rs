@@ -13,12 +13,13 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod lease;
 pub mod log_dir_failure;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use strand_log::storage::{FileStorage, Storage};
 use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
@@ -43,11 +44,13 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 /// The seams a partition does its I/O through: the storage its log lives
-/// on and the clock its time-based decisions read.
+/// on and the clock its time-based decisions read, and the broker's write
+/// lease its leader appends ask first.
 #[derive(Clone)]
 pub struct PartitionIo {
     pub storage: Arc<dyn Storage>,
     pub clock: Arc<dyn Clock>,
+    pub lease: Arc<lease::WriteLease>,
 }
 
 /// Per-topic settings a partition needs on its produce path.
@@ -89,6 +92,10 @@ pub struct ReplicaState {
     pub isr: Vec<BrokerId>,
     /// `None` while the partition has no leader.
     pub leader: Option<BrokerId>,
+    /// The metadata offset (records applied) of the image this state was
+    /// read from: where a leadership taken up from it begins, for the
+    /// write lease.
+    pub metadata_offset: u64,
 }
 
 impl ReplicaState {
@@ -136,6 +143,12 @@ pub struct Partition {
     closed: AtomicBool,
     /// What time-based decisions (ISR lag, timestamps checks) read.
     clock: Arc<dyn Clock>,
+    /// The broker's write lease: asked before every leader append.
+    lease: Arc<lease::WriteLease>,
+    /// The metadata offset at which this broker took up its current
+    /// leadership (0 for a partition led since its creation); written
+    /// under the leader lock.
+    leadership_offset: AtomicU64,
 }
 
 /// Who wrote a record set: clients are sequence-checked, coordinators not.
@@ -210,6 +223,7 @@ impl Partition {
         let io = PartitionIo {
             storage: FileStorage::shared(),
             clock: SystemClock::shared(),
+            lease: Arc::new(lease::WriteLease::unenforced()),
         };
         Self::open_in(io, dir, topic, topic_id, index, replica, settings)
     }
@@ -225,7 +239,11 @@ impl Partition {
         replica: ReplicaState,
         settings: PartitionSettings,
     ) -> Result<Partition, LogError> {
-        let PartitionIo { storage, clock } = io;
+        let PartitionIo {
+            storage,
+            clock,
+            lease,
+        } = io;
         let mut log =
             PartitionLog::open_in(storage.clone(), clock.clone(), dir, settings.log.clone())?;
         write_partition_metadata(&*storage, dir, topic_id)?;
@@ -255,6 +273,8 @@ impl Partition {
             snapshot_segment: Mutex::new(None),
             closed: AtomicBool::new(false),
             clock,
+            lease,
+            leadership_offset: AtomicU64::new(0),
         })
     }
 
@@ -372,6 +392,14 @@ impl Partition {
             }
             let hw = self.offsets().high_watermark;
             tracing::info!(topic = %self.topic, partition = self.index, epoch = %reg.leader_epoch, %leo, %hw, isr = ?reg.isr, "becoming leader");
+            // Leader epoch 0 is the partition's first leadership: no
+            // predecessor that could still be writing.
+            let taken_up_at = if reg.leader_epoch.get() == 0 {
+                0
+            } else {
+                self.replica.lock().metadata_offset
+            };
+            self.leadership_offset.store(taken_up_at, Ordering::Release);
             *leader = Some(LeaderState::new(reg, config, leo, hw, now));
         }
         if let Some(state) = leader.as_mut() {
@@ -451,6 +479,7 @@ impl Partition {
         };
         let mut leader = self.leader.lock();
         let state = leader.as_mut().ok_or_else(not_leader)?;
+        self.check_lease()?;
         state
             .check_min_isr_before_append(acks)
             .map_err(|code| insufficient_isr(state, code))?;
@@ -548,6 +577,7 @@ impl Partition {
                 ),
             )
         })?;
+        self.check_lease()?;
         state
             .check_min_isr_before_append(Acks::All)
             .map_err(|code| insufficient_isr(state, code))?;
@@ -612,18 +642,49 @@ impl Partition {
     }
 
     /// The ack decision for an acks=all append authorised under
-    /// `authority_epoch` (purgatory completion check).
+    /// `authority_epoch` (purgatory completion check). A lapsed write
+    /// lease is lost authority too.
     pub fn ack_decision(
         &self,
         authority_epoch: LeaderEpoch,
         required_offset: Offset,
     ) -> AckDecision {
         match self.leader.lock().as_ref() {
+            Some(_) if self.check_lease().is_err() => {
+                AckDecision::Reject(ErrorCode::NotLeaderOrFollower)
+            }
             Some(state) => {
                 rules::ack_decision(&state.ack_observation(authority_epoch, required_offset))
             }
             None => AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
         }
+    }
+
+    /// Whether this replica would take a leader append now: it leads and
+    /// the broker's write lease covers its leadership.
+    pub fn may_append(&self) -> bool {
+        let leader = self.leader.lock();
+        leader.is_some() && self.check_lease().is_ok()
+    }
+
+    /// The broker's write lease allows this leadership to append now.
+    /// Called under the leader lock, which `leadership_offset` is written
+    /// under.
+    fn check_lease(&self) -> Result<(), PartitionError> {
+        self.lease
+            .check(
+                self.clock.monotonic_ms(),
+                self.leadership_offset.load(Ordering::Acquire),
+            )
+            .map_err(|code| {
+                PartitionError::new(
+                    code,
+                    format!(
+                        "This broker holds no current write lease for {}-{}",
+                        self.topic, self.index
+                    ),
+                )
+            })
     }
 
     /// Waits until the acks=all decision for `outcome` is made (the DelayedProduce
@@ -1476,6 +1537,7 @@ mod tests {
         let io = PartitionIo {
             storage: MemStorage::new().shared(),
             clock: Arc::new(ManualClock::starting_at(1_000)),
+            lease: Arc::new(lease::WriteLease::unenforced()),
         };
         let (b1, b2) = (BrokerId::new(1), BrokerId::new(2));
         let epoch = LeaderEpoch::new(1);
@@ -1485,6 +1547,7 @@ mod tests {
             replicas: vec![b1, b2],
             isr: vec![b1, b2],
             leader: Some(b2),
+            metadata_offset: 0,
         };
         let settings = PartitionSettings {
             log: LogConfig::default(),

@@ -20,6 +20,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod leader;
+pub mod lease;
 pub mod rules;
 
 pub use leader::{

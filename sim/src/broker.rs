@@ -77,6 +77,7 @@ impl Sim {
             let io = PartitionIo {
                 storage: n.storage.shared(),
                 clock: clock.clone(),
+                lease: Arc::new(strand_partition::lease::WriteLease::unenforced()),
             };
             let dir = format!("{LOG_DIR}/{}-{}", tp.topic, tp.partition);
             let opened = strand_partition::Partition::open_in(

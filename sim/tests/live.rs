@@ -27,6 +27,8 @@ fn live_seeds_hold_every_invariant() {
         sum.transactions_aborted += r.transactions_aborted;
         sum.controller_changes += r.controller_changes;
         sum.generations += r.generations;
+        sum.overlapping_leaders += r.overlapping_leaders;
+        sum.elective_moves += r.elective_moves;
         sum.syncs += r.syncs;
     }
     println!("{seeds} live seeds: {sum:?}");
@@ -36,6 +38,13 @@ fn live_seeds_hold_every_invariant() {
     assert!(sum.acknowledged > 100 * seeds, "{sum:?}");
     assert!(sum.leader_epochs > 2 * seeds, "{sum:?}");
     assert!(sum.controller_changes >= 1, "{sum:?}");
+    // Leaderships moved away from live leaders that still held a lease,
+    // and two brokers led a partition at once: the write lease is what
+    // kept one of them from writing.
+    assert!(
+        sum.elective_moves >= 1 && sum.overlapping_leaders > 0,
+        "{sum:?}"
+    );
     assert!(
         sum.generations >= seeds && sum.syncs >= 2 * seeds,
         "{sum:?}"

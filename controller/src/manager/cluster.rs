@@ -25,7 +25,7 @@ use super::replication::{
 };
 use std::collections::BTreeMap;
 pub use strand_metadata::controller_api::{
-    BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest,
+    BrokerRegistrationRequest, HeartbeatReply, HeartbeatRequest, LeaseGrant,
 };
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{BrokerRecord, MetadataRecord};
@@ -41,33 +41,73 @@ pub struct BrokerSession {
     /// Set on entering controlled shutdown: the log end (records applied)
     /// once the records moving its leaderships are committed.
     pub controlled_shutdown_offset: Option<u64>,
+    /// Until when (session clock) the broker may hold a write lease: the
+    /// last grant's answer time plus its duration, which the broker's own
+    /// deadline (counted from its earlier send time) cannot pass.
+    pub lease_until_ms: Option<u64>,
+}
+
+impl BrokerSession {
+    fn new(now_ms: u64) -> Self {
+        BrokerSession {
+            last_contact_ms: now_ms,
+            metadata_offset: None,
+            controlled_shutdown_offset: None,
+            lease_until_ms: None,
+        }
+    }
 }
 
 /// Soft state: the active controller's record of broker heartbeats.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerHeartbeats {
     sessions: BTreeMap<BrokerId, BrokerSession>,
+    /// The last lease generation granted: starts at the controller's Raft
+    /// term shifted into the high bits, so grants of a later controller
+    /// are always newer.
+    lease_generation: u64,
+    /// The duration of the leases granted (`strand.write.lease.ms`).
+    lease_ms: u64,
 }
 
 impl BrokerHeartbeats {
-    /// The soft state of a controller that just became active: every
-    /// registered broker was last heard from now.
-    pub fn rebuild(image: &MetadataImage, now_ms: u64) -> Self {
+    /// The soft state of a controller that just became active in Raft
+    /// term `term`: every registered broker was last heard from now, and an
+    /// unfenced one may hold a lease an earlier controller granted up to
+    /// now, so its lease counts until `now_ms + lease_ms`. A fenced broker
+    /// holds none: it was fenced when its session ran out (its lease ended
+    /// first, as leases are shorter than sessions), or when it finished a
+    /// controlled shutdown leading nothing, or at a new registration.
+    pub fn rebuild(image: &MetadataImage, now_ms: u64, term: u64, lease_ms: u64) -> Self {
         let sessions = image
             .brokers
-            .keys()
-            .map(|&id| {
-                (
-                    id,
-                    BrokerSession {
-                        last_contact_ms: now_ms,
-                        metadata_offset: None,
-                        controlled_shutdown_offset: None,
-                    },
-                )
+            .values()
+            .map(|b| {
+                let mut s = BrokerSession::new(now_ms);
+                if !b.fenced {
+                    s.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
+                }
+                (b.broker_id, s)
             })
             .collect();
-        BrokerHeartbeats { sessions }
+        BrokerHeartbeats {
+            sessions,
+            lease_generation: term << 32,
+            lease_ms,
+        }
+    }
+
+    /// The metadata offset every broker that may hold a lease at `now_ms`
+    /// has applied (see `strand_replication::lease`): the offset a new
+    /// leader's writes wait for.
+    pub fn safe_metadata_offset(&self, image: &MetadataImage, now_ms: u64) -> u64 {
+        safe_metadata_offset(
+            self.sessions
+                .values()
+                .filter(|s| s.lease_until_ms.is_some_and(|until| until > now_ms))
+                .map(|s| s.metadata_offset),
+            image.applied,
+        )
     }
 
     /// Credits every session with `stalled_ms` the controller spent not
@@ -145,6 +185,23 @@ pub fn caught_up_offset(broker: &BrokerRecord) -> u64 {
     u64::try_from(broker.broker_epoch.get()).unwrap_or(0) + 1
 }
 
+/// The metadata offset every broker that may still hold a write lease has
+/// applied. `holders` lists, for each broker whose lease may not have run
+/// out (by the controller's reckoning, which ends no earlier than the
+/// broker's), the offset it last reported, `None` when it has not reported
+/// one to this controller (which holds everything back). `applied` is what
+/// the controller itself has applied; with no holder, all of it is safe.
+pub fn safe_metadata_offset<I>(holders: I, applied: u64) -> u64
+where
+    I: IntoIterator<Item = Option<u64>>,
+{
+    holders
+        .into_iter()
+        .map(|reported| reported.unwrap_or(0))
+        .min()
+        .map_or(applied, |m| m.min(applied))
+}
+
 /// Registers a broker, fenced, under a new broker epoch: the registration
 /// record's position in the metadata log (`image.applied` plus the records
 /// before it), and above any previous epoch of the broker. Returns the records
@@ -197,14 +254,15 @@ pub fn register_broker(
         fenced: true,
         in_controlled_shutdown: false,
     }));
-    heartbeats.sessions.insert(
-        req.broker_id,
-        BrokerSession {
-            last_contact_ms: now_ms,
-            metadata_offset: None,
-            controlled_shutdown_offset: None,
-        },
-    );
+    // A lease the previous registration may hold still counts until it
+    // runs out: that process may be alive, cut off, and still appending.
+    let lease_until_ms = heartbeats
+        .sessions
+        .get(&req.broker_id)
+        .and_then(|s| s.lease_until_ms);
+    let mut session = BrokerSession::new(now_ms);
+    session.lease_until_ms = lease_until_ms;
+    heartbeats.sessions.insert(req.broker_id, session);
     Ok((records, broker_epoch))
 }
 
@@ -228,6 +286,7 @@ pub fn heartbeat(
     caught_up_offset: u64,
     now_ms: u64,
 ) -> Result<(Vec<MetadataRecord>, HeartbeatReply), ApiError> {
+    let lease_ms = heartbeats.lease_ms;
     let Some(b) = image.brokers.get(&req.broker_id) else {
         return Err(ApiError::new(
             ErrorCode::BrokerIdNotRegistered,
@@ -288,11 +347,10 @@ pub fn heartbeat(
             BrokerState::ControlledShutdown => handle_controlled_shutdown(image, id),
         }
     };
-    let session = heartbeats.sessions.entry(id).or_insert(BrokerSession {
-        last_contact_ms: now_ms,
-        metadata_offset: None,
-        controlled_shutdown_offset: None,
-    });
+    let session = heartbeats
+        .sessions
+        .entry(id)
+        .or_insert(BrokerSession::new(now_ms));
     session.last_contact_ms = now_ms;
     session.metadata_offset = Some(req.current_metadata_offset);
     if next == BrokerState::ControlledShutdown {
@@ -302,11 +360,36 @@ pub fn heartbeat(
     } else {
         session.controlled_shutdown_offset = None;
     }
+    // A lease for a broker that may lead: unfenced, or shutting down while
+    // its leaderships move. A fenced broker gets none (one it holds runs out).
+    let leased = matches!(
+        next,
+        BrokerState::Unfenced | BrokerState::ControlledShutdown
+    );
+    if leased {
+        let until = now_ms.saturating_add(lease_ms);
+        session.lease_until_ms = Some(session.lease_until_ms.map_or(until, |u| u.max(until)));
+    }
+    let lease = if leased {
+        heartbeats.lease_generation += 1;
+        Some(LeaseGrant {
+            broker_epoch: req.broker_epoch,
+            generation: heartbeats.lease_generation,
+            duration_ms: lease_ms,
+            // Never past the image before this heartbeat's records: the
+            // leaderships they move are covered only once every holder
+            // has applied them.
+            safe_metadata_offset: heartbeats.safe_metadata_offset(image, now_ms),
+        })
+    } else {
+        None
+    };
     let reply = HeartbeatReply {
         is_caught_up: caught_up,
         is_fenced: matches!(next, BrokerState::Fenced | BrokerState::ShutdownNow),
         in_controlled_shutdown: next == BrokerState::ControlledShutdown,
         should_shutdown: next == BrokerState::ShutdownNow,
+        lease,
     };
     Ok((records, reply))
 }
@@ -427,6 +510,125 @@ mod tests {
             epochs.push(epoch);
         }
         epochs
+    }
+
+    #[test]
+    fn safe_metadata_offset_table() {
+        assert_eq!(safe_metadata_offset([], 70), 70, "no holder: all applied");
+        assert_eq!(safe_metadata_offset([Some(50), Some(60)], 70), 50);
+        assert_eq!(
+            safe_metadata_offset([Some(50), None], 70),
+            0,
+            "a holder that has not reported holds everything back"
+        );
+        assert_eq!(
+            safe_metadata_offset([Some(90)], 70),
+            70,
+            "never past what the controller applied"
+        );
+    }
+
+    /// Leases go to active brokers only, in growing generations; the safe
+    /// offset counts every broker whose lease may still run, fenced or
+    /// re-registered ones included until theirs ends, and after a
+    /// failover every broker until it reports.
+    #[test]
+    fn leases_and_the_safe_offset() {
+        const LEASE: u64 = 4_000;
+        let mut img = MetadataImage::default();
+        img.apply(&MetadataRecord::ClusterFormatted {
+            cluster_id: "c".into(),
+        });
+        let mut hbs = BrokerHeartbeats::rebuild(&img, 0, 3, LEASE);
+        let e = cluster(&mut img, &mut hbs, &[1, 2]);
+        let grant = |hbs: &mut BrokerHeartbeats, img: &MetadataImage, id: i32, offset, now| {
+            heartbeat(
+                img,
+                hbs,
+                &hb(id, e[id as usize - 1], offset, false, false),
+                0,
+                now,
+            )
+            .unwrap()
+            .1
+            .lease
+        };
+        let g1 = grant(&mut hbs, &img, 1, img.applied, 100).expect("unfenced: leased");
+        assert_eq!(g1.duration_ms, LEASE);
+        assert_eq!(g1.broker_epoch, e[0]);
+        assert!(g1.generation > 3 << 32, "generations start above the term");
+        // Broker 2 last reported an older offset: it holds the safe offset back.
+        let behind = img.applied - 1;
+        let g2 = grant(&mut hbs, &img, 2, behind, 200).expect("leased");
+        assert!(g2.generation > g1.generation);
+        assert_eq!(g2.safe_metadata_offset, behind);
+        let g1 = grant(&mut hbs, &img, 1, img.applied, 300).expect("leased");
+        assert_eq!(g1.safe_metadata_offset, behind);
+        // Broker 2 falls silent: once its lease (answered at 200) has run
+        // out, it no longer holds anything back.
+        let g1 = grant(&mut hbs, &img, 1, img.applied, 199 + LEASE).expect("leased");
+        assert_eq!(g1.safe_metadata_offset, behind, "its lease runs until 4200");
+        let g1 = grant(&mut hbs, &img, 1, img.applied, 200 + LEASE).expect("leased");
+        assert_eq!(g1.safe_metadata_offset, img.applied);
+        // A fenced broker gets no lease.
+        let (recs, reply) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(2, e[1], img.applied, true, false),
+            0,
+            5_000,
+        )
+        .unwrap();
+        assert!(reply.is_fenced && reply.lease.is_none());
+        apply_all(&mut img, &recs);
+        // A new incarnation of broker 1 once its session has expired, while
+        // the old one's lease (granted at 4200 for 4 s longer than the
+        // session, in this test) may still run: it still counts, and
+        // nothing is reported for it.
+        hbs.lease_ms = TIMEOUT + 4_000;
+        grant(&mut hbs, &img, 1, img.applied, 4_200).expect("leased");
+        let now = 4_201 + TIMEOUT;
+        let (recs, _) = register_broker(&img, &mut hbs, &req(1, 99), now, TIMEOUT).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(hbs.safe_metadata_offset(&img, now), 0);
+        assert_eq!(
+            hbs.safe_metadata_offset(&img, 4_200 + TIMEOUT + 4_000),
+            img.applied,
+            "the old incarnation's lease has run out"
+        );
+        // A new active controller: an unfenced broker may hold an earlier
+        // controller's lease until now + LEASE, and has reported nothing to
+        // it; a fenced one (broker 2) holds none.
+        let e1 = img.brokers[&b(1)].broker_epoch;
+        let (recs, reply) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(1, e1, img.applied, false, false),
+            caught_up_offset(&img.brokers[&b(1)]),
+            now,
+        )
+        .unwrap();
+        assert!(!reply.is_fenced);
+        apply_all(&mut img, &recs);
+        let mut rebuilt = BrokerHeartbeats::rebuild(&img, 30_000, 4, LEASE);
+        assert_eq!(rebuilt.safe_metadata_offset(&img, 30_000), 0);
+        assert_eq!(
+            rebuilt.safe_metadata_offset(&img, 30_000 + LEASE),
+            img.applied
+        );
+        let g = heartbeat(
+            &img,
+            &mut rebuilt,
+            &hb(1, e1, img.applied, false, false),
+            0,
+            30_001,
+        )
+        .unwrap()
+        .1
+        .lease
+        .expect("leased");
+        assert_eq!(g.safe_metadata_offset, img.applied, "broker 1 reported");
+        assert!(g.generation > 4 << 32);
     }
 
     #[test]
@@ -735,7 +937,7 @@ mod tests {
         let mut img = MetadataImage::default();
         let mut hbs = BrokerHeartbeats::default();
         cluster(&mut img, &mut hbs, &[1, 2]);
-        let rebuilt = BrokerHeartbeats::rebuild(&img, 50_000);
+        let rebuilt = BrokerHeartbeats::rebuild(&img, 50_000, 1, 0);
         assert!(fence_stale_brokers(&img, &rebuilt, 50_000 + TIMEOUT, TIMEOUT).is_empty());
         assert!(rebuilt.has_valid_session(&img, b(1), 50_000 + TIMEOUT, TIMEOUT));
         assert_eq!(

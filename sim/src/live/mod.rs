@@ -65,7 +65,8 @@ use strand_broker::{lifecycle, node::Node, server};
 use strand_controller::manager::ControllerConfig;
 use strand_controller::{QuorumSettings, StoreKind};
 use strand_metadata::controller_api::{
-    ApiError, ControllerCall, ControllerClient, ControllerReply, ControllerRequest, NewTopic,
+    ApiError, ControllerCall, ControllerClient, ControllerReply, ControllerRequest, ElectionType,
+    NewTopic,
 };
 use strand_metadata::image::MetadataImage;
 use strand_types::{BrokerId, Clock, LeaderEpoch, Offset};
@@ -81,6 +82,10 @@ const TOPIC: &str = "live";
 const PARTITIONS: i32 = 2;
 const GROUP: &str = "live-group";
 const SESSION_TIMEOUT_MS: u64 = 6_000;
+/// Write leases are on in the live simulation (`strand.write.lease.*`),
+/// shorter than the session so a leader cut off from the controller stops
+/// writing before it is fenced.
+const WRITE_LEASE_MS: u64 = 4_000;
 
 /// What a run does.
 #[derive(Debug, Clone)]
@@ -115,6 +120,12 @@ pub struct LiveReport {
     pub transactions_aborted: u64,
     /// Times the active controller changed.
     pub controller_changes: u64,
+    /// Samples where two brokers led one partition at once (the write
+    /// lease let at most one of them append).
+    pub overlapping_leaders: u64,
+    /// Preferred elections that moved a leadership away from a leader cut
+    /// off from the controllers.
+    pub elective_moves: u64,
     /// Generations of the members' group, and SyncGroups completed.
     pub generations: u64,
     pub syncs: u64,
@@ -242,6 +253,9 @@ struct Watch {
     /// (broker, partition) -> (leader epoch, HW) last seen while leading.
     leading_high: HashMap<(BrokerId, i32), (LeaderEpoch, Offset)>,
     samples: u64,
+    /// Samples in which two brokers led a partition at once (different
+    /// epochs, as a leadership moves), where leases kept one from writing.
+    overlapping_leaders: u64,
 }
 
 /// Runs one seed; `Err` describes the first violation.
@@ -340,7 +354,21 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         } else if config.faults && heal_at.is_none() && now >= next_fault {
             let image = images.borrow().clone();
             let active = quorum.active_from(CLIENTS).map(|(id, _)| id);
-            inject(&net, &image, active, &mut rng);
+            if let Some(moved) = inject(&net, &image, active, &mut rng) {
+                // A leadership moved away from a live broker: a preferred
+                // election, asked as a client would.
+                let client = ControllerClient::new(Arc::new(ControllerReach {
+                    quorum: quorum.clone(),
+                    host: CLIENTS,
+                }));
+                tokio::spawn(async move {
+                    let r = client
+                        .elect_leaders(ElectionType::Preferred, Some(vec![(TOPIC.into(), moved)]))
+                        .await;
+                    tracing::info!(partition = moved, outcome = ?r, "preferred election");
+                });
+                report.elective_moves += 1;
+            }
             report.faults += 1;
             heal_at = Some(now + Duration::from_millis(rng.gen_range(1_000..12_000)));
         }
@@ -374,6 +402,7 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         .filter(|t| t.outcome == TxnOutcome::Aborted)
         .count() as u64;
     report.leader_epochs = watch.leaders.len() as u64;
+    report.overlapping_leaders = watch.overlapping_leaders;
     report.samples = watch.samples;
     Ok(report)
 }
@@ -407,6 +436,7 @@ async fn start_quorum(
                 store: StoreKind::Memory,
                 election_timeout_ms: 1_000,
                 session_timeout_ms: SESSION_TIMEOUT_MS,
+                write_lease_ms: WRITE_LEASE_MS,
                 listener: None,
                 controller: ControllerConfig {
                     node_id: BrokerId::new(id as i32),
@@ -465,6 +495,9 @@ async fn start_broker(
         ("replica.lag.time.max.ms", "5000".into()),
         ("broker.heartbeat.interval.ms", "1000".into()),
         ("broker.session.timeout.ms", SESSION_TIMEOUT_MS.to_string()),
+        ("strand.write.lease.enable", "true".into()),
+        ("strand.write.lease.ms", WRITE_LEASE_MS.to_string()),
+        ("strand.write.lease.safety.margin.ms", "300".into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -479,14 +512,22 @@ async fn start_broker(
         ControllerClient::new(reach),
         image_feed(quorum.clone(), Some(host)),
     );
-    let registration = lifecycle::register(&config, &link).await?;
-    lifecycle::spawn_heartbeats(config.clone(), link.clone(), &registration);
+    let lease = lifecycle::write_lease(&config);
+    let registration = lifecycle::register(&config, &link, &lease, &*clock).await?;
+    lifecycle::spawn_heartbeats(
+        config.clone(),
+        link.clone(),
+        &registration,
+        lease.clone(),
+        clock.clone(),
+    );
     let broker = Arc::new(ReplicaManager::new(
         config.clone(),
         link,
         registration.broker_epoch,
         clock,
         net.transport(host),
+        lease,
     ));
     let node = Node::new(broker.clone());
     let image = broker.image();
@@ -552,11 +593,18 @@ async fn await_leaders(
     }
 }
 
-/// One seeded cut.
-fn inject(net: &SimNetwork, image: &MetadataImage, active: Option<Host>, rng: &mut StdRng) {
+/// One seeded cut; the partition to move to its preferred leader, when
+/// the fault asks for an election too.
+fn inject(
+    net: &SimNetwork,
+    image: &MetadataImage,
+    active: Option<Host>,
+    rng: &mut StdRng,
+) -> Option<i32> {
     let broker = rng.gen_range(1..=BROKERS);
+    let index = rng.gen_range(0..PARTITIONS);
     let leader = image
-        .partition(TOPIC, rng.gen_range(0..PARTITIONS))
+        .partition(TOPIC, index)
         .and_then(|p| p.leader)
         .map(|b| b.get() as Host)
         .unwrap_or(broker);
@@ -567,7 +615,33 @@ fn inject(net: &SimNetwork, image: &MetadataImage, active: Option<Host>, rng: &m
             .chain([CLIENTS])
             .filter(move |h| *h != me)
     };
-    match rng.gen_range(0..6) {
+    match rng.gen_range(0..8) {
+        // A leader that is not its partition's preferred replica is cut
+        // from every controller (it keeps its clients and followers, and
+        // its lease for a while) and a preferred election moves its
+        // leadership away: it learns of that only once healed, so until its
+        // lease runs out the new leader must not write.
+        6 | 7 => {
+            let movable = (0..PARTITIONS).find_map(|i| {
+                let p = image.partition(TOPIC, i)?;
+                let preferred = *p.replicas.first()?;
+                (Some(preferred) != p.leader && p.isr.contains(&preferred))
+                    .then_some((i, p.leader?.get() as Host))
+            });
+            let (moved, leader) = match movable {
+                Some((i, l)) => (Some(i), l),
+                None => (None, leader),
+            };
+            for c in CONTROLLERS {
+                net.cut(leader, c);
+            }
+            tracing::info!(
+                host = leader,
+                ?moved,
+                "fault: leader cut from the controllers, its leadership moved"
+            );
+            return moved;
+        }
         // Isolated from everyone: brokers, controllers and clients.
         0 => {
             for h in everyone(leader) {
@@ -624,11 +698,41 @@ fn inject(net: &SimNetwork, image: &MetadataImage, active: Option<Host>, rng: &m
             }
         }
     }
+    None
 }
 
 /// One sample of every partition on every broker, taken in one step.
 fn check(nodes: &[BrokerNode], watch: &mut Watch) -> Result<(), String> {
     watch.samples += 1;
+    // Write leases: at most one broker would take an append for a
+    // partition at any moment, however the leaderships look.
+    for index in 0..PARTITIONS {
+        let writers: Vec<BrokerId> = nodes
+            .iter()
+            .filter(|n| {
+                n.broker
+                    .partition(TOPIC, index)
+                    .is_some_and(|p| p.may_append())
+            })
+            .map(|n| n.id)
+            .collect();
+        if writers.len() > 1 {
+            return Err(format!(
+                "{TOPIC}-{index}: brokers {writers:?} would all take appends at once"
+            ));
+        }
+        let leaders = nodes
+            .iter()
+            .filter(|n| {
+                n.broker
+                    .partition(TOPIC, index)
+                    .is_some_and(|p| p.is_leader())
+            })
+            .count();
+        if leaders > 1 {
+            watch.overlapping_leaders += 1;
+        }
+    }
     for n in nodes {
         for index in 0..PARTITIONS {
             let Some(p) = n.broker.partition(TOPIC, index) else {
