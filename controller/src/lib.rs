@@ -59,6 +59,11 @@ pub struct ControllerHandle {
     local: Option<mpsc::Sender<Envelope>>,
     peers: Arc<BTreeMap<NodeId, Arc<RpcClient>>>,
     leader_hint: Arc<parking_lot::Mutex<Option<NodeId>>>,
+    /// On a controller node: its own Raft's view of the leader. A request
+    /// goes to that leader, and one in flight to a controller the quorum has
+    /// since replaced (a paused process answers nothing until its RPC times
+    /// out) is given up as soon as this node learns of the new leader.
+    local_leader: Option<watch::Receiver<Option<NodeId>>>,
     image: watch::Receiver<Arc<MetadataImage>>,
     /// How long a request keeps looking for the active controller.
     pub request_timeout: Duration,
@@ -99,10 +104,31 @@ impl ControllerHandle {
         let Ok(value) = serde_json::to_value(request) else {
             return ControllerReply::NotController { leader_id: None };
         };
-        match client
-            .call(&RpcRequest::Controller(value), Duration::from_secs(10))
-            .await
-        {
+        let request = RpcRequest::Controller(value);
+        let rpc = client.call(&request, Duration::from_secs(10));
+        let answer = match self.local_leader.clone() {
+            Some(mut leader) => {
+                // Given up once this node's Raft names another leader.
+                let moved = async move {
+                    loop {
+                        if let Some(l) = *leader.borrow_and_update() {
+                            if l != target {
+                                return l;
+                            }
+                        }
+                        if leader.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                };
+                tokio::select! {
+                    answer = rpc => answer,
+                    l = moved => return ControllerReply::NotController { leader_id: Some(l) },
+                }
+            }
+            None => rpc.await,
+        };
+        match answer {
             Ok(RpcResponse::Controller(v)) => serde_json::from_value(v)
                 .unwrap_or(ControllerReply::NotController { leader_id: None }),
             _ => ControllerReply::NotController { leader_id: None },
@@ -128,7 +154,14 @@ impl ControllerHandle {
         }
         let mut next = 0usize;
         loop {
-            let hint = *self.leader_hint.lock();
+            // This node's Raft knows the leader best; else the last answer's
+            // hint, else each controller in turn.
+            let local = self
+                .local_leader
+                .as_ref()
+                .and_then(|l| *l.borrow())
+                .filter(|l| ids.contains(l));
+            let hint = local.or(*self.leader_hint.lock());
             let target = hint.unwrap_or_else(|| {
                 next += 1;
                 ids[(next - 1) % ids.len()]
@@ -342,11 +375,26 @@ pub async fn start_on_raft(
         .filter(|(id, _)| **id != settings.node_id)
         .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone()))))
         .collect();
+    let local_leader = {
+        let mut metrics = raft.metrics();
+        let (tx, rx) = watch::channel(metrics.borrow().current_leader);
+        tokio::spawn(async move {
+            while metrics.changed().await.is_ok() {
+                let leader = metrics.borrow().current_leader;
+                tx.send_if_modified(|l| std::mem::replace(l, leader) != leader);
+                if tx.is_closed() {
+                    return;
+                }
+            }
+        });
+        rx
+    };
     let handle = ControllerHandle {
         local_id: Some(settings.node_id),
         local: Some(tx.clone()),
         peers: Arc::new(peers),
         leader_hint: Arc::new(parking_lot::Mutex::new(None)),
+        local_leader: Some(local_leader),
         image: sm.subscribe(),
         request_timeout: Duration::from_secs(15),
     };
@@ -446,6 +494,7 @@ pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
         local: None,
         peers: Arc::new(peers),
         leader_hint: Arc::new(parking_lot::Mutex::new(None)),
+        local_leader: None,
         image,
         request_timeout: Duration::from_secs(15),
     };
