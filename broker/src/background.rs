@@ -112,6 +112,14 @@ impl Node {
             Start::Now,
             move || b.maybe_shrink_isrs(),
         );
+        // Replica-count acknowledgements: evict followers that hold them up
+        // (strand.acks.eviction.ms) without waiting for the lag check.
+        let b = broker.clone();
+        every(
+            crate::replica_manager::QUORUM_CHECK_MS,
+            Start::Now,
+            move || b.evict_quorum_laggards(),
+        );
     }
 }
 

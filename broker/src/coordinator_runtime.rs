@@ -385,8 +385,7 @@ pub async fn wait_committed(
     timeout: Duration,
 ) -> Result<(), ErrorCode> {
     let deadline = tokio::time::Instant::now() + timeout;
-    partition
-        .wait_for_ack(outcome, deadline)
+    crate::disk::acknowledged(partition, outcome, deadline)
         .await
         .map_err(map_append_error)
 }

@@ -21,3 +21,19 @@ pub fn run<R>(work: impl FnOnce() -> R) -> R {
         _ => work(),
     }
 }
+
+/// Waits for the acknowledgement of an acks=all append (the DelayedProduce
+/// of one partition, `Partition::wait_for_ack`), first fsyncing the leader's
+/// log when the topic's acknowledgements count what is on disk
+/// (`strand.acks.durable`, local-durable): off the async workers, and
+/// once for every append it covers.
+pub async fn acknowledged(
+    partition: &strand_partition::Partition,
+    outcome: &strand_partition::AppendOutcome,
+    deadline: tokio::time::Instant,
+) -> Result<(), strand_protocol::ErrorCode> {
+    if partition.ack_needs_flush(outcome.required_offset) {
+        run(|| partition.flush_to(outcome.required_offset)).map_err(|e| e.code)?;
+    }
+    partition.wait_for_ack(outcome, deadline).await
+}

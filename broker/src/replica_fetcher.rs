@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::{FollowerFetchState, Partition};
-use strand_protocol::ErrorCode;
+use strand_protocol::{extensions, ErrorCode};
 use strand_replication::rules::{
     follower_fetch_action, DivergingEpoch, FetchedPartition, FollowerFetchAction,
 };
@@ -155,6 +155,7 @@ async fn run_fetcher(
                 last_fetched_epoch,
                 log_start_offset,
                 leader_epoch,
+                durable_offset,
             }) = p.follower_fetch_state()
             else {
                 continue;
@@ -165,7 +166,14 @@ async fn run_fetcher(
                 .with_fetch_offset(fetch_offset.get())
                 .with_last_fetched_epoch(LeaderEpoch::to_wire(last_fetched_epoch))
                 .with_log_start_offset(log_start_offset.get())
-                .with_partition_max_bytes(config.replica_fetch_max_bytes);
+                .with_partition_max_bytes(config.replica_fetch_max_bytes)
+                .with_unknown_tagged_fields(
+                    [(
+                        extensions::FETCH_DURABLE_OFFSET_TAG,
+                        extensions::encode_offset(durable_offset.get()),
+                    )]
+                    .into(),
+                );
             match by_topic.iter_mut().find(|t| t.topic_id == p.topic_id) {
                 Some(t) => t.partitions.push(fp),
                 None => by_topic.push(

@@ -19,6 +19,7 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_partition::lease::WriteLease;
 use strand_protocol::ErrorCode;
+use strand_replication::ack::{AckPolicy, AckSettings, DEFAULT_EVICTION_MS};
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_types::{BrokerEpoch, BrokerId, Clock, LeaderEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
@@ -71,6 +72,15 @@ pub fn partition_settings(
         compacted: policies().any(|p| p == "compact"),
         timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
         timestamp_after_max_ms: long("message.timestamp.after.max.ms", i64::MAX),
+        acks: AckSettings {
+            policy: AckPolicy::from_config(
+                &get("strand.acks.policy"),
+                long("strand.acks.replicas", 2),
+            ),
+            durable: get("strand.acks.durable").eq_ignore_ascii_case("true"),
+            downgrade: get("strand.acks.downgrade.enable").eq_ignore_ascii_case("true"),
+            eviction_ms: long("strand.acks.eviction.ms", DEFAULT_EVICTION_MS).max(1),
+        },
     }
 }
 
@@ -86,6 +96,10 @@ pub trait PartitionListener: Send + Sync {
     /// The partition is no longer hosted here (deleted or reassigned).
     fn forget_partition(&self, index: i32);
 }
+
+/// How often the partitions under replica-count acknowledgements check
+/// for followers to evict (`ReplicaManager::evict_quorum_laggards`).
+pub const QUORUM_CHECK_MS: u64 = 50;
 
 pub struct ReplicaManager {
     pub config: Arc<BrokerConfig>,
@@ -155,6 +169,7 @@ impl ReplicaManager {
         LeaderConfig {
             min_insync_replicas: settings.min_insync_replicas,
             replica_lag_time_max_ms: self.config.replica_lag_time_max_ms,
+            acks: settings.acks,
         }
     }
 
@@ -186,6 +201,7 @@ impl ReplicaManager {
                     },
                     Err(e) => AlterPartitionResult::Err(e.code),
                 };
+                tracing::debug!(topic = %partition.topic, partition = partition.index, ?result, "AlterPartition answered");
                 match partition.on_alter_partition_result(&proposal, result) {
                     Some(again) if !partition.is_closed() => {
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -199,9 +215,29 @@ impl ReplicaManager {
 
     /// The periodic ISR shrink check over the partitions this broker leads.
     pub fn maybe_shrink_isrs(&self) {
+        self.shrink_isrs(|_| true)
+    }
+
+    /// The ISR check of the partitions whose acknowledgements count
+    /// replicas (`strand.acks.policy=replica-count`): run every
+    /// [`QUORUM_CHECK_MS`], so a follower that holds up their
+    /// acknowledgements leaves the ISR within about `strand.acks.eviction.ms`.
+    pub fn evict_quorum_laggards(&self) {
+        self.shrink_isrs(|p| {
+            matches!(
+                p.settings().acks.policy,
+                strand_replication::ack::AckPolicy::ReplicaCount(_)
+            )
+        })
+    }
+
+    fn shrink_isrs(&self, which: impl Fn(&Partition) -> bool) {
         let image = self.image();
         let eligible = |r: BrokerId| image.is_active(r);
         for p in self.all_partitions() {
+            if !which(&p) {
+                continue;
+            }
             if let Some(proposal) = p.maybe_shrink_isr(&eligible) {
                 self.send_alter_partition(p, proposal);
             }

@@ -190,6 +190,7 @@ mod tests {
             compacted: false,
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
+            acks: Default::default(),
         }
     }
 

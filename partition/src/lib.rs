@@ -28,11 +28,12 @@ use strand_protocol::batch::{
     BatchError, BatchHeader, BatchIter, ControlType, EndTxnMarker,
 };
 use strand_protocol::ErrorCode;
+use strand_replication::ack::{AckPolicy, AckSettings, ReplicationDecision};
 use strand_replication::leader::{
     AlterOutcome, AlterPartitionResult, IsrProposal, LeaderConfig, LeaderState, MetadataOutcome,
     PartitionRegistration,
 };
-use strand_replication::rules::{self, AckDecision, Acks, DivergingEpoch};
+use strand_replication::rules::{self, Acks, DivergingEpoch};
 use strand_txn::{
     CompletedTxn, ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck,
 };
@@ -64,6 +65,8 @@ pub struct PartitionSettings {
     pub compacted: bool,
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
+    /// `strand.acks.*`: how acks=all is proven.
+    pub acks: AckSettings,
 }
 
 /// Offsets published on every change, so waiting produces and fetches
@@ -81,6 +84,10 @@ pub struct PartitionOffsets {
     pub leading_epoch: Option<LeaderEpoch>,
     /// The partition epoch the leader's ISR is at (wakes waiters on ISR changes).
     pub partition_epoch: Option<PartitionEpoch>,
+    /// Moves whenever a replica's fsynced offset does (the leader's own
+    /// flush, a follower's report): wakes acknowledgements that wait on
+    /// durability.
+    pub durable_progress: u64,
 }
 
 /// The partition as the metadata image last described it.
@@ -121,6 +128,9 @@ pub struct FollowerFetchState {
     pub log_start_offset: Offset,
     /// The leader epoch we follow.
     pub leader_epoch: LeaderEpoch,
+    /// What we have fsynced (our recovery point): reported to the leader
+    /// for durable acknowledgements.
+    pub durable_offset: Offset,
 }
 
 pub struct Partition {
@@ -259,6 +269,7 @@ impl Partition {
             log_start_offset: log.log_start_offset(),
             leading_epoch: None,
             partition_epoch: None,
+            durable_progress: 0,
         };
         Ok(Partition {
             topic: topic.to_string(),
@@ -319,15 +330,16 @@ impl Partition {
             producers.on_high_watermark(hw);
             producers.last_stable_offset(hw)
         };
-        let next = PartitionOffsets {
-            high_watermark: hw,
-            last_stable_offset: lso,
-            log_end_offset: leo,
-            log_start_offset: log_start,
-            leading_epoch: leader.map(LeaderState::leader_epoch),
-            partition_epoch: leader.map(LeaderState::partition_epoch),
-        };
         self.offsets.send_if_modified(|o| {
+            let next = PartitionOffsets {
+                high_watermark: hw,
+                last_stable_offset: lso,
+                log_end_offset: leo,
+                log_start_offset: log_start,
+                leading_epoch: leader.map(LeaderState::leader_epoch),
+                partition_epoch: leader.map(LeaderState::partition_epoch),
+                durable_progress: o.durable_progress,
+            };
             let changed = *o != next;
             *o = next;
             changed
@@ -648,16 +660,49 @@ impl Partition {
         &self,
         authority_epoch: LeaderEpoch,
         required_offset: Offset,
-    ) -> AckDecision {
+    ) -> ReplicationDecision {
         match self.leader.lock().as_ref() {
-            Some(_) if self.check_lease().is_err() => {
-                AckDecision::Reject(ErrorCode::NotLeaderOrFollower)
-            }
             Some(state) => {
-                rules::ack_decision(&state.ack_observation(authority_epoch, required_offset))
+                let lease_valid = self.check_lease().is_ok();
+                let leader_durable = self.log.read().recovery_point();
+                state.decide(
+                    authority_epoch,
+                    required_offset,
+                    leader_durable,
+                    lease_valid,
+                )
             }
-            None => AckDecision::Reject(ErrorCode::NotLeaderOrFollower),
+            None => ReplicationDecision::Reject(ErrorCode::NotLeaderOrFollower),
         }
+    }
+
+    /// Whether an acknowledgement of `required_offset` waits on this
+    /// leader's own fsync (`strand.acks.durable`, or local-durable), which
+    /// [`Self::flush_to`] then does.
+    pub fn ack_needs_flush(&self, required_offset: Offset) -> bool {
+        let acks = self.settings.read().acks;
+        (acks.durable || acks.policy == AckPolicy::LocalDurable)
+            && self.log.read().recovery_point() < required_offset
+    }
+
+    /// Fsyncs the log up to at least `offset` (nothing when it already is),
+    /// and wakes the acknowledgements waiting on it. Blocking disk work:
+    /// the caller runs it off the async workers.
+    pub fn flush_to(&self, offset: Offset) -> Result<(), PartitionError> {
+        {
+            let mut log = self.log.write();
+            if log.recovery_point() >= offset {
+                return Ok(());
+            }
+            log.flush().map_err(storage_error)?;
+        }
+        self.offsets.send_modify(|o| o.durable_progress += 1);
+        Ok(())
+    }
+
+    /// The partition's per-topic settings.
+    pub fn settings(&self) -> PartitionSettings {
+        self.settings.read().clone()
     }
 
     /// Whether this replica would take a leader append now: it leads and
@@ -699,9 +744,9 @@ impl Partition {
         let mut rx = self.subscribe();
         loop {
             match self.ack_decision(outcome.leader_epoch, outcome.required_offset) {
-                AckDecision::Ack { error: None, .. } => return Ok(()),
-                AckDecision::Ack { error: Some(e), .. } | AckDecision::Reject(e) => return Err(e),
-                AckDecision::Wait => {}
+                ReplicationDecision::Ack { .. } => return Ok(()),
+                ReplicationDecision::Reject(e) => return Err(e),
+                ReplicationDecision::Wait => {}
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => continue,
@@ -717,14 +762,19 @@ impl Partition {
         replica: BrokerId,
         broker_epoch: BrokerEpoch,
         fetch_offset: Offset,
+        durable_offset: Option<Offset>,
     ) -> Result<Option<IsrProposal>, ErrorCode> {
         let mut leader = self.leader.lock();
         let state = leader.as_mut().ok_or(ErrorCode::NotLeaderOrFollower)?;
         let outcome =
             state.on_follower_fetch(replica, broker_epoch, fetch_offset, self.clock.now_ms())?;
+        let durable_moved = state.on_follower_durable(replica, durable_offset);
         if outcome.hw_advanced.is_some() {
             let log = self.log.read();
             self.publish_leader(state, &log);
+        }
+        if durable_moved && self.settings.read().acks.durable {
+            self.offsets.send_modify(|o| o.durable_progress += 1);
         }
         Ok(outcome.proposal)
     }
@@ -776,11 +826,12 @@ impl Partition {
         broker_epoch: BrokerEpoch,
         fetch_offset: Offset,
         last_fetched_epoch: Option<LeaderEpoch>,
+        durable_offset: Option<Offset>,
     ) -> Result<Option<IsrProposal>, ErrorCode> {
         if self.divergence(last_fetched_epoch, fetch_offset).is_some() {
             return Ok(None);
         }
-        match self.on_follower_fetch(replica, broker_epoch, fetch_offset) {
+        match self.on_follower_fetch(replica, broker_epoch, fetch_offset, durable_offset) {
             Err(ErrorCode::OffsetOutOfRange) => Ok(None),
             other => other,
         }
@@ -907,6 +958,7 @@ impl Partition {
             last_fetched_epoch: log.latest_epoch(),
             log_start_offset: log.log_start_offset(),
             leader_epoch,
+            durable_offset: log.recovery_point().min(log.log_end_offset()),
         })
     }
 
@@ -1050,13 +1102,20 @@ impl Partition {
             }
             Append => {
                 let offsets = self.offsets();
-                self.append_as_follower(
+                let applied = self.append_as_follower(
                     leader_epoch,
                     fetch_offset,
                     records,
                     fetched.high_watermark.unwrap_or(offsets.high_watermark),
                     fetched.log_start_offset.unwrap_or(offsets.log_start_offset),
-                )
+                )?;
+                // Durable acknowledgements count what followers have
+                // fsynced: sync what was fetched before the next fetch
+                // reports it.
+                if applied && !records.is_empty() && self.settings.read().acks.durable {
+                    self.as_follower(leader_epoch, |log, _| log.flush())?;
+                }
+                Ok(applied)
             }
             RestartAt(offset) => self.restart_as_follower_at(leader_epoch, offset),
             TruncateTo(offset) => self.truncate_as_follower(leader_epoch, offset),
@@ -1557,6 +1616,7 @@ mod tests {
             compacted: false,
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
+            acks: Default::default(),
         };
         let p = Partition::open_in(
             io,
@@ -1571,6 +1631,7 @@ mod tests {
         let config = LeaderConfig {
             min_insync_replicas: 1,
             replica_lag_time_max_ms: 1_000,
+            acks: Default::default(),
         };
         assert!(
             p.apply_registration(replica, config, &|_| true, b1),

@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod extensions;
 pub mod frame;
 pub mod record_count;
 pub mod request;

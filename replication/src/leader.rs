@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use strand_protocol::ErrorCode;
 use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch};
 
+use crate::ack::{self, AckPolicy, AckSettings, FollowerLag, ReplicaAck, ReplicationDecision};
 use crate::rules::{self, AckObservation, Acks, FollowerState, PartitionAckState};
 
 /// Kafka's default `replica.lag.time.max.ms`.
@@ -54,6 +55,8 @@ pub struct LeaderConfig {
     pub min_insync_replicas: i32,
     /// `replica.lag.time.max.ms`.
     pub replica_lag_time_max_ms: i64,
+    /// `strand.acks.*`: how acks=all is proven.
+    pub acks: AckSettings,
 }
 
 impl Default for LeaderConfig {
@@ -61,6 +64,7 @@ impl Default for LeaderConfig {
         LeaderConfig {
             min_insync_replicas: 1,
             replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+            acks: AckSettings::default(),
         }
     }
 }
@@ -84,6 +88,9 @@ pub struct FollowerProgress {
     /// The broker epoch of its last fetch (KIP-903): named for it when the
     /// leader proposes adding it to the ISR.
     pub broker_epoch: Option<BrokerEpoch>,
+    /// What it last reported having fsynced (Strand's followers report it
+    /// with each fetch); `None` when it has not.
+    pub durable: Option<Offset>,
 }
 
 impl FollowerProgress {
@@ -98,6 +105,7 @@ impl FollowerProgress {
             last_fetch_leader_leo: None,
             isr_eligible: true,
             broker_epoch: None,
+            durable: None,
         }
     }
 
@@ -332,8 +340,68 @@ impl LeaderState {
     /// is refused with `NOT_ENOUGH_REPLICAS`. The configured value, not the
     /// effective one: a topic whose min.insync.replicas exceeds its
     /// replication factor never takes an acks=all write, as in Kafka.
+    /// Under the `strand.acks` policies: too few in-sync replicas for the
+    /// policy (ReplicaCount(n) needs n, or with the downgrade on at least
+    /// min.insync.replicas) is the same refusal.
     pub fn check_min_isr_before_append(&self, acks: Acks) -> Result<(), ErrorCode> {
-        rules::check_min_isr_before_append(acks, self.isr.len(), self.configured_min_isr())
+        rules::check_min_isr_before_append(acks, self.isr.len(), self.configured_min_isr())?;
+        let a = self.config.acks;
+        match (acks, a.policy) {
+            (Acks::All, AckPolicy::ReplicaCount(_)) => ack::needed_replicas(
+                a.policy,
+                self.isr.len(),
+                self.configured_min_isr(),
+                a.downgrade,
+            )
+            .map(|_| ())
+            .ok_or(ErrorCode::NotEnoughReplicas),
+            _ => Ok(()),
+        }
+    }
+
+    /// The acknowledgement decision (`ack::decide_replication`) for an
+    /// append authorised under `authority_epoch`, with the leader's fsynced
+    /// offset and whether the broker's write lease holds. The in-sync set
+    /// is the maximal ISR, and so is the eligible set: the controller
+    /// elects only ISR members, and the HW (what every member holds) caps
+    /// what is acknowledged.
+    pub fn decide(
+        &self,
+        authority_epoch: LeaderEpoch,
+        required_offset: Offset,
+        leader_durable: Offset,
+        lease_valid: bool,
+    ) -> ReplicationDecision {
+        let in_sync = self.maximal_isr();
+        let acks: Vec<ReplicaAck> = self
+            .followers
+            .iter()
+            .filter_map(|(id, f)| {
+                Some(ReplicaAck {
+                    replica: *id,
+                    offset: f.leo?,
+                    durable_offset: f.durable,
+                })
+            })
+            .collect();
+        let a = self.config.acks;
+        ack::decide_replication(&ack::ReplicationObservation {
+            authority_epoch,
+            leading_epoch: Some(self.leader_epoch),
+            lease_valid,
+            policy: a.policy,
+            durable: a.durable,
+            downgrade: a.downgrade,
+            min_in_sync: self.effective_min_isr(),
+            leader: self.leader_id,
+            leader_leo: self.leader_leo,
+            leader_durable,
+            acks: &acks,
+            in_sync: &in_sync,
+            eligible: &in_sync,
+            high_watermark: self.hw,
+            required_offset,
+        })
     }
 
     /// min.insync.replicas as configured (at least 1).
@@ -430,6 +498,22 @@ impl LeaderState {
         })
     }
 
+    /// What a follower reported having fsynced with the fetch just
+    /// recorded by [`Self::on_follower_fetch`] (`None`: it reports none).
+    /// Never past what it holds. Returns whether it moved.
+    pub fn on_follower_durable(&mut self, replica: BrokerId, durable: Option<Offset>) -> bool {
+        let Some(f) = self.followers.get_mut(&replica) else {
+            return false;
+        };
+        let durable = match (durable, f.leo) {
+            (Some(d), Some(leo)) => Some(d.min(leo)),
+            _ => None,
+        };
+        let moved = f.durable != durable;
+        f.durable = durable;
+        moved
+    }
+
     /// Periodic check (Kafka runs it every `replica.lag.time.max.ms / 2`): a
     /// proposal removing the ISR followers that have not caught up within
     /// `replica.lag.time.max.ms`. Nothing while another change is pending.
@@ -447,12 +531,15 @@ impl LeaderState {
                 None => FollowerProgress::on_new_leader(false, now_ms).rule_state(id),
             })
             .collect();
-        let removed = rules::out_of_sync_replicas(
+        let mut removed = rules::out_of_sync_replicas(
             now_ms,
             self.config.replica_lag_time_max_ms,
             &isr_followers,
             self.leader_leo,
         );
+        if removed.is_empty() {
+            removed = self.quorum_evictions(now_ms);
+        }
         if removed.is_empty() {
             return None;
         }
@@ -463,6 +550,44 @@ impl LeaderState {
             .filter(|id| !removed.contains(id))
             .collect();
         Some(self.propose(new_isr, IsrChange::Shrink { removed }))
+    }
+
+    /// ReplicaCount's eviction (`ack::quorum_evictions`): ISR followers that
+    /// hold up acknowledgements `n` replicas already allow.
+    fn quorum_evictions(&self, now_ms: i64) -> Vec<BrokerId> {
+        let a = self.config.acks;
+        if !matches!(a.policy, AckPolicy::ReplicaCount(_)) {
+            return Vec::new();
+        }
+        let Some(need) = ack::needed_replicas(
+            a.policy,
+            self.isr.len(),
+            self.configured_min_isr(),
+            a.downgrade,
+        ) else {
+            return Vec::new();
+        };
+        let followers: Vec<FollowerLag> = self
+            .isr
+            .iter()
+            .filter(|&&id| id != self.leader_id)
+            .map(|&id| {
+                let f = self.followers.get(&id);
+                FollowerLag {
+                    replica: id,
+                    leo: f.and_then(|f| f.leo),
+                    last_caught_up_ms: f.and_then(|f| f.last_caught_up_ms).unwrap_or(i64::MIN),
+                }
+            })
+            .collect();
+        ack::quorum_evictions(
+            need,
+            self.leader_leo,
+            self.hw,
+            &followers,
+            now_ms,
+            a.eviction_ms,
+        )
     }
 
     /// The controller answered the AlterPartition that carried `sent`.
@@ -593,7 +718,18 @@ impl LeaderState {
             return None;
         }
         let maximal = self.maximal_isr();
-        let lag_ms = self.config.replica_lag_time_max_ms;
+        // A follower outside the ISR that is about to rejoin is waited for
+        // (Kafka's shouldWaitForReplicaToJoinIsr): caught up within the lag
+        // limit, or under replica-count within the eviction time, so a
+        // follower evicted for holding up acknowledgements is not waited
+        // for again until it catches up.
+        let lag_ms = match self.config.acks.policy {
+            AckPolicy::ReplicaCount(_) => self
+                .config
+                .replica_lag_time_max_ms
+                .min(self.config.acks.eviction_ms),
+            _ => self.config.replica_lag_time_max_ms,
+        };
         let mut holding: Vec<Option<Offset>> = self
             .followers
             .iter()

@@ -19,6 +19,7 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod ack;
 pub mod leader;
 pub mod lease;
 pub mod rules;

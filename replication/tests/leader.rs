@@ -53,6 +53,7 @@ fn config(min_insync_replicas: i32) -> LeaderConfig {
     LeaderConfig {
         min_insync_replicas,
         replica_lag_time_max_ms: LAG,
+        acks: Default::default(),
     }
 }
 

@@ -13,8 +13,9 @@ use strand_metadata::records::ConfigMap;
 use strand_partition::{AppendOutcome, FollowerFetchState, PartitionIo, PartitionSettings};
 use strand_protocol::batch::BatchHeader;
 use strand_protocol::ErrorCode;
+use strand_replication::ack::ReplicationDecision;
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
-use strand_replication::rules::{self, AckDecision, Acks, FetchOrigin, FetchedPartition};
+use strand_replication::rules::{self, Acks, FetchOrigin, FetchedPartition};
 use strand_types::{BrokerId, Clock, Offset, ProducerEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
 
@@ -44,6 +45,7 @@ fn settings(configs: &ConfigMap) -> PartitionSettings {
         compacted: false,
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
+        acks: Default::default(),
     }
 }
 
@@ -121,6 +123,7 @@ impl Sim {
             let config = LeaderConfig {
                 min_insync_replicas: a.settings.min_insync_replicas,
                 replica_lag_time_max_ms: LAG_TIME_MAX_MS,
+                acks: a.settings.acks,
             };
             let eligible = |b: BrokerId| image.is_active(b);
             let follows = r
@@ -280,14 +283,12 @@ impl Sim {
                 continue;
             };
             match p.ack_decision(a.leader_epoch, a.required_offset) {
-                AckDecision::Ack { error: None, .. } => done.push((a.waiter, Ok(a.base_offset))),
-                AckDecision::Ack { error: Some(e), .. } | AckDecision::Reject(e) => {
-                    done.push((a.waiter, Err(e)))
-                }
-                AckDecision::Wait if now >= a.deadline => {
+                ReplicationDecision::Ack { .. } => done.push((a.waiter, Ok(a.base_offset))),
+                ReplicationDecision::Reject(e) => done.push((a.waiter, Err(e))),
+                ReplicationDecision::Wait if now >= a.deadline => {
                     done.push((a.waiter, Err(ErrorCode::RequestTimedOut)))
                 }
-                AckDecision::Wait => keep.push(a),
+                ReplicationDecision::Wait => keep.push(a),
             }
         }
         self.node(id).pending = keep;
@@ -681,6 +682,7 @@ impl Sim {
                         broker_epoch,
                         fetch_offset,
                         last_fetched_epoch,
+                        None,
                     )
                 });
                 match recorded {

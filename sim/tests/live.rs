@@ -29,6 +29,7 @@ fn live_seeds_hold_every_invariant() {
         sum.generations += r.generations;
         sum.overlapping_leaders += r.overlapping_leaders;
         sum.elective_moves += r.elective_moves;
+        sum.isr_shrinks += r.isr_shrinks;
         sum.syncs += r.syncs;
     }
     println!("{seeds} live seeds: {sum:?}");

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::Partition;
 use strand_protocol::batch::BatchIter;
-use strand_protocol::ErrorCode;
+use strand_protocol::{extensions, ErrorCode};
 use strand_replication::rules::{self, fetch_can_complete, DivergingEpoch, FetchOrigin};
 use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset};
 
@@ -87,11 +87,18 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
             if let (Some((replica, broker_epoch)), Ok(part), Some(fetch_offset)) =
                 (follower, &partition, fetch_offset)
             {
+                // Strand followers report what they have fsynced.
+                let durable_offset = p
+                    .unknown_tagged_fields
+                    .get(&extensions::FETCH_DURABLE_OFFSET_TAG)
+                    .and_then(|v| extensions::decode_offset(v))
+                    .map(Offset::new);
                 match part.record_follower_fetch(
                     replica,
                     broker_epoch,
                     fetch_offset,
                     last_fetched_epoch,
+                    durable_offset,
                 ) {
                     Ok(Some(proposal)) => broker.send_alter_partition(part.clone(), proposal),
                     Ok(None) => {}

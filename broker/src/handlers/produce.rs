@@ -234,7 +234,9 @@ async fn wait_for_acks(
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms.max(0) as u64);
     for p in pending {
-        let code = p.partition.wait_for_ack(&p.outcome, deadline).await.err();
+        let code = crate::disk::acknowledged(&p.partition, &p.outcome, deadline)
+            .await
+            .err();
         if let Some(code) = code {
             let topic = &mut responses[p.topic];
             if let Some(r) = topic

@@ -109,7 +109,7 @@ pub async fn write_txn_markers(
     // them overlaps; one deadline covers the request.
     let deadline = tokio::time::Instant::now() + MARKER_ACK_TIMEOUT;
     for w in written {
-        let result = w.partition.wait_for_ack(&w.outcome, deadline).await;
+        let result = crate::disk::acknowledged(&w.partition, &w.outcome, deadline).await;
         match result {
             Ok(()) => {
                 let producer = strand_types::ProducerId::from_wire(w.producer_id);

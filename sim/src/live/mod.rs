@@ -126,6 +126,8 @@ pub struct LiveReport {
     /// Preferred elections that moved a leadership away from a leader cut
     /// off from the controllers.
     pub elective_moves: u64,
+    /// Times a leader's ISR got smaller.
+    pub isr_shrinks: u64,
     /// Generations of the members' group, and SyncGroups completed.
     pub generations: u64,
     pub syncs: u64,
@@ -256,6 +258,10 @@ struct Watch {
     /// Samples in which two brokers led a partition at once (different
     /// epochs, as a leadership moves), where leases kept one from writing.
     overlapping_leaders: u64,
+    /// (broker, partition) -> the ISR size last seen while leading.
+    isr_seen: HashMap<(BrokerId, i32), usize>,
+    /// Times a leader's ISR got smaller (lag, eviction, fencing).
+    isr_shrinks: u64,
 }
 
 /// Runs one seed; `Err` describes the first violation.
@@ -287,7 +293,7 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         quorum: quorum.clone(),
         host: CLIENTS,
     }));
-    create_topic(&client).await?;
+    create_topic(&client, seed).await?;
     await_leaders(&images, Duration::from_secs(30)).await?;
 
     let outcomes = Arc::new(parking_lot::Mutex::new(Outcomes::default()));
@@ -334,6 +340,8 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
     // The next fault and its heal.
     let mut next_fault = start + Duration::from_millis(rng.gen_range(2_000..6_000));
     let mut heal_at: Option<Instant> = None;
+    // A second step of the fault in progress: isolate this host then.
+    let mut isolate_at: Option<(Instant, Host)> = None;
     let mut active = quorum.active_from(CLIENTS).map(|(id, _)| id);
     while start.elapsed() < run_for {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -350,27 +358,56 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
             let _ = at;
             net.heal_all();
             heal_at = None;
+            isolate_at = None;
             next_fault = now + Duration::from_millis(rng.gen_range(500..4_000));
         } else if config.faults && heal_at.is_none() && now >= next_fault {
             let image = images.borrow().clone();
             let active = quorum.active_from(CLIENTS).map(|(id, _)| id);
-            if let Some(moved) = inject(&net, &image, active, &mut rng) {
-                // A leadership moved away from a live broker: a preferred
-                // election, asked as a client would.
-                let client = ControllerClient::new(Arc::new(ControllerReach {
-                    quorum: quorum.clone(),
-                    host: CLIENTS,
-                }));
-                tokio::spawn(async move {
-                    let r = client
-                        .elect_leaders(ElectionType::Preferred, Some(vec![(TOPIC.into(), moved)]))
-                        .await;
-                    tracing::info!(partition = moved, outcome = ?r, "preferred election");
-                });
-                report.elective_moves += 1;
+            let mut lasts = Duration::from_millis(rng.gen_range(1_000..12_000));
+            match inject(&net, &image, active, &mut rng) {
+                Some(Then::Elect(moved)) => {
+                    // A leadership moved away from a live broker: a
+                    // preferred election, asked as a client would.
+                    let client = ControllerClient::new(Arc::new(ControllerReach {
+                        quorum: quorum.clone(),
+                        host: CLIENTS,
+                    }));
+                    tokio::spawn(async move {
+                        let r = client
+                            .elect_leaders(
+                                ElectionType::Preferred,
+                                Some(vec![(TOPIC.into(), moved)]),
+                            )
+                            .await;
+                        tracing::info!(partition = moved, outcome = ?r, "preferred election");
+                    });
+                    report.elective_moves += 1;
+                }
+                Some(Then::Isolate(host, after)) => {
+                    // Long enough for the isolated leader to be fenced and
+                    // replaced while it lasts.
+                    isolate_at = Some((now + after, host));
+                    lasts = lasts.max(after + Duration::from_millis(2 * SESSION_TIMEOUT_MS));
+                }
+                None => {}
             }
             report.faults += 1;
-            heal_at = Some(now + Duration::from_millis(rng.gen_range(1_000..12_000)));
+            heal_at = Some(now + lasts);
+        }
+        if let Some((at, host)) = isolate_at.filter(|(at, _)| now >= *at && heal_at.is_some()) {
+            let _ = at;
+            for h in (1..=BROKERS)
+                .chain(CONTROLLERS)
+                .chain([CLIENTS])
+                .filter(|h| *h != host)
+            {
+                net.cut(host, h);
+            }
+            tracing::info!(
+                host,
+                "fault: the leader, already cut from a follower, isolated"
+            );
+            isolate_at = None;
         }
     }
     net.heal_all();
@@ -403,6 +440,7 @@ async fn live(seed: u64, config: LiveConfig) -> Result<LiveReport, String> {
         .count() as u64;
     report.leader_epochs = watch.leaders.len() as u64;
     report.overlapping_leaders = watch.overlapping_leaders;
+    report.isr_shrinks = watch.isr_shrinks;
     report.samples = watch.samples;
     Ok(report)
 }
@@ -549,13 +587,25 @@ async fn start_broker(
     })
 }
 
-async fn create_topic(client: &ControllerClient) -> Result<(), String> {
+/// The topic; odd seeds acknowledge by replica count (2 of 3, followers
+/// that hold that up evicted after 100 ms: `strand.acks.*`), even seeds as
+/// Kafka does, so the same checks (no acknowledged write lost, HW within
+/// what the ISR holds) cover both.
+async fn create_topic(client: &ControllerClient, seed: u64) -> Result<(), String> {
+    let mut configs = vec![("min.insync.replicas".into(), Some("2".into()))];
+    if seed % 2 == 1 {
+        configs.extend([
+            ("strand.acks.policy".into(), Some("replica-count".into())),
+            ("strand.acks.replicas".into(), Some("2".into())),
+            ("strand.acks.eviction.ms".into(), Some("100".into())),
+        ]);
+    }
     let topic = NewTopic {
         name: TOPIC.into(),
         num_partitions: PARTITIONS,
         replication_factor: 3,
         assignments: vec![],
-        configs: vec![("min.insync.replicas".into(), Some("2".into()))],
+        configs,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -593,14 +643,21 @@ async fn await_leaders(
     }
 }
 
-/// One seeded cut; the partition to move to its preferred leader, when
-/// the fault asks for an election too.
+/// What a fault does after its first cut.
+enum Then {
+    /// Ask for a preferred election of this partition.
+    Elect(i32),
+    /// Cut this host from everyone after a while.
+    Isolate(Host, Duration),
+}
+
+/// One seeded cut, and what follows it.
 fn inject(
     net: &SimNetwork,
     image: &MetadataImage,
     active: Option<Host>,
     rng: &mut StdRng,
-) -> Option<i32> {
+) -> Option<Then> {
     let broker = rng.gen_range(1..=BROKERS);
     let index = rng.gen_range(0..PARTITIONS);
     let leader = image
@@ -615,7 +672,7 @@ fn inject(
             .chain([CLIENTS])
             .filter(move |h| *h != me)
     };
-    match rng.gen_range(0..8) {
+    match rng.gen_range(0..10) {
         // A leader that is not its partition's preferred replica is cut
         // from every controller (it keeps its clients and followers, and
         // its lease for a while) and a preferred election moves its
@@ -640,7 +697,24 @@ fn inject(
                 ?moved,
                 "fault: leader cut from the controllers, its leadership moved"
             );
-            return moved;
+            return moved.map(Then::Elect);
+        }
+        // A leader loses one follower (the other keeps up, so replica-count
+        // acknowledgements go on), then everything: the controller elects
+        // one of the followers, which must hold every acknowledged write.
+        8 | 9 => {
+            if let Some(b) = others(leader).nth(rng.gen_range(0..(BROKERS as usize - 1))) {
+                net.cut(leader, b);
+                tracing::info!(
+                    host = leader,
+                    follower = b,
+                    "fault: leader cut from a follower, then from everyone"
+                );
+                return Some(Then::Isolate(
+                    leader,
+                    Duration::from_millis(rng.gen_range(1_000..3_000)),
+                ));
+            }
         }
         // Isolated from everyone: brokers, controllers and clients.
         0 => {
@@ -743,6 +817,11 @@ fn check(nodes: &[BrokerNode], watch: &mut Watch) -> Result<(), String> {
                 watch.leading_high.remove(&(n.id, index));
                 continue;
             };
+            if let Some(before) = watch.isr_seen.insert((n.id, index), isr.len()) {
+                if isr.len() < before {
+                    watch.isr_shrinks += 1;
+                }
+            }
             // At most one leader per leader epoch.
             match watch.leaders.insert((index, epoch), n.id) {
                 Some(other) if other != n.id => {
