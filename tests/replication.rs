@@ -30,6 +30,7 @@ use strand_compat_tests::cluster::{Cluster, ClusterSpec};
 const PROBE: Duration = Duration::from_secs(2);
 const NOT_ENOUGH_REPLICAS: i16 = 19;
 const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 /// The tests run one at a time: each starts three or four nodes, and the
 /// failure detection they rely on (3 s broker sessions) should not compete
@@ -738,9 +739,25 @@ fn divergence_old_leader_truncates_and_rejoins() {
     let mut new_start = None;
     for i in 0..5 {
         let value = format!("new-leader-{i}");
-        let (e, o) =
-            common::produce_values(&mut c, topic, 0, -1, 15_000, std::slice::from_ref(&value))
+        // A new leader takes writes once its write lease covers the
+        // leadership (a heartbeat round trip or two): until then it answers
+        // NOT_LEADER_OR_FOLLOWER, which clients retry; nothing else is.
+        let (e, o) = eventually(
+            "the new leader takes writes",
+            Duration::from_secs(10),
+            || {
+                let r = common::produce_values(
+                    &mut c,
+                    topic,
+                    0,
+                    -1,
+                    15_000,
+                    std::slice::from_ref(&value),
+                )
                 .unwrap();
+                (r.0 != NOT_LEADER_OR_FOLLOWER).then_some(r)
+            },
+        );
         assert_eq!(e, 0, "acks=all {value} on the new leader {new}");
         let start = *new_start.get_or_insert(o);
         assert_eq!(o, start + i, "acks=all {value} on the new leader {new}");

@@ -199,8 +199,10 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("strand.write.lease.safety.margin.ms", ""),
 ];
 
-/// Whether leaders need a write lease unless configured otherwise.
-const DEFAULT_WRITE_LEASE_ENABLE: &str = "false";
+/// Whether leaders need a write lease unless configured otherwise: on,
+/// since leases cost no throughput this machine can resolve (BENCHMARKS.md,
+/// "Write leases").
+const DEFAULT_WRITE_LEASE_ENABLE: &str = "true";
 
 const ALWAYS_POSITIVE_INT: &[&str] = &[
     "offsets.topic.num.partitions",
