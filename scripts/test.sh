@@ -33,6 +33,14 @@ echo "== chaos: a 3-node cluster on network namespaces, 120 s of concurrent clie
     --seed 1 --secs 120 \
     --out "$STRAND_CACHE/chaos"
 
+echo "== write leases: a partition leader cut off from the cluster takes acks=1 writes for at most one lease, and acks=all loses nothing (needs root)"
+for acks in 1 all; do
+    "$CARGO_TARGET_DIR/debug/strand-lease-probe" \
+        --strand "$CARGO_TARGET_DIR/debug/strand" \
+        --acks "$acks" --check \
+        --out "$STRAND_CACHE/lease-probe-$acks"
+done
+
 echo "== librdkafka test suite (must-pass list)"
 suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \

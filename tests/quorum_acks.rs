@@ -259,3 +259,42 @@ fn the_downgrade_goes_on_with_the_leader_alone_and_without_it_writes_are_refused
     assert!(held.contains("both") && !held.contains("alone"), "{held:?}");
     cluster.cont(follower).expect("SIGCONT");
 }
+
+/// strand.acks.durable on three replicas: acks=all writes are acknowledged
+/// (followers report what they have fsynced in their fetches, the leader
+/// fsyncs before it acknowledges) and acks=1 writes become readable (the HW
+/// counts fsynced offsets, and the leader syncs every append). Without
+/// the reports the acks=all writes would time out, and without the
+/// leader's syncs the acks=1 writes would never become readable.
+#[test]
+fn durable_acknowledgements_count_fsynced_copies() {
+    let cluster = cluster();
+    let topic = "durable-acks";
+    let leader = create(
+        &cluster,
+        topic,
+        &[
+            ("min.insync.replicas", "2"),
+            ("strand.acks.durable", "true"),
+        ],
+    );
+    let mut c = Client::connect(&addr(&cluster, leader)).expect("connect");
+    let mut written = BTreeSet::new();
+    for i in 0..50 {
+        let all = format!("all-{i}");
+        let (code, _) =
+            produce_values(&mut c, topic, 0, -1, 10_000, std::slice::from_ref(&all)).unwrap();
+        assert_eq!(code, 0, "acks=all {all}");
+        let one = format!("one-{i}");
+        let (code, _) =
+            produce_values(&mut c, topic, 0, 1, 10_000, std::slice::from_ref(&one)).unwrap();
+        assert_eq!(code, 0, "acks=1 {one}");
+        written.insert(all);
+        written.insert(one);
+    }
+    let held = eventually("every write readable", Duration::from_secs(30), || {
+        let held = read_all(&addr(&cluster, leader), topic);
+        written.iter().all(|v| held.contains(v)).then_some(held)
+    });
+    assert_eq!(held, written);
+}

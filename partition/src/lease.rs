@@ -17,8 +17,8 @@ pub struct WriteLease {
     /// `strand.write.lease.safety.margin.ms`.
     safety_margin_ms: u64,
     lease: Mutex<Option<Lease>>,
-    /// Woken when an append was refused because the safe offset has not
-    /// reached a new leadership yet: the heartbeat loop asks again at once.
+    /// Woken when an append was refused: the heartbeat loop asks again at
+    /// once.
     wanted: Notify,
 }
 
@@ -74,13 +74,16 @@ impl WriteLease {
         }
         let held = *self.lease.lock();
         let verdict = lease::check_write_authority(held.as_ref(), now_ms, leadership_offset);
-        if verdict.is_err() && lease::awaits_safe_offset(held.as_ref(), leadership_offset) {
+        if verdict.is_err() {
+            // A lease that lapsed (a pause, a slow controller) or does not
+            // cover a new leadership yet: ask again now, not at the next
+            // heartbeat.
             self.wanted.notify_one();
         }
         verdict
     }
 
-    /// Resolves when an append waits for a newer safe offset.
+    /// Resolves when an append was refused for want of a lease.
     pub async fn wanted(&self) {
         self.wanted.notified().await
     }

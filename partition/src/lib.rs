@@ -404,6 +404,7 @@ impl Partition {
             }
             let hw = self.offsets().high_watermark;
             tracing::info!(topic = %self.topic, partition = self.index, epoch = %reg.leader_epoch, %leo, %hw, isr = ?reg.isr, "becoming leader");
+            let durable = log.recovery_point();
             // Leader epoch 0 is the partition's first leadership: no
             // predecessor that could still be writing.
             let taken_up_at = if reg.leader_epoch.get() == 0 {
@@ -412,7 +413,9 @@ impl Partition {
                 self.replica.lock().metadata_offset
             };
             self.leadership_offset.store(taken_up_at, Ordering::Release);
-            *leader = Some(LeaderState::new(reg, config, leo, hw, now));
+            let mut state = LeaderState::new(reg, config, leo, hw, now);
+            state.on_leader_durable(durable, now);
+            *leader = Some(state);
         }
         if let Some(state) = leader.as_mut() {
             for &r in state.replicas().to_vec().iter() {
@@ -689,15 +692,32 @@ impl Partition {
     /// and wakes the acknowledgements waiting on it. Blocking disk work:
     /// the caller runs it off the async workers.
     pub fn flush_to(&self, offset: Offset) -> Result<(), PartitionError> {
-        {
-            let mut log = self.log.write();
-            if log.recovery_point() >= offset {
-                return Ok(());
-            }
+        let mut leader = self.leader.lock();
+        let mut log = self.log.write();
+        if log.recovery_point() < offset {
             log.flush().map_err(storage_error)?;
         }
+        // The leader state learns what is on disk (under durable
+        // acknowledgements its HW counts it).
+        if let Some(state) = leader.as_mut() {
+            if state
+                .on_leader_durable(log.recovery_point(), self.clock.now_ms())
+                .is_some()
+            {
+                self.publish_leader(state, &log);
+            }
+        }
+        drop(log);
+        drop(leader);
         self.offsets.send_modify(|o| o.durable_progress += 1);
         Ok(())
+    }
+
+    /// Whether this partition's acknowledgements (and HW) count fsynced
+    /// offsets only (`strand.acks.durable`): its leader fsyncs after every
+    /// append (group-committed by [`Self::flush_to`]).
+    pub fn durable(&self) -> bool {
+        self.settings.read().acks.durable
     }
 
     /// The partition's per-topic settings.
@@ -768,8 +788,9 @@ impl Partition {
         let state = leader.as_mut().ok_or(ErrorCode::NotLeaderOrFollower)?;
         let outcome =
             state.on_follower_fetch(replica, broker_epoch, fetch_offset, self.clock.now_ms())?;
-        let durable_moved = state.on_follower_durable(replica, durable_offset);
-        if outcome.hw_advanced.is_some() {
+        let (durable_moved, durable_advanced) =
+            state.on_follower_durable(replica, durable_offset, self.clock.now_ms());
+        if outcome.hw_advanced.is_some() || durable_advanced.is_some() {
             let log = self.log.read();
             self.publish_leader(state, &log);
         }

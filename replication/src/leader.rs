@@ -211,6 +211,9 @@ pub struct LeaderState {
     followers: BTreeMap<BrokerId, FollowerProgress>,
     hw: Offset,
     leader_leo: Offset,
+    /// What the leader has fsynced (its recovery point): under
+    /// `strand.acks.durable` the HW counts fsynced offsets only.
+    leader_durable: Offset,
     /// The leader's LEO when it took this leader epoch.
     leader_epoch_start_offset: Offset,
     config: LeaderConfig,
@@ -247,6 +250,7 @@ impl LeaderState {
             followers,
             hw: hw.min(leader_leo),
             leader_leo,
+            leader_durable: Offset::ZERO,
             leader_epoch_start_offset: leader_leo,
             config,
         };
@@ -500,10 +504,16 @@ impl LeaderState {
 
     /// What a follower reported having fsynced with the fetch just
     /// recorded by [`Self::on_follower_fetch`] (`None`: it reports none).
-    /// Never past what it holds. Returns whether it moved.
-    pub fn on_follower_durable(&mut self, replica: BrokerId, durable: Option<Offset>) -> bool {
+    /// Never past what it holds. Returns whether it moved, and the new HW
+    /// if that advanced it (under `strand.acks.durable`).
+    pub fn on_follower_durable(
+        &mut self,
+        replica: BrokerId,
+        durable: Option<Offset>,
+        now_ms: i64,
+    ) -> (bool, Option<Offset>) {
         let Some(f) = self.followers.get_mut(&replica) else {
-            return false;
+            return (false, None);
         };
         let durable = match (durable, f.leo) {
             (Some(d), Some(leo)) => Some(d.min(leo)),
@@ -511,7 +521,27 @@ impl LeaderState {
         };
         let moved = f.durable != durable;
         f.durable = durable;
-        moved
+        let advanced = if moved && self.config.acks.durable {
+            self.maybe_advance_hw(now_ms)
+        } else {
+            None
+        };
+        (moved, advanced)
+    }
+
+    /// The leader's log is fsynced up to `durable`; returns the new HW if
+    /// that advanced it (under `strand.acks.durable`).
+    pub fn on_leader_durable(&mut self, durable: Offset, now_ms: i64) -> Option<Offset> {
+        let durable = durable.min(self.leader_leo);
+        if durable <= self.leader_durable {
+            return None;
+        }
+        self.leader_durable = durable;
+        if self.config.acks.durable {
+            self.maybe_advance_hw(now_ms)
+        } else {
+            None
+        }
     }
 
     /// Periodic check (Kafka runs it every `replica.lag.time.max.ms / 2`): a
@@ -730,6 +760,10 @@ impl LeaderState {
                 .min(self.config.acks.eviction_ms),
             _ => self.config.replica_lag_time_max_ms,
         };
+        // Under strand.acks.durable the HW counts what replicas have
+        // fsynced: a consumer never reads what a power cut of every replica
+        // could take back.
+        let durable = self.config.acks.durable;
         let mut holding: Vec<Option<Offset>> = self
             .followers
             .iter()
@@ -743,7 +777,7 @@ impl LeaderState {
                             lag_ms,
                         ))
             })
-            .map(|(_, f)| f.leo)
+            .map(|(_, f)| if durable { f.durable } else { f.leo })
             .collect();
         // An ISR member the leader does not track has an unknown LEO.
         holding.extend(
@@ -752,7 +786,12 @@ impl LeaderState {
                 .filter(|id| **id != self.leader_id && !self.followers.contains_key(id))
                 .map(|_| None),
         );
-        let new_hw = rules::advance_high_watermark(self.hw, self.leader_leo, &holding, min_isr);
+        let leader_holds = if durable {
+            self.leader_durable
+        } else {
+            self.leader_leo
+        };
+        let new_hw = rules::advance_high_watermark(self.hw, leader_holds, &holding, min_isr);
         debug_assert!(new_hw >= self.hw && new_hw <= self.leader_leo);
         if new_hw > self.hw {
             self.hw = new_hw;

@@ -101,14 +101,6 @@ pub fn check_write_authority(
     }
 }
 
-/// Whether the lease is what stops writes to a leadership taken up at
-/// `leadership_offset` only because the safe offset has not reached it yet
-/// (the broker should then ask again soon rather than at its next
-/// heartbeat).
-pub fn awaits_safe_offset(lease: Option<&Lease>, leadership_offset: u64) -> bool {
-    lease.is_none_or(|l| l.safe_metadata_offset < leadership_offset)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,9 +247,6 @@ mod tests {
         for (what, l, now, offset, want) in cases {
             assert_eq!(check_write_authority(l, now, offset), want, "{what}");
         }
-        assert!(awaits_safe_offset(Some(&lease), 41));
-        assert!(!awaits_safe_offset(Some(&lease), 40));
-        assert!(awaits_safe_offset(None, 0));
     }
 
     proptest! {

@@ -45,7 +45,12 @@ fn settings(configs: &ConfigMap) -> PartitionSettings {
         compacted: false,
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
-        acks: Default::default(),
+        acks: strand_replication::ack::AckSettings {
+            durable: configs
+                .get("strand.acks.durable")
+                .is_some_and(|v| v == "true"),
+            ..Default::default()
+        },
     }
 }
 
@@ -216,6 +221,7 @@ impl Sim {
                     fetch_offset,
                     last_fetched_epoch,
                     leader_epoch,
+                    durable_offset,
                     ..
                 }) = p.follower_fetch_state()
                 {
@@ -238,6 +244,7 @@ impl Sim {
                                 leader_epoch,
                                 fetch_offset,
                                 last_fetched_epoch,
+                                durable_offset,
                             },
                         ),
                     );
@@ -282,6 +289,14 @@ impl Sim {
                 done.push((a.waiter, Err(ErrorCode::NotLeaderOrFollower)));
                 continue;
             };
+            // Durable acknowledgements: the leader fsyncs what it waits on
+            // (the broker does it in `disk::acknowledged`).
+            if p.ack_needs_flush(a.required_offset) {
+                if let Err(e) = p.flush_to(a.required_offset) {
+                    done.push((a.waiter, Err(e.code)));
+                    continue;
+                }
+            }
             match p.ack_decision(a.leader_epoch, a.required_offset) {
                 ReplicationDecision::Ack { .. } => done.push((a.waiter, Ok(a.base_offset))),
                 ReplicationDecision::Reject(e) => done.push((a.waiter, Err(e))),
@@ -645,6 +660,7 @@ impl Sim {
             leader_epoch,
             fetch_offset,
             last_fetched_epoch,
+            durable_offset,
         } = req;
         let image = self.node(id).image.clone();
         let registered = image
@@ -682,7 +698,7 @@ impl Sim {
                         broker_epoch,
                         fetch_offset,
                         last_fetched_epoch,
-                        None,
+                        Some(durable_offset),
                     )
                 });
                 match recorded {

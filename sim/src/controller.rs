@@ -83,7 +83,16 @@ impl Sim {
                     num_partitions: partitions,
                     replication_factor: 3,
                     assignments: vec![],
-                    configs: vec![("min.insync.replicas".into(), Some("2".into()))],
+                    configs: {
+                        let mut c = vec![("min.insync.replicas".into(), Some("2".into()))];
+                        // With power cuts, acknowledgements and the HW count
+                        // fsynced copies only: what they promise must
+                        // survive losing every unsynced byte.
+                        if self.config.power_cuts {
+                            c.push(("strand.acks.durable".into(), Some("true".into())));
+                        }
+                        c
+                    },
                 };
                 let stripe = self.seed as usize % 3;
                 let created = create_topic(

@@ -24,6 +24,8 @@ pub struct FetchRequest {
     pub leader_epoch: LeaderEpoch,
     pub fetch_offset: Offset,
     pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// What the follower has fsynced (Strand's fetch extension).
+    pub durable_offset: Offset,
 }
 
 /// A transactional id's requests carry the client instance that sends

@@ -165,7 +165,15 @@ async fn append_one(
     // streamed in bounded memory) and the append hold up no other task.
     let outcome = crate::disk::run(|| {
         let headers = validate_records(records)?;
-        partition.append_validated(records, headers, acks, version, AppendOrigin::Client)
+        let outcome =
+            partition.append_validated(records, headers, acks, version, AppendOrigin::Client)?;
+        // Durable acknowledgements: the HW counts fsynced offsets, so every
+        // append is synced, whatever its acks (one fsync covers every append
+        // made meanwhile).
+        if partition.durable() {
+            partition.flush_to(outcome.required_offset)?;
+        }
+        Ok(outcome)
     })?;
     Ok((partition, outcome))
 }

@@ -97,9 +97,23 @@ impl BrokerHeartbeats {
         }
     }
 
-    /// The metadata offset every broker that may hold a lease at `now_ms`
-    /// has applied (see `strand_replication::lease`): the offset a new
-    /// leader's writes wait for.
+    /// The metadata offset every broker other than `for_broker` that may
+    /// hold a lease at `now_ms` has applied, never past `applied` (see
+    /// `strand_replication::lease`): the offset `for_broker`'s new
+    /// leaderships wait for. The broker asking is left out: it has applied
+    /// whatever leadership it acts on.
+    pub fn safe_metadata_offset_for(&self, for_broker: BrokerId, applied: u64, now_ms: u64) -> u64 {
+        safe_metadata_offset(
+            self.sessions
+                .iter()
+                .filter(|(id, _)| **id != for_broker)
+                .filter(|(_, s)| s.lease_until_ms.is_some_and(|until| until > now_ms))
+                .map(|(_, s)| s.metadata_offset),
+            applied,
+        )
+    }
+
+    /// The same for every broker: what all lease holders have applied.
     pub fn safe_metadata_offset(&self, image: &MetadataImage, now_ms: u64) -> u64 {
         safe_metadata_offset(
             self.sessions
@@ -376,10 +390,15 @@ pub fn heartbeat(
             broker_epoch: req.broker_epoch,
             generation: heartbeats.lease_generation,
             duration_ms: lease_ms,
-            // Never past the image before this heartbeat's records: the
-            // leaderships they move are covered only once every holder
-            // has applied them.
-            safe_metadata_offset: heartbeats.safe_metadata_offset(image, now_ms),
+            // Up to this heartbeat's own records (the reply is sent once
+            // they are committed): the leaderships they move are covered
+            // at once only when no other broker holds a lease, and else
+            // once every other holder has applied them.
+            safe_metadata_offset: heartbeats.safe_metadata_offset_for(
+                id,
+                image.applied + records.len() as u64,
+                now_ms,
+            ),
         })
     } else {
         None
@@ -561,7 +580,10 @@ mod tests {
         let behind = img.applied - 1;
         let g2 = grant(&mut hbs, &img, 2, behind, 200).expect("leased");
         assert!(g2.generation > g1.generation);
-        assert_eq!(g2.safe_metadata_offset, behind);
+        assert_eq!(
+            g2.safe_metadata_offset, img.applied,
+            "a broker's own report never holds its grant back"
+        );
         let g1 = grant(&mut hbs, &img, 1, img.applied, 300).expect("leased");
         assert_eq!(g1.safe_metadata_offset, behind);
         // Broker 2 falls silent: once its lease (answered at 200) has run
@@ -627,7 +649,10 @@ mod tests {
         .1
         .lease
         .expect("leased");
-        assert_eq!(g.safe_metadata_offset, img.applied, "broker 1 reported");
+        assert_eq!(
+            g.safe_metadata_offset, img.applied,
+            "no other broker holds a lease"
+        );
         assert!(g.generation > 4 << 32);
     }
 
