@@ -326,6 +326,17 @@ fn probe(args: &Args) -> Result<bool, String> {
                 println!("CHECK FAILED: no new leader within the isolation");
                 ok = false;
             }
+            // The old leader's last heartbeat went out before the cut, so
+            // its lease ended within one lease of it; the controller fences
+            // it only a session after that heartbeat.
+            (Some((t, _)), _) if t - cut_at < args.lease_ms as i64 => {
+                println!(
+                    "CHECK FAILED: a new leader was named {} ms after the cut, within the {} ms lease",
+                    t - cut_at,
+                    args.lease_ms
+                );
+                ok = false;
+            }
             (Some((t, _)), Some(last)) if t - cut_at <= last => {
                 println!(
                     "CHECK FAILED: a new leader was named {} ms after the cut, before the old one's last write at {last} ms",
