@@ -393,6 +393,33 @@ mod tests {
         }
     }
 
+    /// Seed 002's examples: `inSyncReplicas` is our ReplicaCount (the
+    /// master counted), `minInSyncReplicas` our `min.insync.replicas`, the
+    /// automatic downgrade `need = clamp(available, minimum, target)`.
+    #[test]
+    fn seed_002_quorum_write_and_downgrade() {
+        use AckPolicy::ReplicaCount;
+        // (case, policy, replicas in sync, minimum, downgrade) -> need
+        #[rustfmt::skip]
+        let cases = [
+            ("two replicas, 2: master and slave", ReplicaCount(2), 2, 1, false, Some(2)),
+            ("two replicas, slave down, no downgrade", ReplicaCount(2), 1, 1, false, None),
+            ("two replicas, slave down, downgrade to 1", ReplicaCount(2), 1, 1, true, Some(1)),
+            ("two replicas, slave down, minimum 2", ReplicaCount(2), 1, 2, true, None),
+            ("three replicas, 2: master and any slave", ReplicaCount(2), 3, 1, false, Some(2)),
+            ("three replicas, one slave down", ReplicaCount(2), 2, 1, false, Some(2)),
+            ("three replicas, both down, downgrade", ReplicaCount(2), 1, 1, true, Some(1)),
+            ("three replicas, 3, one down, downgrade", ReplicaCount(3), 2, 1, true, Some(2)),
+            ("three replicas, 3, one down, no downgrade", ReplicaCount(3), 2, 1, false, None),
+            ("four replicas, 3: master and any two", ReplicaCount(3), 4, 1, false, Some(3)),
+            ("four replicas, 3, two down, minimum 2", ReplicaCount(3), 2, 2, true, Some(2)),
+            ("four replicas, 3, three down, minimum 2", ReplicaCount(3), 1, 2, true, None),
+        ];
+        for (case, p, in_sync, min, down, want) in cases {
+            assert_eq!(needed_replicas(p, in_sync, min, down), want, "{case}");
+        }
+    }
+
     /// Seed 000's example: members A (leader), B, C; B has fsynced the
     /// batch, C is connected but behind.
     #[test]
