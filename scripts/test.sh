@@ -10,6 +10,10 @@ cd "$root"
 source "$here/deps.sh"
 strand_apt_install "${STRAND_BUILD_PKGS[@]}" "${STRAND_TEST_PKGS[@]}"
 strand_python_env
+# The reference Apache Kafka that tests/differential.rs holds Strand against
+# (Java 17 and Maven from Debian if missing, jars from Maven Central).
+STRAND_KAFKA_DIR="$(compat-tests/scripts/fetch-kafka.sh | tail -n 1)"
+export STRAND_KAFKA_DIR
 
 start=$SECONDS
 echo "== cargo build (tests and tools)"

@@ -81,21 +81,22 @@ fn bad_input_gets_errors_or_close_and_broker_keeps_serving() {
         ErrorCode::CorruptMessage.code()
     );
 
-    // Wrong record count (CRC fixed up so only the count is wrong) -> CORRUPT_MESSAGE.
+    // Wrong record count (CRC fixed up so only the count is wrong) ->
+    // INVALID_RECORD, as Kafka answers (tests/differential.rs).
     let mut b = encode_batch(2, -1, -1, -1, Compression::None);
     b[57..61].copy_from_slice(&7i32.to_be_bytes());
     let crc = crc32c::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     assert_eq!(
         produce_code(&mut c, "bad", b).0,
-        ErrorCode::CorruptMessage.code()
+        ErrorCode::InvalidRecord.code()
     );
 
-    // Truncated batch -> CORRUPT_MESSAGE.
+    // Truncated batch -> INVALID_RECORD.
     let b = encode_batch(2, -1, -1, -1, Compression::None);
     assert_eq!(
         produce_code(&mut c, "bad", b[..b.len() - 5].to_vec()).0,
-        ErrorCode::CorruptMessage.code()
+        ErrorCode::InvalidRecord.code()
     );
 
     // Over message.max.bytes (broker) and over the topic's max.message.bytes -> MESSAGE_TOO_LARGE.

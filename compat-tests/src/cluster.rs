@@ -10,6 +10,11 @@
 //! SIGKILL, SIGSTOP/SIGCONT, SIGTERM and restart any node (same ports, same data).
 //! Processes are only ever signalled by PID.
 //!
+//! The same harness runs the reference Apache Kafka ([`Server::Kafka`], jars resolved by
+//! `scripts/fetch-kafka.sh`): the same properties (Kafka's own names), formatted with
+//! Kafka's `StorageTool` and started as `java ... kafka.Kafka nodeN.properties
+//! --override k=v`, so a scenario can ask both the same questions.
+//!
 //! Layout of the cluster directory:
 //!
 //! ```text
@@ -240,9 +245,95 @@ impl Node {
     }
 }
 
-/// A running `strand` cluster. Dropping it SIGKILLs every node process (by PID).
+/// What a [`Cluster`] runs on each node.
+#[derive(Clone, Debug)]
+pub enum Server {
+    /// The `strand` binary.
+    Strand(PathBuf),
+    /// The reference Apache Kafka (KRaft).
+    Kafka(KafkaDist),
+}
+
+impl Server {
+    /// "strand" or "kafka", for logs and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Server::Strand(_) => "strand",
+            Server::Kafka(_) => "kafka",
+        }
+    }
+}
+
+/// The reference Apache Kafka as `scripts/fetch-kafka.sh` leaves it: a directory
+/// holding `libs/` (the broker, its tools and their dependencies).
+#[derive(Clone, Debug)]
+pub struct KafkaDist {
+    pub dir: PathBuf,
+    /// The `java` that runs it (`$JAVA_HOME/bin/java`, else `java` on the PATH).
+    pub java: PathBuf,
+}
+
+const REFERENCE_POM: &str = include_str!("../reference-kafka/pom.xml");
+
+impl KafkaDist {
+    /// The Kafka version `reference-kafka/pom.xml` resolves.
+    pub fn version() -> &'static str {
+        REFERENCE_POM
+            .split_once("<kafka.version>")
+            .and_then(|(_, rest)| rest.split_once("</kafka.version>"))
+            .map_or("unknown", |(v, _)| v.trim())
+    }
+
+    /// `$STRAND_KAFKA_DIR`, else `$STRAND_CACHE/kafka-VERSION` (where
+    /// `scripts/fetch-kafka.sh` puts it); an error naming the script if its jars are
+    /// not there.
+    pub fn locate() -> io::Result<KafkaDist> {
+        let dir = std::env::var_os("STRAND_KAFKA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| crate::strand_cache().join(format!("kafka-{}", Self::version())));
+        let broker_jar = dir
+            .join("libs")
+            .join(format!("kafka_2.13-{}.jar", Self::version()));
+        if !broker_jar.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is missing: run compat-tests/scripts/fetch-kafka.sh (or set STRAND_KAFKA_DIR)",
+                    broker_jar.display()
+                ),
+            ));
+        }
+        let java = std::env::var_os("JAVA_HOME")
+            .map(|h| PathBuf::from(h).join("bin/java"))
+            .filter(|j| j.is_file())
+            .unwrap_or_else(|| PathBuf::from("java"));
+        Ok(KafkaDist { dir, java })
+    }
+
+    /// `java -cp libs/* MAIN` with the harness's logging configuration (everything to
+    /// stdout, which goes to the node's log) and a bounded heap.
+    pub fn java_command(&self, program: Command, main: &str) -> Command {
+        let mut cmd = program;
+        cmd.arg("-Xms128m")
+            .arg("-Xmx1g")
+            .arg("-Djava.awt.headless=true")
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("reference-kafka/log4j2.properties")
+                    .display()
+            ))
+            .arg("-cp")
+            .arg(format!("{}/libs/*", self.dir.display()))
+            .arg(main);
+        cmd
+    }
+}
+
+/// A running cluster of `strand` (or reference Kafka) nodes. Dropping it SIGKILLs every
+/// node process (by PID).
 pub struct Cluster {
-    bin: PathBuf,
+    server: Server,
     dir: PathBuf,
     tmp: Option<tempfile::TempDir>,
     cluster_id: String,
@@ -259,7 +350,11 @@ impl Cluster {
     /// Format and start every node of `spec` with the `strand` binary `bin`, then wait
     /// (up to the start timeout) until the cluster is ready (see [`Cluster::wait_ready`]).
     pub fn start(bin: &Path, spec: ClusterSpec) -> io::Result<Cluster> {
-        let bin = resolve_bin(bin)?;
+        Self::start_server(Server::Strand(resolve_bin(bin)?), spec)
+    }
+
+    /// [`Cluster::start`] with either server: Strand, or the reference Kafka.
+    pub fn start_server(server: Server, spec: ClusterSpec) -> io::Result<Cluster> {
         let roles = roles_of(spec.layout)?;
         let (tmp, dir) = match &spec.dir {
             Some(d) => {
@@ -342,7 +437,7 @@ impl Cluster {
                 .unwrap_or(DEFAULT_CLUSTER_START_TIMEOUT)
         });
         let mut cluster = Cluster {
-            bin,
+            server,
             dir,
             tmp,
             cluster_id: generate_cluster_id()?,
@@ -739,7 +834,51 @@ impl Cluster {
             self.voters,
             self.data_dir(id).display()
         ));
+        if let Server::Kafka(_) = self.server {
+            // Kafka refuses to start (or to create its internal topics) with
+            // these at their defaults on fewer than three brokers; its
+            // quickstart sets them the same way.
+            let brokers = self.nodes.iter().filter(|n| n.role.is_broker()).count();
+            text.push_str(&format!(
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 offsets.topic.replication.factor={}\n\
+                 transaction.state.log.replication.factor={}\n\
+                 transaction.state.log.min.isr={}\n",
+                brokers.min(3),
+                brokers.min(3),
+                brokers.min(2)
+            ));
+        }
         Ok(text)
+    }
+
+    /// The server the nodes run.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The command that runs `main` of the server (`strand`, or Kafka's `java` with its
+    /// class path), under `ip netns exec` for a node on a host of its own.
+    fn server_command(&self, netns: Option<&str>, kafka_main: &str) -> Command {
+        let program = |p: &Path| match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(p);
+                c
+            }
+            None => Command::new(p),
+        };
+        match &self.server {
+            Server::Strand(bin) => program(bin),
+            Server::Kafka(dist) => dist.java_command(program(&dist.java), kafka_main),
+        }
+    }
+
+    fn program_name(&self) -> String {
+        match &self.server {
+            Server::Strand(bin) => bin.display().to_string(),
+            Server::Kafka(dist) => dist.java.display().to_string(),
+        }
     }
 
     fn write_properties(&self, id: i32) -> io::Result<()> {
@@ -755,27 +894,38 @@ impl Cluster {
     }
 
     /// `strand format --cluster-id ID --node-id N --initial-controllers VOTERS
-    /// --override log.dirs=DIR nodeN.properties`, bounded by [`FORMAT_TIMEOUT`].
+    /// --override log.dirs=DIR nodeN.properties` (Kafka: `StorageTool format -t ID -c
+    /// nodeN.properties`, the quorum being the properties' static
+    /// `controller.quorum.voters`), bounded by [`FORMAT_TIMEOUT`].
     fn format(&self, id: i32) -> io::Result<()> {
         let mut log = self.open_log(id)?;
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("format")
-            .arg("--cluster-id")
-            .arg(&self.cluster_id)
-            .arg("--node-id")
-            .arg(id.to_string())
-            .arg("--initial-controllers")
-            .arg(&self.voters)
-            .arg("--override")
-            .arg(format!("log.dirs={}", self.data_dir(id).display()))
-            .arg(self.properties_path(id));
+        let mut cmd = self.server_command(None, "kafka.tools.StorageTool");
+        match self.server {
+            Server::Strand(_) => cmd
+                .arg("format")
+                .arg("--cluster-id")
+                .arg(&self.cluster_id)
+                .arg("--node-id")
+                .arg(id.to_string())
+                .arg("--initial-controllers")
+                .arg(&self.voters)
+                .arg("--override")
+                .arg(format!("log.dirs={}", self.data_dir(id).display()))
+                .arg(self.properties_path(id)),
+            Server::Kafka(_) => cmd
+                .arg("format")
+                .arg("-t")
+                .arg(&self.cluster_id)
+                .arg("-c")
+                .arg(self.properties_path(id)),
+        };
         writeln!(log, "==== strand-cluster: {cmd:?} ====")?;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
             .current_dir(&self.dir);
         let mut child = cmd.spawn().map_err(|e| {
-            io::Error::new(e.kind(), format!("spawning {}: {e}", self.bin.display()))
+            io::Error::new(e.kind(), format!("spawning {}: {e}", self.program_name()))
         })?;
         let deadline = Instant::now() + FORMAT_TIMEOUT;
         let st = loop {
@@ -787,31 +937,26 @@ impl Cluster {
                 let _ = child.wait();
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("strand format of node {id} did not finish in {FORMAT_TIMEOUT:?}"),
+                    format!("format of node {id} did not finish in {FORMAT_TIMEOUT:?}"),
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         if !st.success() {
             return Err(io::Error::other(format!(
-                "strand format of node {id} failed ({st}); log tail:\n{}",
+                "format of node {id} failed ({st}); log tail:\n{}",
                 self.log_tail(id)
             )));
         }
         Ok(())
     }
 
-    /// `strand nodeN.properties --override k=v ...`, without waiting.
+    /// `strand nodeN.properties --override k=v ...` (Kafka: `java ... kafka.Kafka
+    /// nodeN.properties --override k=v ...`), without waiting.
     fn spawn(&mut self, id: i32) -> io::Result<()> {
         let mut log = self.open_log(id)?;
-        let mut cmd = match &self.node(id)?.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns.as_str()]).arg(&self.bin);
-                c
-            }
-            None => Command::new(&self.bin),
-        };
+        let netns = self.node(id)?.netns.clone();
+        let mut cmd = self.server_command(netns.as_deref(), "kafka.Kafka");
         cmd.arg(self.properties_path(id));
         for (k, v) in &self.overrides {
             cmd.arg("--override").arg(format!("{k}={v}"));
@@ -836,7 +981,7 @@ impl Cluster {
             }
         }
         let child = cmd.spawn().map_err(|e| {
-            io::Error::new(e.kind(), format!("spawning {}: {e}", self.bin.display()))
+            io::Error::new(e.kind(), format!("spawning {}: {e}", self.program_name()))
         })?;
         let n = self.node_mut(id)?;
         n.pid = child.id();

@@ -17,17 +17,22 @@ pub mod cluster;
 pub mod harness;
 pub mod rdkafka_suite;
 
-pub use cluster::{Cluster, ClusterSpec};
+pub use cluster::{Cluster, ClusterSpec, KafkaDist, Server};
 pub use harness::Broker;
 
-/// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:
-/// `$STRAND_CACHE/librdkafka-2.12.1`, `$STRAND_CACHE` defaulting to `$HOME/.cache/strand`.
-pub fn default_suite_dir() -> std::path::PathBuf {
-    let cache = std::env::var_os("STRAND_CACHE")
+/// `$STRAND_CACHE`, defaulting to `$HOME/.cache/strand`: where the scripts build and
+/// fetch what the tests need.
+pub fn strand_cache() -> std::path::PathBuf {
+    std::env::var_os("STRAND_CACHE")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
                 .join(".cache/strand")
-        });
-    cache.join("librdkafka-2.12.1")
+        })
+}
+
+/// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:
+/// `$STRAND_CACHE/librdkafka-2.12.1`.
+pub fn default_suite_dir() -> std::path::PathBuf {
+    strand_cache().join("librdkafka-2.12.1")
 }

@@ -1441,12 +1441,27 @@ fn read_end_txn_marker(log: &PartitionLog, h: &BatchHeader) -> Option<EndTxnMark
 /// framing, CRC, and the record count, decompressing by streaming) and maps
 /// what is wrong to Kafka's produce errors. A compressed set costs the time
 /// of decompressing it: callers on the async runtime run it as blocking work.
+///
+/// The codes are the reference Kafka's (asked side by side,
+/// `tests/differential.rs`): a record set that is not one well-formed v2
+/// batch (framing, counts, record structure, an old magic) is
+/// INVALID_RECORD; a CRC mismatch and an unknown magic are CORRUPT_MESSAGE.
+/// A payload that does not decompress is CORRUPT_MESSAGE too, where Kafka
+/// answers UNKNOWN_SERVER_ERROR (COMPATIBILITY.md).
 pub fn validate_records(records: &[u8]) -> Result<Vec<BatchHeader>, PartitionError> {
-    validate_record_set(records).map_err(|e| match e {
-        BatchError::UnsupportedMagic(_) => {
-            PartitionError::new(ErrorCode::UnsupportedForMessageFormat, e.to_string())
-        }
-        _ => PartitionError::new(ErrorCode::CorruptMessage, e.to_string()),
+    validate_record_set(records).map_err(|e| {
+        let code = match e {
+            BatchError::CrcMismatch { .. } | BatchError::Compression(_) | BatchError::Encode(_) => {
+                ErrorCode::CorruptMessage
+            }
+            BatchError::UnsupportedMagic(m) if m > 2 => ErrorCode::CorruptMessage,
+            BatchError::UnsupportedMagic(_)
+            | BatchError::Truncated { .. }
+            | BatchError::InvalidLength(_)
+            | BatchError::CountMismatch { .. }
+            | BatchError::Empty => ErrorCode::InvalidRecord,
+        };
+        PartitionError::new(code, e.to_string())
     })
 }
 

@@ -535,3 +535,32 @@ pub fn offset_commit_simple(
         .and_then(|t| t.partitions.first())
         .map(|p| p.error_code)
 }
+
+/// One v2 batch (no producer id, current timestamps) around a ready-made
+/// records section `body` (compressed with `codec` or not) that claims
+/// `records` records, its CRC right: the framing is well formed whatever the
+/// body holds.
+pub fn batch_around(body: &[u8], codec: i16, records: i32) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut b = Vec::with_capacity(61 + body.len());
+    b.put_i64(0);
+    b.put_i32((49 + body.len()) as i32);
+    b.put_i32(-1);
+    b.put_i8(2);
+    b.put_u32(0);
+    b.put_i16(codec);
+    b.put_i32(records - 1);
+    b.put_i64(now);
+    b.put_i64(now);
+    b.put_i64(-1);
+    b.put_i16(-1);
+    b.put_i32(-1);
+    b.put_i32(records);
+    b.extend_from_slice(body);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}

@@ -159,8 +159,20 @@ async fn append_one(
         .leader_partition(topic, index)
         .map_err(|c| err(c, "partition not available on this broker"))?;
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Err(err(ErrorCode::CorruptMessage, "empty record set"));
+        return Err(err(ErrorCode::InvalidRecord, "empty record set"));
     };
+    // Kafka refuses a v3+ request holding more than one batch before it
+    // looks at any CRC (a header walk; nothing is validated yet).
+    if version >= 3
+        && strand_protocol::batch::BatchIter::new(records)
+            .nth(1)
+            .is_some()
+    {
+        return Err(err(
+            ErrorCode::InvalidRecord,
+            "Produce requests v3+ must contain exactly one record batch per partition",
+        ));
+    }
     // Validation (counting compressed records means decompressing them,
     // streamed in bounded memory) and the append hold up no other task.
     let outcome = crate::disk::run(|| {

@@ -1,0 +1,525 @@
+//! Strand held side by side with the reference Apache Kafka (issue 16).
+//!
+//! One node of each runs with the same settings; every scenario asks both
+//! the same questions over the wire and writes down what a client can
+//! observe (error codes, offsets, high watermark, records read back,
+//! configurations and their sources) as labelled facts. The test fails on
+//! any fact that differs, unless KNOWN lists it with its reason (and
+//! COMPATIBILITY.md explains it); a listed difference that no longer shows
+//! fails too, so the list stays true.
+//!
+//! Needs the reference Kafka: `compat-tests/scripts/fetch-kafka.sh`
+//! (`scripts/test.sh` runs it).
+
+mod common;
+
+use common::{
+    batch_around, creatable_topic, create_topics, fetch_values, produce_values, strand_bin, Client,
+};
+use kafka_protocol::messages::{
+    describe_configs_request::DescribeConfigsResource, list_offsets_request, ApiKey, BrokerId,
+    DescribeConfigsRequest, DescribeConfigsResponse, ListOffsetsRequest, ListOffsetsResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
+use std::collections::BTreeMap;
+use strand_compat_tests::cluster::{Cluster, ClusterSpec, KafkaDist, Server};
+use strand_protocol::testing::{encode_batch, put_varint};
+
+/// Facts that differ on purpose: (fact, why). Each one is in COMPATIBILITY.md.
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "config min.insync.replicas (value, source, read-only)",
+        "Kafka 4.4 formats with eligible.leader.replicas.version=1, which writes a \
+         cluster-wide min.insync.replicas (source DYNAMIC_DEFAULT_BROKER_CONFIG); Strand \
+         has no such record, the same value comes from its default",
+    ),
+    (
+        "produce compression codec 7: error",
+        "Kafka fails with UNKNOWN_SERVER_ERROR; Strand names it CORRUPT_MESSAGE",
+    ),
+    (
+        "produce lz4 payload that does not decompress: error",
+        "Kafka fails with UNKNOWN_SERVER_ERROR; Strand names it CORRUPT_MESSAGE",
+    ),
+];
+
+/// Both servers get these, so that what differs is the implementation.
+const SETTINGS: &[(&str, &str)] = &[
+    ("auto.create.topics.enable", "false"),
+    ("num.partitions", "1"),
+    ("default.replication.factor", "1"),
+];
+
+type Facts = BTreeMap<String, String>;
+
+fn start(server: Server) -> Cluster {
+    let name = server.name();
+    let mut spec = ClusterSpec::combined(1);
+    for (k, v) in SETTINGS {
+        spec = spec.with_override(*k, *v);
+    }
+    Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("starting {name}: {e}"))
+}
+
+fn note(facts: &mut Facts, key: impl Into<String>, value: impl std::fmt::Debug) {
+    facts.insert(key.into(), format!("{value:?}"));
+}
+
+/// (label, topic, partitions, replication factor, configs)
+type CreateCase<'a> = (&'a str, &'a str, i32, i16, &'a [(&'a str, &'a str)]);
+
+/// CreateTopics: what each malformed or refused request answers.
+fn create_topic_errors(c: &mut Client, facts: &mut Facts) {
+    let long = "x".repeat(250);
+    let cases: &[CreateCase] = &[
+        ("ok", "d-create", 3, 1, &[]),
+        ("exists", "d-create", 3, 1, &[]),
+        ("space in name", "d bad", 1, 1, &[]),
+        ("name '.'", ".", 1, 1, &[]),
+        ("name '..'", "..", 1, 1, &[]),
+        ("name of 250 chars", &long, 1, 1, &[]),
+        ("zero partitions", "d-zero", 0, 1, &[]),
+        ("negative partitions", "d-neg", -5, 1, &[]),
+        ("replication factor above brokers", "d-rf", 1, 4, &[]),
+        ("replication factor 0", "d-rf0", 1, 0, &[]),
+        ("unknown config", "d-cfg1", 1, 1, &[("no.such.config", "1")]),
+        (
+            "bad cleanup.policy",
+            "d-cfg2",
+            1,
+            1,
+            &[("cleanup.policy", "sometimes")],
+        ),
+        (
+            "bad retention.ms",
+            "d-cfg3",
+            1,
+            1,
+            &[("retention.ms", "soon")],
+        ),
+        (
+            "min.insync.replicas 0",
+            "d-cfg4",
+            1,
+            1,
+            &[("min.insync.replicas", "0")],
+        ),
+        (
+            "broker-only config",
+            "d-cfg5",
+            1,
+            1,
+            &[("log.retention.hours", "1")],
+        ),
+    ];
+    for (label, name, partitions, rf, configs) in cases {
+        let t = creatable_topic(name, *partitions, *rf, configs);
+        let r = create_topics(c, vec![t]).expect("CreateTopics");
+        let t = &r.topics[0];
+        note(facts, format!("create {label}: error"), t.error_code);
+        if t.error_code == 0 {
+            note(
+                facts,
+                format!("create {label}: partitions"),
+                t.num_partitions,
+            );
+        }
+    }
+}
+
+fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(timestamp),
+            ])]);
+    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req).expect("ListOffsets");
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+fn values(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Produce with each acks setting, to partitions and topics that do not
+/// exist, then read everything back.
+fn produce_and_fetch(c: &mut Client, facts: &mut Facts) {
+    let t = creatable_topic("d-log", 1, 1, &[]);
+    assert_eq!(
+        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
+        0
+    );
+    note(
+        facts,
+        "produce acks=1",
+        produce_values(c, "d-log", 0, 1, 5000, &values(&["a", "b"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce acks=all",
+        produce_values(c, "d-log", 0, -1, 5000, &values(&["c"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce acks=2",
+        produce_values(c, "d-log", 0, 2, 5000, &values(&["x"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce acks=-2",
+        produce_values(c, "d-log", 0, -2, 5000, &values(&["x"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce to partition 7 of 1",
+        produce_values(c, "d-log", 7, 1, 5000, &values(&["x"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce to a missing topic",
+        produce_values(c, "d-missing", 0, 1, 5000, &values(&["x"])).expect("produce"),
+    );
+    note(
+        facts,
+        "produce empty batch",
+        produce_values(c, "d-log", 0, 1, 5000, &[]).expect("produce"),
+    );
+    note(
+        facts,
+        "produce after them",
+        produce_values(c, "d-log", 0, 1, 5000, &values(&["d"])).expect("produce"),
+    );
+
+    let f = fetch_values(c, "d-log", 0, 0, 100).expect("fetch");
+    note(facts, "fetch 0: error", f.error_code);
+    note(facts, "fetch 0: high watermark", f.high_watermark);
+    note(facts, "fetch 0: next offset", f.next_offset);
+    let read: Vec<(i64, String)> = f
+        .records
+        .iter()
+        .map(|(o, v)| (*o, String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    note(facts, "fetch 0: records", read);
+    note(
+        facts,
+        "fetch 2 (mid-log): first offset",
+        fetch_values(c, "d-log", 0, 2, 100)
+            .expect("fetch")
+            .records
+            .first()
+            .map(|r| r.0),
+    );
+    note(
+        facts,
+        "fetch at the end: error",
+        fetch_values(c, "d-log", 0, 4, 100)
+            .expect("fetch")
+            .error_code,
+    );
+    note(
+        facts,
+        "fetch past the end: error",
+        fetch_values(c, "d-log", 0, 100, 100)
+            .expect("fetch")
+            .error_code,
+    );
+    note(
+        facts,
+        "fetch -1: error",
+        fetch_values(c, "d-log", 0, -1, 100)
+            .expect("fetch")
+            .error_code,
+    );
+    note(
+        facts,
+        "fetch a missing topic: error",
+        fetch_values(c, "d-missing", 0, 0, 100)
+            .expect("fetch")
+            .error_code,
+    );
+    note(
+        facts,
+        "list offsets earliest",
+        list_offset(c, "d-log", 0, -2),
+    );
+    note(facts, "list offsets latest", list_offset(c, "d-log", 0, -1));
+    note(
+        facts,
+        "list offsets of partition 7",
+        list_offset(c, "d-log", 7, -1).0,
+    );
+    note(
+        facts,
+        "list offsets of a timestamp in the future",
+        list_offset(c, "d-log", 0, i64::MAX / 2),
+    );
+}
+
+/// DescribeConfigs of a topic with one config set: value and source of the
+/// configs users read most.
+fn describe_topic_configs(c: &mut Client, facts: &mut Facts) {
+    let t = creatable_topic(
+        "d-configs",
+        1,
+        1,
+        &[("retention.ms", "123456"), ("cleanup.policy", "compact")],
+    );
+    assert_eq!(
+        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
+        0
+    );
+    let keys = [
+        "cleanup.policy",
+        "retention.ms",
+        "retention.bytes",
+        "segment.bytes",
+        "segment.ms",
+        "min.insync.replicas",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "compression.type",
+        "unclean.leader.election.enable",
+        "min.compaction.lag.ms",
+        "delete.retention.ms",
+        "local.retention.ms",
+    ];
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("d-configs"))
+            .with_configuration_keys(Some(
+                keys.iter().map(|k| StrBytes::from_static_str(k)).collect(),
+            ))]);
+    let r: DescribeConfigsResponse = c
+        .call(ApiKey::DescribeConfigs, 4, &req)
+        .expect("DescribeConfigs");
+    let res = &r.results[0];
+    note(facts, "describe topic configs: error", res.error_code);
+    let mut named: BTreeMap<String, (Option<String>, i8, bool)> = BTreeMap::new();
+    for cfg in &res.configs {
+        named.insert(
+            cfg.name.to_string(),
+            (
+                cfg.value.as_ref().map(|v| v.to_string()),
+                cfg.config_source,
+                cfg.read_only,
+            ),
+        );
+    }
+    for k in keys {
+        note(
+            facts,
+            format!("config {k} (value, source, read-only)"),
+            named.get(k),
+        );
+    }
+    let missing =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("d-missing"))
+            .with_configuration_keys(None)]);
+    let r: DescribeConfigsResponse = c
+        .call(ApiKey::DescribeConfigs, 4, &missing)
+        .expect("DescribeConfigs");
+    note(
+        facts,
+        "describe configs of a missing topic: error",
+        r.results[0].error_code,
+    );
+}
+
+/// Produce of a raw record set (None: a null one) to `topic`/0, acks=all: the error.
+fn produce_raw(c: &mut Client, topic: &str, records: Option<Vec<u8>>) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+    let req = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(records.map(bytes::Bytes::from))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req).expect("produce");
+    r.responses[0].partition_responses[0].error_code
+}
+
+/// A batch of `n` uncompressed records with its header fields changed by
+/// `edit` and its CRC made right again, so only the edit is wrong.
+fn edited_batch(n: usize, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = encode_batch(n, -1, -1, -1, Compression::None);
+    edit(&mut b);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// Malformed record sets: what each is refused with, and that none of them
+/// appended anything.
+fn malformed_batches(c: &mut Client, facts: &mut Facts) {
+    let t = creatable_topic("d-bad", 1, 1, &[]);
+    assert_eq!(
+        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
+        0
+    );
+    let mut bad_crc = encode_batch(2, -1, -1, -1, Compression::None);
+    let n = bad_crc.len();
+    bad_crc[n - 1] ^= 0xff;
+    let whole = encode_batch(2, -1, -1, -1, Compression::None);
+    let cases: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("zero bytes", Some(Vec::new())),
+        ("bad CRC", Some(bad_crc)),
+        ("truncated", Some(whole[..whole.len() - 5].to_vec())),
+        ("a partial header", Some(whole[..30].to_vec())),
+        (
+            "count 7, last offset delta 1",
+            Some(edited_batch(2, |b| {
+                b[57..61].copy_from_slice(&7i32.to_be_bytes())
+            })),
+        ),
+        (
+            "count 2, last offset delta 5",
+            Some(edited_batch(2, |b| {
+                b[23..27].copy_from_slice(&5i32.to_be_bytes())
+            })),
+        ),
+        (
+            "3 records in a batch that says 2",
+            Some(edited_batch(3, |b| {
+                b[57..61].copy_from_slice(&2i32.to_be_bytes());
+                b[23..27].copy_from_slice(&1i32.to_be_bytes());
+            })),
+        ),
+        (
+            "2 records in a batch that says 3",
+            Some(edited_batch(2, |b| {
+                b[57..61].copy_from_slice(&3i32.to_be_bytes());
+                b[23..27].copy_from_slice(&2i32.to_be_bytes());
+            })),
+        ),
+        ("magic 1", Some(edited_batch(2, |b| b[16] = 1))),
+        ("magic 3", Some(edited_batch(2, |b| b[16] = 3))),
+        (
+            "control batch from a client",
+            Some(edited_batch(1, |b| b[22] |= 0x20)),
+        ),
+        (
+            "producer id without a sequence",
+            Some(edited_batch(1, |b| {
+                b[43..51].copy_from_slice(&7i64.to_be_bytes())
+            })),
+        ),
+        (
+            "two good batches",
+            Some([whole.clone(), whole.clone()].concat()),
+        ),
+        ("compression codec 7", Some(edited_batch(2, |b| b[22] |= 7))),
+        (
+            "lz4 payload that does not decompress",
+            Some({
+                let mut b = encode_batch(20, -1, -1, -1, Compression::Lz4);
+                let n = b.len();
+                for x in &mut b[70..n - 4] {
+                    *x = 0x5a;
+                }
+                let crc = crc32c::crc32c(&b[21..]);
+                b[17..21].copy_from_slice(&crc.to_be_bytes());
+                b
+            }),
+        ),
+        (
+            "zstd: a record length past 2^31-1",
+            Some({
+                let mut body = Vec::new();
+                put_varint(4i64 << 30, &mut body);
+                body.extend([0u8; 64]);
+                batch_around(&zstd::encode_all(&body[..], 1).expect("zstd"), 4, 1)
+            }),
+        ),
+        (
+            "zstd: 3 records in a batch that says 2",
+            Some({
+                let whole = encode_batch(3, -1, -1, -1, Compression::None);
+                batch_around(&zstd::encode_all(&whole[61..], 1).expect("zstd"), 4, 2)
+            }),
+        ),
+        (
+            "over message.max.bytes",
+            Some(encode_batch(1500, -1, -1, -1, Compression::None)),
+        ),
+        (
+            "a good batch after a bad one",
+            Some({
+                let mut v = encode_batch(1, -1, -1, -1, Compression::None);
+                let mut bad = encode_batch(1, -1, -1, -1, Compression::None);
+                let n = bad.len();
+                bad[n - 1] ^= 0xff;
+                bad.extend_from_slice(&v);
+                v = bad;
+                v
+            }),
+        ),
+    ];
+    for (label, records) in cases {
+        note(
+            facts,
+            format!("produce {label}: error"),
+            produce_raw(c, "d-bad", records),
+        );
+    }
+    note(
+        facts,
+        "after the malformed batches: latest offset",
+        list_offset(c, "d-bad", 0, -1),
+    );
+}
+
+fn observe(cluster: &Cluster) -> Facts {
+    let mut facts = Facts::new();
+    let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
+    create_topic_errors(&mut c, &mut facts);
+    produce_and_fetch(&mut c, &mut facts);
+    malformed_batches(&mut c, &mut facts);
+    describe_topic_configs(&mut c, &mut facts);
+    facts
+}
+
+#[test]
+fn one_node_answers_as_kafka_does() {
+    let kafka = KafkaDist::locate().expect("the reference Kafka");
+    let strand_facts = observe(&start(Server::Strand(strand_bin())));
+    let kafka_facts = observe(&start(Server::Kafka(kafka)));
+    assert_eq!(
+        strand_facts.keys().collect::<Vec<_>>(),
+        kafka_facts.keys().collect::<Vec<_>>()
+    );
+    let mut unexpected = Vec::new();
+    let mut vanished = Vec::new();
+    println!("| fact | Kafka {} | Strand |", KafkaDist::version());
+    println!("|---|---|---|");
+    for (fact, k) in &kafka_facts {
+        let s = &strand_facts[fact];
+        let known = KNOWN.iter().find(|(f, _)| f == fact);
+        let mark = if s == k { "" } else { " (differs)" };
+        println!("| {fact} | {k} | {s}{mark} |");
+        match (s == k, known) {
+            (false, None) => unexpected.push(format!("{fact}: Kafka {k}, Strand {s}")),
+            (true, Some((f, why))) => vanished.push(format!("{f} ({why})")),
+            _ => {}
+        }
+    }
+    assert!(
+        unexpected.is_empty() && vanished.is_empty(),
+        "differences from Kafka:\n  {}\nlisted differences that no longer show:\n  {}",
+        unexpected.join("\n  "),
+        vanished.join("\n  ")
+    );
+}
