@@ -58,6 +58,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if !config.unused_keys.is_empty() {
+        // Kafka logs the same of the keys it was given and does not use.
+        tracing::warn!(keys = ?config.unused_keys, "these configurations were supplied but are not used by Strand");
+    }
     lifecycle::raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,6 +1,9 @@
 //! Broker configuration: a `server.properties`-style file with Kafka's property
-//! names, overridden by `--override key=value` arguments. Unknown keys and bad
-//! values stop start-up with a message naming the key.
+//! names, overridden by `--override key=value` arguments. Bad values stop
+//! start-up with a message naming the key. Keys Strand has no use for are
+//! kept aside and logged at start-up, as Kafka does (so Kafka's own
+//! configuration files start Strand), except unknown keys of Strand's own
+//! `strand.` namespace, which can only be typos and are refused.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -118,6 +121,8 @@ pub struct BrokerConfig {
     /// "static broker config" that DescribeConfigs reports and that topic
     /// configs inherit through their broker synonyms.
     pub static_props: BTreeMap<String, String>,
+    /// Keys given that Strand has no use for (logged at start-up).
+    pub unused_keys: Vec<String>,
 }
 
 /// Broker properties that are not topic-config synonyms, with defaults.
@@ -238,13 +243,22 @@ fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Checks one key and value; topic-config synonyms use the topic validator.
+/// Whether Strand knows `key` (a broker setting or a topic config's broker
+/// synonym); an unknown key of the `strand.` namespace is an error.
+fn is_known_key(key: &str) -> Result<bool, ConfigError> {
+    let known = BROKER_KEYS.iter().any(|(k, _)| *k == key)
+        || TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(key));
+    if !known && key.starts_with("strand.") {
+        return Err(ConfigError::UnknownKey(key.into()));
+    }
+    Ok(known)
+}
+
+/// Checks one known key and value; topic-config synonyms use the topic
+/// validator.
 fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
     if let Some(d) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
         return validate_topic_config(d.name, value).map_err(|r| invalid(key, value, r));
-    }
-    if !BROKER_KEYS.iter().any(|(k, _)| *k == key) {
-        return Err(ConfigError::UnknownKey(key.into()));
     }
     let int = |min: i64| -> Result<(), ConfigError> {
         let v: i64 = value
@@ -468,7 +482,14 @@ impl BrokerConfig {
 
     pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<BrokerConfig, ConfigError> {
         let mut props = BTreeMap::new();
+        let mut unused_keys = Vec::new();
         for (k, v) in pairs {
+            if !is_known_key(&k)? {
+                if !unused_keys.contains(&k) {
+                    unused_keys.push(k);
+                }
+                continue;
+            }
             validate_key(&k, &v)?;
             props.insert(k, v);
         }
@@ -715,6 +736,7 @@ impl BrokerConfig {
                 .unwrap_or(1800000),
             group_max_size: get("group.max.size").parse().unwrap_or(i32::MAX as usize),
             static_props,
+            unused_keys,
         })
     }
 
@@ -887,11 +909,30 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_key() {
+    fn unknown_keys_are_set_aside_but_unknown_strand_keys_refused() {
+        // Kafka's quickstart file carries settings Strand has no use for.
+        let c = cfg(&[
+            ("share.coordinator.state.topic.replication.factor", "1"),
+            ("socket.send.buffer.bytes", "102400"),
+            ("num.partitions", "3"),
+        ])
+        .unwrap();
         assert_eq!(
-            cfg(&[("no.such.key", "1")]).unwrap_err(),
-            ConfigError::UnknownKey("no.such.key".into())
+            c.unused_keys,
+            [
+                "share.coordinator.state.topic.replication.factor",
+                "socket.send.buffer.bytes"
+            ]
         );
+        assert!(!c.static_props.contains_key("socket.send.buffer.bytes"));
+        assert_eq!(
+            cfg(&[("strand.write.lease.enabel", "true")]).unwrap_err(),
+            ConfigError::UnknownKey("strand.write.lease.enabel".into())
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key() {
         let bad = [
             ("num.partitions", "0"),
             ("num.partitions", "x"),

@@ -109,20 +109,8 @@ pub fn load_or_self_format(config: &BrokerConfig) -> Result<MetaProperties, Stri
     if !(config.is_controller() && config.is_broker() && alone) {
         return Err(format!("{} is not formatted: run `strand format --cluster-id ID --node-id {} --initial-controllers ...` first", dir.display(), config.node_id));
     }
-    let addr = config
-        .controller_listener()
-        .map(|l| {
-            format!(
-                "{}:{}",
-                if l.host.is_empty() {
-                    "127.0.0.1"
-                } else {
-                    &l.host
-                },
-                l.port
-            )
-        })
-        .unwrap_or_else(|| "127.0.0.1:0".into()); // no controller listener: a lone voter needs no network
+    // No controller listener: a lone voter needs no network.
+    let addr = own_controller_addr(config).unwrap_or_else(|| "127.0.0.1:0".into());
     let meta = MetaProperties {
         cluster_id: new_cluster_id(),
         node_id: config.node_id,
@@ -137,11 +125,33 @@ pub fn load_or_self_format(config: &BrokerConfig) -> Result<MetaProperties, Stri
     Ok(meta)
 }
 
+/// Where this node's controller is reached: its advertised controller
+/// listener, else the listener itself (an empty host: 127.0.0.1).
+fn own_controller_addr(config: &BrokerConfig) -> Option<String> {
+    let l = config.controller_listener()?;
+    let advertised = config
+        .advertised_listeners
+        .iter()
+        .find(|a| a.name == l.name)
+        .unwrap_or(l);
+    let host = if advertised.host.is_empty() {
+        "127.0.0.1"
+    } else {
+        &advertised.host
+    };
+    Some(format!("{host}:{}", advertised.port))
+}
+
 /// `strand format --cluster-id ID --node-id N --initial-controllers id@host:port,...
-/// [--ignore-formatted] [server.properties] [--override k=v ...]`
+/// [--ignore-formatted] [server.properties] [--override k=v ...]`, or Kafka's
+/// `kafka-storage format` form: `-t ID -c server.properties`, with
+/// `--standalone` (this node alone is the initial controller set) or
+/// `--no-initial-controllers` (the voters of `controller.quorum.voters`, if
+/// any).
 pub fn format_command(args: &[String]) -> Result<String, String> {
     let mut rest = Vec::new();
     let (mut cluster_id, mut node_id, mut initial, mut ignore) = (None, None, None, false);
+    let mut standalone = false;
     let mut i = 0;
     while i < args.len() {
         let value = || {
@@ -159,11 +169,21 @@ pub fn format_command(args: &[String]) -> Result<String, String> {
                 )
             }
             "--initial-controllers" => initial = Some(parse_voters(&value()?)?),
-            "--ignore-formatted" => {
+            "--ignore-formatted" | "-g" => {
                 ignore = true;
                 i += 1;
                 continue;
             }
+            "--standalone" | "-s" => {
+                standalone = true;
+                i += 1;
+                continue;
+            }
+            "--no-initial-controllers" | "-N" => {
+                i += 1;
+                continue;
+            }
+            "--config" | "-c" => rest.push(value()?),
             _ => {
                 rest.push(args[i].clone());
                 i += 1;
@@ -188,7 +208,18 @@ pub fn format_command(args: &[String]) -> Result<String, String> {
             "cluster id '{cluster_id}' is not a valid id (generate one with `strand random-uuid`)"
         ));
     }
-    let initial_controllers = initial.unwrap_or_else(|| config.quorum_voters.clone());
+    let initial_controllers = match (initial, standalone) {
+        (Some(_), true) => {
+            return Err("--standalone and --initial-controllers exclude each other".into())
+        }
+        (Some(v), false) => v,
+        (None, true) => vec![Voter {
+            id: config.node_id,
+            addr: own_controller_addr(&config)
+                .ok_or("--standalone needs a controller listener (controller.listener.names)")?,
+        }],
+        (None, false) => config.quorum_voters.clone(),
+    };
     if config.is_controller() && !initial_controllers.iter().any(|v| v.id == config.node_id) {
         return Err(format!(
             "node {} is a controller but not in the initial controllers",

@@ -71,7 +71,7 @@ pub fn partition_settings(
         min_insync_replicas: long("min.insync.replicas", 1) as i32,
         compacted: policies().any(|p| p == "compact"),
         timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
-        timestamp_after_max_ms: long("message.timestamp.after.max.ms", i64::MAX),
+        timestamp_after_max_ms: long("message.timestamp.after.max.ms", 3_600_000),
         acks: AckSettings {
             policy: AckPolicy::from_config(
                 &get("strand.acks.policy"),

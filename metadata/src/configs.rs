@@ -31,6 +31,18 @@ pub struct TopicConfigDef {
     pub doc: &'static str,
 }
 
+/// Broker settings a topic config falls back to whose Kafka default is
+/// null (the value comes from another setting, or there is none): Kafka
+/// lists no DEFAULT_CONFIG synonym for them, and neither does Strand.
+pub const NULL_BROKER_DEFAULTS: &[&str] = &[
+    "log.retention.ms",
+    "log.roll.ms",
+    "log.roll.jitter.ms",
+    "log.flush.interval.ms",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+];
+
 const fn def(
     name: &'static str,
     broker_synonym: Option<&'static str>,
@@ -194,7 +206,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def(
         "message.timestamp.after.max.ms",
         Some("log.message.timestamp.after.max.ms"),
-        LMAX,
+        // Kafka 4.0 lowered it from Long.MAX to an hour (KIP-937).
+        "3600000",
         Long,
         Some(0),
         &[],

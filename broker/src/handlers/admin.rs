@@ -15,7 +15,9 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use strand_metadata::configs::{resolve_topic_config, ConfigSource, ConfigType, TOPIC_CONFIGS};
+use strand_metadata::configs::{
+    resolve_topic_config, ConfigSource, ConfigType, NULL_BROKER_DEFAULTS, TOPIC_CONFIGS,
+};
 use strand_metadata::controller_api::{ApiError, ConfigOp, NewTopic};
 use strand_protocol::ErrorCode;
 
@@ -277,8 +279,10 @@ pub fn describe_configs(
                                 if let Some(v) = broker.config.static_props.get(bs) {
                                     c.synonyms.push(synonym(bs, v, ConfigSource::StaticBroker));
                                 }
-                                c.synonyms
-                                    .push(synonym(bs, d.default, ConfigSource::Default));
+                                if !NULL_BROKER_DEFAULTS.contains(&bs) {
+                                    c.synonyms
+                                        .push(synonym(bs, d.default, ConfigSource::Default));
+                                }
                             }
                         }
                         if req.include_documentation {

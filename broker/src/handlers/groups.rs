@@ -1033,6 +1033,7 @@ pub async fn describe_groups(
                 // Unknown group: Dead before v6, GROUP_ID_NOT_FOUND from v6.
                 if version >= 6 {
                     d.error_code = ErrorCode::GroupIdNotFound.code();
+                    d.error_message = Some(s(&format!("Group {id} not found.")));
                 }
                 strand_group::GroupDescription::dead(id.clone())
             }

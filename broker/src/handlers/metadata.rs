@@ -1,5 +1,6 @@
-//! Metadata and DescribeCluster, answered from the metadata image; Metadata
-//! auto-creates missing topics when both the broker and the request allow it.
+//! Metadata, DescribeTopicPartitions and DescribeCluster, answered from the
+//! metadata image; Metadata auto-creates missing topics when both the broker
+//! and the request allow it.
 
 use crate::replica_manager::ReplicaManager;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -7,12 +8,14 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
-    DescribeQuorumResponse, MetadataRequest, MetadataResponse, TopicName,
+    describe_topic_partitions_response, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+    DescribeQuorumRequest, DescribeQuorumResponse, DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use strand_metadata::controller_api::NewTopic;
 use strand_metadata::image::MetadataImage;
+use strand_metadata::records::PartitionRecord;
 use strand_metadata::validate_topic_name;
 use strand_protocol::ErrorCode;
 
@@ -25,6 +28,44 @@ fn wire(id: strand_types::BrokerId) -> BrokerId {
     BrokerId(id.get())
 }
 
+/// One partition as Metadata and DescribeTopicPartitions describe it.
+struct PartitionView {
+    error_code: i16,
+    index: i32,
+    leader: BrokerId,
+    leader_epoch: i32,
+    replicas: Vec<BrokerId>,
+    isr: Vec<BrokerId>,
+    offline: Vec<BrokerId>,
+}
+
+fn partition_view(image: &MetadataImage, p: &PartitionRecord) -> PartitionView {
+    // No leader (every ISR member fenced): clients retry later.
+    let error_code = if p.leader.is_none() {
+        ErrorCode::LeaderNotAvailable.code()
+    } else {
+        0
+    };
+    PartitionView {
+        error_code,
+        index: p.partition,
+        leader: BrokerId(strand_types::BrokerId::to_wire(p.leader)),
+        leader_epoch: p.leader_epoch.get(),
+        replicas: p.replicas.iter().map(|&r| wire(r)).collect(),
+        isr: p.isr.iter().map(|&r| wire(r)).collect(),
+        offline: p
+            .replicas
+            .iter()
+            .filter(|r| !image.brokers.contains_key(r))
+            .map(|&r| wire(r))
+            .collect(),
+    }
+}
+
+fn is_internal(name: &str) -> bool {
+    name == "__consumer_offsets" || name == "__transaction_state"
+}
+
 fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
     let Some(t) = image.topics.get(name) else {
         return MetadataResponseTopic::default()
@@ -35,33 +76,154 @@ fn topic_entry(image: &MetadataImage, name: &str) -> MetadataResponseTopic {
         .partitions
         .iter()
         .map(|p| {
-            let offline: Vec<BrokerId> = p
-                .replicas
-                .iter()
-                .filter(|r| !image.brokers.contains_key(r))
-                .map(|&r| wire(r))
-                .collect();
-            // No leader (every ISR member fenced): clients retry later.
-            let error = if p.leader.is_none() {
-                ErrorCode::LeaderNotAvailable.code()
-            } else {
-                0
-            };
+            let v = partition_view(image, p);
             MetadataResponsePartition::default()
-                .with_error_code(error)
-                .with_partition_index(p.partition)
-                .with_leader_id(BrokerId(strand_types::BrokerId::to_wire(p.leader)))
-                .with_leader_epoch(p.leader_epoch.get())
-                .with_replica_nodes(p.replicas.iter().map(|&r| wire(r)).collect())
-                .with_isr_nodes(p.isr.iter().map(|&r| wire(r)).collect())
-                .with_offline_replicas(offline)
+                .with_error_code(v.error_code)
+                .with_partition_index(v.index)
+                .with_leader_id(v.leader)
+                .with_leader_epoch(v.leader_epoch)
+                .with_replica_nodes(v.replicas)
+                .with_isr_nodes(v.isr)
+                .with_offline_replicas(v.offline)
         })
         .collect();
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(s(name))))
         .with_topic_id(t.topic_id)
-        .with_is_internal(name == "__consumer_offsets" || name == "__transaction_state")
+        .with_is_internal(is_internal(name))
         .with_partitions(partitions)
+}
+
+/// Kafka's `max.request.partition.size.limit`: the most partitions one
+/// DescribeTopicPartitions answer carries, whatever the request asks.
+const DESCRIBE_TOPIC_PARTITIONS_LIMIT: usize = 2000;
+
+/// A page: (topic index, partition range) per topic, and where the next
+/// page starts (topic index, partition).
+type Page = (Vec<(usize, std::ops::Range<usize>)>, Option<(usize, usize)>);
+
+/// One page of DescribeTopicPartitions: `topics` are the known topics to
+/// describe, sorted by name, with their partition counts; the page starts
+/// at `cursor` (a topic of the list and a partition) and holds at most
+/// `limit` partitions. Returns, per topic of the page, the range of
+/// partitions it carries, and where the next page starts (`None` when this
+/// one ends the list). `Err` when the cursor names a topic not in the list.
+fn describe_topic_partitions_page(
+    topics: &[(&str, usize)],
+    cursor: Option<(&str, usize)>,
+    limit: usize,
+) -> Result<Page, ()> {
+    let (mut topic, mut partition) = match cursor {
+        None => (0, 0),
+        Some((name, p)) => (topics.iter().position(|(t, _)| *t == name).ok_or(())?, p),
+    };
+    let mut page = Vec::new();
+    let mut left = limit.max(1);
+    while topic < topics.len() {
+        let count = topics[topic].1;
+        let end = count.min(partition.saturating_add(left));
+        if partition < end {
+            page.push((topic, partition..end));
+            left -= end - partition;
+        }
+        if end < count {
+            return Ok((page, Some((topic, end))));
+        }
+        topic += 1;
+        partition = 0;
+        if left == 0 {
+            return Ok((page, (topic < topics.len()).then_some((topic, 0))));
+        }
+    }
+    Ok((page, None))
+}
+
+/// DescribeTopicPartitions (KIP-966's answer for the admin client's
+/// describeTopics): every partition as Metadata gives it, with the
+/// eligible-leader lists empty (Strand elects only from the ISR), sorted by
+/// topic name and paged by the partition limit and cursor.
+pub fn describe_topic_partitions(
+    broker: &ReplicaManager,
+    req: DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    use describe_topic_partitions_response::{
+        Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+    };
+    let image = broker.image();
+    let mut names: Vec<String> = if req.topics.is_empty() {
+        image.topics.keys().cloned().collect()
+    } else {
+        req.topics.iter().map(|t| t.name.0.to_string()).collect()
+    };
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    let mut known: Vec<(&str, usize)> = Vec::new();
+    for n in &names {
+        match image.topics.get(n) {
+            Some(t) => known.push((n.as_str(), t.partitions.len())),
+            None => out.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_name(Some(TopicName(s(n))))
+                    .with_error_code(ErrorCode::UnknownTopicOrPartition.code())
+                    .with_topic_authorized_operations(i32::MIN),
+            ),
+        }
+    }
+    let limit = usize::try_from(req.response_partition_limit)
+        .unwrap_or(0)
+        .min(DESCRIBE_TOPIC_PARTITIONS_LIMIT);
+    let cursor = req.cursor.as_ref().map(|c| {
+        (
+            c.topic_name.0.as_str(),
+            usize::try_from(c.partition_index).unwrap_or(0),
+        )
+    });
+    let Ok((page, next)) = describe_topic_partitions_page(&known, cursor, limit) else {
+        // Kafka refuses a cursor outside the topics asked for.
+        let mut r = DescribeTopicPartitionsResponse::default();
+        r.topics = vec![DescribeTopicPartitionsResponseTopic::default()
+            .with_error_code(ErrorCode::InvalidRequest.code())];
+        return r;
+    };
+    for (i, range) in page {
+        let name = known[i].0;
+        let Some(t) = image.topics.get(name) else {
+            continue; // `known` was built from this image
+        };
+        let partitions = t.partitions[range]
+            .iter()
+            .map(|p| {
+                let v = partition_view(&image, p);
+                DescribeTopicPartitionsResponsePartition::default()
+                    .with_error_code(v.error_code)
+                    .with_partition_index(v.index)
+                    .with_leader_id(v.leader)
+                    .with_leader_epoch(v.leader_epoch)
+                    .with_replica_nodes(v.replicas)
+                    .with_isr_nodes(v.isr)
+                    .with_eligible_leader_replicas(Some(Vec::new()))
+                    .with_last_known_elr(Some(Vec::new()))
+                    .with_offline_replicas(v.offline)
+            })
+            .collect();
+        out.push(
+            DescribeTopicPartitionsResponseTopic::default()
+                .with_name(Some(TopicName(s(name))))
+                .with_topic_id(t.topic_id)
+                .with_is_internal(is_internal(name))
+                .with_partitions(partitions)
+                .with_topic_authorized_operations(i32::MIN),
+        );
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    DescribeTopicPartitionsResponse::default()
+        .with_topics(out)
+        .with_next_cursor(next.map(|(t, p)| {
+            Cursor::default()
+                .with_topic_name(TopicName(s(known[t].0)))
+                .with_partition_index(p as i32)
+        }))
 }
 
 pub async fn handle(
@@ -221,4 +383,40 @@ pub async fn describe_quorum(
         })
         .collect();
     DescribeQuorumResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_topic_partitions_page as page;
+
+    #[test]
+    fn describe_topic_partitions_pages() {
+        let topics = [("a", 3), ("b", 0), ("c", 2)];
+        // (cursor, limit) -> (page, next)
+        assert_eq!(
+            page(&topics, None, 10),
+            Ok((vec![(0, 0..3), (2, 0..2)], None))
+        );
+        assert_eq!(page(&topics, None, 2), Ok((vec![(0, 0..2)], Some((0, 2)))));
+        assert_eq!(
+            page(&topics, Some(("a", 2)), 1),
+            Ok((vec![(0, 2..3)], Some((1, 0))))
+        );
+        assert_eq!(
+            page(&topics, Some(("b", 0)), 1),
+            Ok((vec![(2, 0..1)], Some((2, 1))))
+        );
+        assert_eq!(
+            page(&topics, None, 5),
+            Ok((vec![(0, 0..3), (2, 0..2)], None))
+        );
+        assert_eq!(page(&topics, None, 3), Ok((vec![(0, 0..3)], Some((1, 0)))));
+        assert_eq!(
+            page(&topics, Some(("c", 1)), 7),
+            Ok((vec![(2, 1..2)], None))
+        );
+        assert_eq!(page(&topics, Some(("z", 0)), 7), Err(()));
+        // A limit of 0 still moves on (one partition), so paging ends.
+        assert_eq!(page(&topics, None, 0), Ok((vec![(0, 0..1)], Some((0, 1)))));
+    }
 }

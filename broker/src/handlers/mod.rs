@@ -28,6 +28,9 @@ pub async fn dispatch(
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v).await),
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(metadata::describe_topic_partitions(broker, r))
+        }
         RequestKind::Produce(r) => {
             return Ok(produce::handle(node, r, v)
                 .await?

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Run one of the reference Kafka's command-line tools by its name, as its
+# bin/ script would (kafka-topics, kafka-console-producer, ...), from the
+# jars fetch-kafka.sh resolved:
+#   compat-tests/scripts/kafka-tool.sh kafka-topics --bootstrap-server HOST:PORT --list
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${STRAND_KAFKA_DIR:-$("$here/scripts/fetch-kafka.sh" 2>/dev/null | tail -n 1)}"
+tool="${1:?usage: kafka-tool.sh TOOL [ARGS...]}"; shift
+case "$tool" in
+    kafka-topics) main=org.apache.kafka.tools.TopicCommand ;;
+    kafka-configs) main=org.apache.kafka.tools.ConfigCommand ;;
+    kafka-console-producer) main=org.apache.kafka.tools.ConsoleProducer ;;
+    kafka-console-consumer) main=org.apache.kafka.tools.consumer.ConsoleConsumer ;;
+    kafka-consumer-groups) main=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;
+    kafka-transactions) main=org.apache.kafka.tools.TransactionsCommand ;;
+    kafka-get-offsets) main=org.apache.kafka.tools.GetOffsetShell ;;
+    kafka-delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
+    kafka-leader-election) main=org.apache.kafka.tools.LeaderElectionCommand ;;
+    kafka-log-dirs) main=org.apache.kafka.tools.LogDirsCommand ;;
+    kafka-metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
+    kafka-cluster) main=org.apache.kafka.tools.ClusterTool ;;
+    kafka-features) main=org.apache.kafka.tools.FeatureCommand ;;
+    kafka-verifiable-producer) main=org.apache.kafka.tools.VerifiableProducer ;;
+    kafka-verifiable-consumer) main=org.apache.kafka.tools.VerifiableConsumer ;;
+    kafka-producer-perf-test) main=org.apache.kafka.tools.ProducerPerformance ;;
+    kafka-consumer-perf-test) main=org.apache.kafka.tools.ConsumerPerformance ;;
+    kafka-storage) main=kafka.tools.StorageTool ;;
+    *) echo "kafka-tool.sh: unknown tool $tool" >&2; exit 2 ;;
+esac
+exec "${JAVA_HOME:+$JAVA_HOME/bin/}java" -Xmx512m -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="$here/reference-kafka/log4j2-tools.properties" \
+    -cp "$dir/libs/*" "$main" "$@"

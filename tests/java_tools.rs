@@ -1,0 +1,357 @@
+//! Kafka's own command-line tools (the Java client of the reference Kafka)
+//! against Strand and against the reference Kafka, side by side (issue 16,
+//! item 3): the same session of `kafka-topics`, the console producer and
+//! consumer, `kafka-consumer-groups`, `kafka-configs`, `kafka-get-offsets`,
+//! `kafka-delete-records` and `kafka-transactions` runs on both; each step's
+//! exit status and output (ids, addresses and timestamps masked) must be the
+//! same, except the lines KNOWN lists with their reasons (COMPATIBILITY.md).
+//! A listed difference that no longer shows fails too.
+//!
+//! Needs the reference Kafka: `compat-tests/scripts/fetch-kafka.sh`.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use strand_compat_tests::cluster::{Cluster, ClusterSpec, KafkaDist, Server};
+
+/// Which server printed a line the other did not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Kafka,
+    Strand,
+}
+
+/// (step, side, line, why): a line of a step's output that only one side
+/// prints, on purpose. Each one is in COMPATIBILITY.md.
+const ELR: &str = "Kafka 4.4 formats with eligible.leader.replicas.version=1, which writes a cluster-wide min.insync.replicas (DYNAMIC_DEFAULT_BROKER_CONFIG); Strand has no such record";
+const REMOVED_IN_KAFKA_4: &str =
+    "a topic config Kafka 4.0 removed; Strand still accepts it (clients of 3.x set it)";
+const EXTENSION: &str = "Strand's acknowledgement policies (issue 15), its own topic configs";
+
+const KNOWN: &[(&str, Side, &str, &str)] = &[
+    (
+        "describe",
+        Side::Kafka,
+        "Topic: quick\tTopicId: ID\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: min.insync.replicas=1",
+        ELR,
+    ),
+    (
+        "describe",
+        Side::Strand,
+        "Topic: quick\tTopicId: ID\tPartitionCount: 3\tReplicationFactor: 1\tConfigs:",
+        ELR,
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  compression.gzip.level=-1 sensitive=false synonyms={DEFAULT_CONFIG:compression.gzip.level=-1}",
+        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet; Strand keeps the producer's batches as they come",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  compression.lz4.level=9 sensitive=false synonyms={DEFAULT_CONFIG:compression.lz4.level=9}",
+        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  compression.zstd.level=3 sensitive=false synonyms={DEFAULT_CONFIG:compression.zstd.level=3}",
+        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  errors.deadletterqueue.group.enable=false sensitive=false synonyms={}",
+        "share groups' dead-letter queue: a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  max.decompressed.message.bytes=2147483639 sensitive=false synonyms={DEFAULT_CONFIG:max.decompressed.message.bytes=2147483639}",
+        "a Kafka 4.x topic config Strand does not have yet (Strand streams decompression in bounded memory, tests/hostile.rs)",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1, DEFAULT_CONFIG:min.insync.replicas=1}",
+        ELR,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  min.insync.replicas=1 sensitive=false synonyms={DEFAULT_CONFIG:min.insync.replicas=1}",
+        ELR,
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  remote.copy.lag.bytes=-1 sensitive=false synonyms={DEFAULT_CONFIG:log.remote.copy.lag.bytes=-1}",
+        "tiered storage: a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  remote.copy.lag.ms=0 sensitive=false synonyms={DEFAULT_CONFIG:log.remote.copy.lag.ms=0}",
+        "tiered storage: a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  remote.log.copy.disable=false sensitive=false synonyms={}",
+        "tiered storage: a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Kafka,
+        "  remote.log.delete.on.disable=false sensitive=false synonyms={}",
+        "tiered storage: a Kafka 4.x topic config Strand does not have yet",
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  message.downconversion.enable=true sensitive=false synonyms={DEFAULT_CONFIG:log.message.downconversion.enable=true}",
+        REMOVED_IN_KAFKA_4,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  message.format.version=3.0-IV1 sensitive=false synonyms={DEFAULT_CONFIG:log.message.format.version=3.0-IV1}",
+        REMOVED_IN_KAFKA_4,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  message.timestamp.difference.max.ms=9223372036854775807 sensitive=false synonyms={DEFAULT_CONFIG:log.message.timestamp.difference.max.ms=9223372036854775807}",
+        REMOVED_IN_KAFKA_4,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  strand.acks.downgrade.enable=false sensitive=false synonyms={DEFAULT_CONFIG:strand.acks.downgrade.enable=false}",
+        EXTENSION,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  strand.acks.durable=false sensitive=false synonyms={DEFAULT_CONFIG:strand.acks.durable=false}",
+        EXTENSION,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  strand.acks.eviction.ms=200 sensitive=false synonyms={DEFAULT_CONFIG:strand.acks.eviction.ms=200}",
+        EXTENSION,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  strand.acks.policy=all-in-sync sensitive=false synonyms={DEFAULT_CONFIG:strand.acks.policy=all-in-sync}",
+        EXTENSION,
+    ),
+    (
+        "describe every topic config",
+        Side::Strand,
+        "  strand.acks.replicas=2 sensitive=false synonyms={DEFAULT_CONFIG:strand.acks.replicas=2}",
+        EXTENSION,
+    ),
+];
+
+/// One step: a tool, its arguments (`{B}` is the bootstrap address, `{DIR}` a
+/// scratch directory), its standard input, and whether its output lines are
+/// compared as a set (a consumer reads partitions in no fixed order).
+struct Step {
+    name: &'static str,
+    tool: &'static str,
+    args: &'static str,
+    stdin: &'static str,
+    unordered: bool,
+}
+
+const fn step(name: &'static str, tool: &'static str, args: &'static str) -> Step {
+    Step {
+        name,
+        tool,
+        args,
+        stdin: "",
+        unordered: false,
+    }
+}
+
+const SESSION: &[Step] = &[
+    step("create", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 3 --replication-factor 1"),
+    step("create again", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 3 --replication-factor 1"),
+    step("create with a bad config", "kafka-topics", "--bootstrap-server {B} --create --topic bad --config retention.ms=soon"),
+    step("list", "kafka-topics", "--bootstrap-server {B} --list"),
+    step("describe", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
+    step("add partitions", "kafka-topics", "--bootstrap-server {B} --alter --topic quick --partitions 4"),
+    step("fewer partitions", "kafka-topics", "--bootstrap-server {B} --alter --topic quick --partitions 2"),
+    Step {
+        name: "produce",
+        tool: "kafka-console-producer",
+        args: "--bootstrap-server {B} --topic quick --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\n",
+        unordered: false,
+    },
+    Step {
+        name: "consume",
+        tool: "kafka-console-consumer",
+        args: "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g1",
+        stdin: "",
+        unordered: true,
+    },
+    step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1"),
+    step("group list", "kafka-consumer-groups", "--bootstrap-server {B} --list"),
+    step("group reset dry run", "kafka-consumer-groups", "--bootstrap-server {B} --reset-offsets --group g1 --topic quick --to-earliest --dry-run"),
+    step("group reset", "kafka-consumer-groups", "--bootstrap-server {B} --reset-offsets --group g1 --topic quick:0,1 --to-offset 1 --execute"),
+    step("group describe after reset", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1 --offsets"),
+    step("describe a missing group", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group nobody"),
+    step("alter topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --alter --add-config retention.ms=1000000,cleanup.policy=compact"),
+    step("describe every topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --describe --all"),
+    step("describe topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --describe"),
+    step("delete topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --alter --delete-config cleanup.policy"),
+    step("describe topic config after delete", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --describe"),
+    step("bad topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --alter --add-config no.such.config=1"),
+    step("get offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick"),
+    step("get earliest offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick --time earliest"),
+    step("delete records", "kafka-delete-records", "--bootstrap-server {B} --offset-json-file {DIR}/delete.json"),
+    step("get offsets after delete", "kafka-get-offsets", "--bootstrap-server {B} --topic quick --time earliest"),
+    step("group delete", "kafka-consumer-groups", "--bootstrap-server {B} --delete --group g1"),
+    step("transactions", "kafka-transactions", "--bootstrap-server {B} list"),
+    step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
+    step("describe a missing topic", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
+];
+
+const DELETE_JSON: &str =
+    r#"{"partitions": [{"topic": "quick", "partition": 0, "offset": 1}], "version": 1}"#;
+
+/// A step's exit status and output lines, masked.
+fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<String> {
+    let bootstrap = cluster.bootstrap();
+    let args = s
+        .args
+        .replace("{B}", &bootstrap)
+        .replace("{DIR}", &dir.display().to_string());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("compat-tests/scripts/kafka-tool.sh");
+    let mut child = Command::new(script)
+        .arg(s.tool)
+        .args(args.split(' '))
+        .env("STRAND_KAFKA_DIR", &dist.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("a Kafka tool");
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(s.stdin.as_bytes())
+        .expect("the tool's input");
+    let out = child.wait_with_output().expect("the tool's output");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = vec![format!("exit {}", out.status.code().unwrap_or(-1))];
+    lines.extend(text.lines().filter_map(|l| mask(l, &bootstrap)));
+    if s.unordered {
+        lines.sort();
+    }
+    lines
+}
+
+/// Masks what differs between any two runs (addresses, ids, times); drops
+/// log lines and blank ones.
+fn mask(line: &str, bootstrap: &str) -> Option<String> {
+    let line = line.trim_end();
+    // Log lines (`[2026-...] WARN ...`) and the tools' advertisements.
+    if line.is_empty() || line.starts_with("[20") || line.contains("KIP-848") {
+        return None;
+    }
+    let mut out = line.replace(bootstrap, "BOOTSTRAP");
+    for key in ["TopicId: ", "ClusterId: "] {
+        if let Some(at) = out.find(key) {
+            let start = at + key.len();
+            let end = out[start..]
+                .find(|c: char| c.is_whitespace())
+                .map_or(out.len(), |e| start + e);
+            out.replace_range(start..end, "ID");
+        }
+    }
+    Some(out)
+}
+
+fn session(server: Server, dist: &KafkaDist) -> Vec<(&'static str, Vec<String>)> {
+    let name = server.name();
+    let spec = ClusterSpec::combined(1)
+        .with_override("num.partitions", "1")
+        .with_override("default.replication.factor", "1")
+        .with_override("group.initial.rebalance.delay.ms", "0");
+    let cluster = Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    std::fs::write(dir.path().join("delete.json"), DELETE_JSON).expect("delete.json");
+    SESSION
+        .iter()
+        .map(|s| (s.name, run_step(dist, &cluster, dir.path(), s)))
+        .collect()
+}
+
+#[test]
+fn kafkas_tools_see_what_they_see_on_kafka() {
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    let strand = session(Server::Strand(common::strand_bin()), &dist);
+    let kafka = session(Server::Kafka(dist.clone()), &dist);
+    let mut unexpected = Vec::new();
+    let mut seen_known = vec![false; KNOWN.len()];
+    for ((name, k), (_, s)) in kafka.iter().zip(&strand) {
+        println!("### {name}");
+        // A line is a difference when only one side printed it (as many
+        // times); steps print sorted or keyed lines, so order adds nothing.
+        let only = |a: &[String], b: &[String]| -> Vec<String> {
+            let mut rest = b.to_vec();
+            a.iter()
+                .filter(|l| match rest.iter().position(|r| r == *l) {
+                    Some(i) => {
+                        rest.swap_remove(i);
+                        false
+                    }
+                    None => true,
+                })
+                .cloned()
+                .collect()
+        };
+        let diffs = only(k, s)
+            .into_iter()
+            .map(|l| (Side::Kafka, l))
+            .chain(only(s, k).into_iter().map(|l| (Side::Strand, l)));
+        for l in k {
+            println!("    {l}");
+        }
+        for (side, line) in diffs {
+            println!("  {side:?} only: {line}");
+            match KNOWN
+                .iter()
+                .position(|(st, sd, l, _)| st == name && *sd == side && *l == line)
+            {
+                Some(j) => seen_known[j] = true,
+                None => unexpected.push(format!("{name}: {side:?} only: {line}")),
+            }
+        }
+    }
+    let vanished: Vec<String> = KNOWN
+        .iter()
+        .zip(&seen_known)
+        .filter(|(_, seen)| !**seen)
+        .map(|((st, side, l, why), _)| format!("{st}: {side:?} only: {l} ({why})"))
+        .collect();
+    assert!(
+        unexpected.is_empty() && vanished.is_empty(),
+        "differences from Kafka:\n  {}\nlisted differences that no longer show:\n  {}",
+        unexpected.join("\n  "),
+        vanished.join("\n  ")
+    );
+}

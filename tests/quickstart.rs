@@ -1,0 +1,135 @@
+//! Kafka's quickstart, unchanged, starts Strand (issue 16, item 6): the
+//! `config/server.properties` Kafka 4.x ships for a combined KRaft node
+//! (a dynamic quorum through `controller.quorum.bootstrap.servers`,
+//! listeners on every interface, settings Strand has no use for), formatted
+//! with `kafka-storage format`'s own arguments (`--standalone -t ID -c
+//! FILE`), then started with the file alone: it serves produce and fetch on
+//! the advertised address, and logs the keys it does not use.
+
+mod common;
+
+use common::{create_topic_with, eventually, fetch_values, produce_values, strand_bin, Client};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Kafka 4.x's `config/server.properties`, its settings as shipped (the
+/// ports are the test's: PLAINTEXT and CONTROLLER).
+fn quickstart_properties(broker: u16, controller: u16, log_dirs: &str) -> String {
+    format!(
+        "process.roles=broker,controller\n\
+         node.id=1\n\
+         controller.quorum.bootstrap.servers=localhost:{controller}\n\
+         listeners=PLAINTEXT://:{broker},CONTROLLER://:{controller}\n\
+         inter.broker.listener.name=PLAINTEXT\n\
+         advertised.listeners=PLAINTEXT://localhost:{broker},CONTROLLER://localhost:{controller}\n\
+         controller.listener.names=CONTROLLER\n\
+         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL\n\
+         num.network.threads=3\n\
+         num.io.threads=8\n\
+         socket.send.buffer.bytes=102400\n\
+         socket.receive.buffer.bytes=102400\n\
+         socket.request.max.bytes=104857600\n\
+         log.dirs={log_dirs}\n\
+         num.partitions=1\n\
+         num.recovery.threads.per.data.dir=1\n\
+         offsets.topic.replication.factor=1\n\
+         share.coordinator.state.topic.replication.factor=1\n\
+         share.coordinator.state.topic.min.isr=1\n\
+         transaction.state.log.replication.factor=1\n\
+         transaction.state.log.min.isr=1\n\
+         log.retention.hours=168\n\
+         log.segment.bytes=1073741824\n\
+         log.retention.check.interval.ms=300000\n"
+    )
+}
+
+#[test]
+fn kafkas_quickstart_configuration_starts_strand_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker_port = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let controller_port = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let logs = dir.path().join("kraft-combined-logs");
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        quickstart_properties(broker_port, controller_port, &logs.display().to_string()),
+    )
+    .unwrap();
+
+    // KAFKA_CLUSTER_ID="$(bin/kafka-storage.sh random-uuid)"
+    let id = Command::new(strand_bin())
+        .arg("random-uuid")
+        .output()
+        .unwrap();
+    let id = String::from_utf8(id.stdout).unwrap().trim().to_string();
+    // bin/kafka-storage.sh format --standalone -t $KAFKA_CLUSTER_ID -c config/server.properties
+    let format = |extra: &[&str]| {
+        Command::new(strand_bin())
+            .args(["format", "--standalone", "-t", &id, "-c"])
+            .arg(&props)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = format(&[]);
+    assert!(
+        out.status.success(),
+        "format: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A second format refuses, unless told to ignore a matching one.
+    assert!(!format(&[]).status.success());
+    assert!(format(&["--ignore-formatted"]).status.success());
+
+    // bin/kafka-server-start.sh config/server.properties
+    let log = dir.path().join("strand.log");
+    let mut child = Command::new(strand_bin())
+        .arg(&props)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let addr = format!("localhost:{broker_port}");
+    let served = std::panic::catch_unwind(|| {
+        let mut c = eventually(
+            "the quickstart node answers",
+            Duration::from_secs(30),
+            || {
+                let mut c = Client::connect(&addr).ok()?;
+                (create_topic_with(&mut c, "quickstart-events", 1, 1, &[]).ok()? == 0).then_some(c)
+            },
+        );
+        let values: Vec<String> = (0..3).map(|i| format!("event-{i}")).collect();
+        assert_eq!(
+            produce_values(&mut c, "quickstart-events", 0, -1, 5000, &values).unwrap(),
+            (0, 0)
+        );
+        let read = fetch_values(&mut c, "quickstart-events", 0, 0, 100).unwrap();
+        let read: Vec<String> = read
+            .records
+            .iter()
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .collect();
+        assert_eq!(read, values);
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    if let Err(e) = served {
+        panic!("{e:?}\nnode log:\n{text}");
+    }
+    let unused = text
+        .lines()
+        .find(|l| l.contains("not used by Strand"))
+        .unwrap_or_else(|| panic!("no line naming the unused keys:\n{text}"));
+    for key in [
+        "socket.send.buffer.bytes",
+        "num.recovery.threads.per.data.dir",
+        "share.coordinator.state.topic.replication.factor",
+    ] {
+        assert!(unused.contains(key), "{key} not named in: {unused}");
+    }
+}
