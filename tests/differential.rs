@@ -14,7 +14,8 @@
 mod common;
 
 use common::{
-    batch_around, creatable_topic, create_topics, fetch_values, produce_values, strand_bin, Client,
+    batch_around, creatable_topic, create_topics, eventually, fetch_values, produce_values,
+    strand_bin, Client,
 };
 use kafka_protocol::messages::{
     describe_configs_request::DescribeConfigsResource, list_offsets_request, ApiKey, BrokerId,
@@ -50,6 +51,10 @@ const SETTINGS: &[(&str, &str)] = &[
     ("auto.create.topics.enable", "false"),
     ("num.partitions", "1"),
     ("default.replication.factor", "1"),
+    // One node: the internal topics as Kafka's quickstart sets them.
+    ("offsets.topic.replication.factor", "1"),
+    ("transaction.state.log.replication.factor", "1"),
+    ("transaction.state.log.min.isr", "1"),
 ];
 
 type Facts = BTreeMap<String, String>;
@@ -482,12 +487,408 @@ fn malformed_batches(c: &mut Client, facts: &mut Facts) {
     );
 }
 
+/// Produce of `values` as one batch of producer `pid` at `epoch` and
+/// sequence `seq` (transactional when `txn` names the transaction), acks=all,
+/// to `topic`/0: (error, base offset).
+fn produce_as(
+    c: &mut Client,
+    topic: &str,
+    (pid, epoch, seq): (i64, i16, i32),
+    txn: Option<&str>,
+    values: &[&str],
+) -> (i16, i64) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TransactionalId};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let recs: Vec<strand_protocol::testing::TestRecord> = values
+        .iter()
+        .map(|v| (None, Some(bytes::Bytes::from(v.to_string())), now))
+        .collect();
+    let records = strand_protocol::testing::encode_records_txn(
+        &recs,
+        pid,
+        epoch,
+        seq,
+        Compression::None,
+        txn.is_some(),
+    );
+    let req = ProduceRequest::default()
+        .with_transactional_id(txn.map(|t| TransactionalId(StrBytes::from_string(t.into()))))
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(bytes::Bytes::from(records)))])]);
+    let r: ProduceResponse = c.call(ApiKey::Produce, 9, &req).expect("produce");
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// InitProducerId (v4): (error, producer id, epoch).
+fn init_producer_id(
+    c: &mut Client,
+    txn: Option<&str>,
+    current: Option<(i64, i16)>,
+) -> (i16, i64, i16) {
+    use kafka_protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+    };
+    let (pid, epoch) = current.unwrap_or((-1, -1));
+    let r: InitProducerIdResponse = c
+        .call(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(
+                    txn.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
+                )
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch),
+        )
+        .expect("InitProducerId");
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+/// The idempotent producer's sequence rules.
+fn idempotence(c: &mut Client, facts: &mut Facts) {
+    let t = creatable_topic("d-idem", 1, 1, &[]);
+    assert_eq!(
+        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
+        0
+    );
+    // Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its first block of
+    // producer ids arrives from the controller.
+    let wait = std::time::Duration::from_secs(30);
+    let (err, pid, epoch) = eventually("InitProducerId", wait, || {
+        let r = init_producer_id(c, None, None);
+        (r.0 != 14).then_some(r)
+    });
+    note(
+        facts,
+        "idempotent: InitProducerId (error, epoch)",
+        (err, epoch),
+    );
+    let at = |seq| (pid, epoch, seq);
+    let topic = "d-idem";
+    note(
+        facts,
+        "idempotent: seq 0, 3 records",
+        produce_as(c, topic, at(0), None, &["a", "b", "c"]),
+    );
+    note(
+        facts,
+        "idempotent: seq 0 again (a retry)",
+        produce_as(c, topic, at(0), None, &["a", "b", "c"]),
+    );
+    note(
+        facts,
+        "idempotent: seq 5 (a gap)",
+        produce_as(c, topic, at(5), None, &["x"]),
+    );
+    note(
+        facts,
+        "idempotent: seq 1 (inside the last batch)",
+        produce_as(c, topic, at(1), None, &["x"]),
+    );
+    note(
+        facts,
+        "idempotent: seq 3, 2 records",
+        produce_as(c, topic, at(3), None, &["d", "e"]),
+    );
+    note(
+        facts,
+        "idempotent: next epoch at seq 0",
+        produce_as(c, topic, (pid, epoch + 1, 0), None, &["f"]),
+    );
+    note(
+        facts,
+        "idempotent: the old epoch again",
+        produce_as(c, topic, (pid, epoch, 5), None, &["x"]),
+    );
+    note(
+        facts,
+        "idempotent: the new epoch at seq 2 (a gap)",
+        produce_as(c, topic, (pid, epoch + 1, 2), None, &["x"]),
+    );
+    note(
+        facts,
+        "idempotent: an unknown producer at seq 0",
+        produce_as(c, topic, (pid + 1000, 0, 0), None, &["g"]),
+    );
+    note(
+        facts,
+        "idempotent: an unknown producer at seq 7",
+        produce_as(c, topic, (pid + 2000, 0, 7), None, &["x"]),
+    );
+    note(
+        facts,
+        "idempotent: latest offset",
+        list_offset(c, topic, 0, -1),
+    );
+    let values: Vec<String> = fetch_values(c, topic, 0, 0, 100)
+        .expect("fetch")
+        .records
+        .iter()
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    note(facts, "idempotent: the log", values);
+}
+
+fn list_offset_isolated(c: &mut Client, topic: &str, isolation: i8) -> (i16, i64) {
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![
+                list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(-1),
+            ])]);
+    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req).expect("ListOffsets");
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+/// AddPartitionsToTxn (v3, a client's) of `topic`/0: the partition's error.
+fn add_partition(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), topic: &str) -> i16 {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ProducerId, TransactionalId,
+    };
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![0])]);
+    let r: AddPartitionsToTxnResponse = c
+        .call(ApiKey::AddPartitionsToTxn, 3, &req)
+        .expect("AddPartitionsToTxn");
+    r.results_by_topic_v3_and_below
+        .first()
+        .and_then(|t| t.results_by_partition.first())
+        .map_or(-100, |p| p.partition_error_code)
+}
+
+/// EndTxn (v3): the error.
+fn end_txn(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), commit: bool) -> i16 {
+    use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, TransactionalId};
+    let req = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req).expect("EndTxn");
+    r.error_code
+}
+
+/// A transaction's life as a client drives it by hand: what each step
+/// answers, the LSO and what read_committed sees, and the fencing of the
+/// old epoch.
+fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
+    let topic = "d-txn";
+    let t = creatable_topic(topic, 1, 1, &[]);
+    assert_eq!(
+        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
+        0
+    );
+    let txn = "d-txn-id";
+    let (err, pid, epoch) = eventually_init(c, addr, txn);
+    note(facts, "txn: InitProducerId (error, epoch)", (err, epoch));
+    let me = (pid, epoch);
+    note(
+        facts,
+        "txn: produce before AddPartitionsToTxn",
+        produce_as(c, topic, (pid, epoch, 0), Some(txn), &["early"]),
+    );
+    note(
+        facts,
+        "txn: EndTxn with nothing added",
+        end_txn(c, txn, me, true),
+    );
+    note(
+        facts,
+        "txn: AddPartitionsToTxn",
+        add_partition(c, txn, me, topic),
+    );
+    note(
+        facts,
+        "txn: produce",
+        produce_as(c, topic, (pid, epoch, 0), Some(txn), &["t1", "t2"]),
+    );
+    note(
+        facts,
+        "txn: non-transactional produce after it",
+        produce_values(c, topic, 0, -1, 5000, &values(&["plain"])).expect("produce"),
+    );
+    note(
+        facts,
+        "txn: latest, read_uncommitted",
+        list_offset_isolated(c, topic, 0),
+    );
+    note(
+        facts,
+        "txn: latest, read_committed (the LSO)",
+        list_offset_isolated(c, topic, 1),
+    );
+    note(
+        facts,
+        "txn: EndTxn at a wrong epoch",
+        end_txn(c, txn, (pid, epoch + 5), true),
+    );
+    note(facts, "txn: EndTxn commit", end_txn(c, txn, me, true));
+    let lso = eventually(
+        "the LSO passes the commit",
+        std::time::Duration::from_secs(10),
+        || {
+            let (e, o) = list_offset_isolated(c, topic, 1);
+            (e == 0 && o >= 4).then_some((e, o))
+        },
+    );
+    note(facts, "txn: after the commit, read_committed latest", lso);
+    // Once the markers are written: a retry while they are pending is
+    // CONCURRENT_TRANSACTIONS, but when it lands is a race.
+    let again = end_txn(c, txn, me, true);
+    note(facts, "txn: EndTxn commit again, once complete", again);
+    let abort = end_txn(c, txn, me, false);
+    note(
+        facts,
+        "txn: EndTxn abort after the commit, once complete",
+        abort,
+    );
+    note(
+        facts,
+        "txn: after the commit, read_uncommitted latest",
+        list_offset_isolated(c, topic, 0),
+    );
+    // A second transaction, aborted.
+    let (_, _, epoch2) = init_producer_id(c, Some(txn), Some(me));
+    note(
+        facts,
+        "txn: InitProducerId again: epoch step",
+        epoch2 - epoch,
+    );
+    let me2 = (pid, epoch2);
+    note(
+        facts,
+        "txn: the old epoch adds a partition",
+        add_partition(c, txn, me, topic),
+    );
+    note(
+        facts,
+        "txn: AddPartitionsToTxn at the new epoch",
+        add_partition(c, txn, me2, topic),
+    );
+    note(
+        facts,
+        "txn: produce at the new epoch",
+        produce_as(c, topic, (pid, epoch2, 0), Some(txn), &["t3"]),
+    );
+    note(
+        facts,
+        "txn: produce at the old epoch",
+        produce_as(c, topic, (pid, epoch, 2), Some(txn), &["zombie"]),
+    );
+    note(facts, "txn: EndTxn abort", end_txn(c, txn, me2, false));
+    let end = eventually(
+        "the LSO passes the abort",
+        std::time::Duration::from_secs(10),
+        || {
+            let (e, o) = list_offset_isolated(c, topic, 1);
+            let (_, hw) = list_offset_isolated(c, topic, 0);
+            (e == 0 && o == hw).then_some(o)
+        },
+    );
+    note(facts, "txn: after the abort, read_committed latest", end);
+    let committed = fetch_committed(c, topic);
+    note(facts, "txn: read_committed reads", committed);
+}
+
+/// FindCoordinator of a transactional id (which creates the transaction
+/// state topic on first use, as a client's first call does), then
+/// InitProducerId, each retried while the coordinator loads
+/// (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR:
+/// both servers are allowed a moment after start).
+fn eventually_init(c: &mut Client, addr: &str, txn: &str) -> (i16, i64, i16) {
+    let loading = |e: i16| e == 14 || e == 15 || e == 16;
+    let wait = std::time::Duration::from_secs(30);
+    eventually("the transaction coordinator", wait, || {
+        let (e, _) = common::find_coordinator(addr, txn, 1, wait)?;
+        (e == 0).then_some(())
+    });
+    eventually("InitProducerId", wait, || {
+        let r = init_producer_id(c, Some(txn), None);
+        (!loading(r.0)).then_some(r)
+    })
+}
+
+/// Every value read_committed reads from the start, and the aborted
+/// transactions the fetch names.
+fn fetch_committed(c: &mut Client, topic: &str) -> (Vec<String>, Vec<(i64, i64)>) {
+    use kafka_protocol::messages::{fetch_request, FetchRequest, FetchResponse};
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(100)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
+    let p = &r.responses[0].partitions[0];
+    let aborted: Vec<(i64, i64)> = p
+        .aborted_transactions
+        .as_ref()
+        .map(|a| {
+            a.iter()
+                .map(|t| (t.producer_id.0, t.first_offset))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut values = Vec::new();
+    let mut data = p.records.clone().unwrap_or_default();
+    while !data.is_empty() {
+        let Ok(set) = kafka_protocol::records::RecordBatchDecoder::decode(&mut data) else {
+            break;
+        };
+        for r in set.records {
+            let aborted_here = aborted
+                .iter()
+                .any(|(pid, first)| r.producer_id == *pid && r.offset >= *first);
+            if !r.control && !aborted_here {
+                values.push(String::from_utf8_lossy(&r.value.unwrap_or_default()).into_owned());
+            }
+        }
+    }
+    // Producer ids differ between the servers: name the aborted ones by offset.
+    (
+        values,
+        aborted.iter().map(|(_, first)| (0, *first)).collect(),
+    )
+}
+
 fn observe(cluster: &Cluster) -> Facts {
     let mut facts = Facts::new();
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);
+    idempotence(&mut c, &mut facts);
+    transactions(&mut c, &cluster.bootstrap(), &mut facts);
     describe_topic_configs(&mut c, &mut facts);
     facts
 }

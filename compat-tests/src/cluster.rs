@@ -290,7 +290,9 @@ impl KafkaDist {
     pub fn locate() -> io::Result<KafkaDist> {
         let dir = std::env::var_os("STRAND_KAFKA_DIR")
             .map(PathBuf::from)
-            .unwrap_or_else(|| crate::strand_cache().join(format!("kafka-{}", Self::version())));
+            .unwrap_or_else(|| {
+                crate::harness::strand_cache().join(format!("kafka-{}", Self::version()))
+            });
         let broker_jar = dir
             .join("libs")
             .join(format!("kafka_2.13-{}.jar", Self::version()));

@@ -420,6 +420,17 @@ pub fn tail_file(path: &Path, lines: usize) -> String {
     all[from..].join("\n")
 }
 
+/// `$STRAND_CACHE`, defaulting to `$HOME/.cache/strand`: where the scripts build and
+/// fetch what the tests need.
+pub fn strand_cache() -> std::path::PathBuf {
+    std::env::var_os("STRAND_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/strand")
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,19 +20,8 @@ pub mod rdkafka_suite;
 pub use cluster::{Cluster, ClusterSpec, KafkaDist, Server};
 pub use harness::Broker;
 
-/// `$STRAND_CACHE`, defaulting to `$HOME/.cache/strand`: where the scripts build and
-/// fetch what the tests need.
-pub fn strand_cache() -> std::path::PathBuf {
-    std::env::var_os("STRAND_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
-                .join(".cache/strand")
-        })
-}
-
 /// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:
 /// `$STRAND_CACHE/librdkafka-2.12.1`.
 pub fn default_suite_dir() -> std::path::PathBuf {
-    strand_cache().join("librdkafka-2.12.1")
+    harness::strand_cache().join("librdkafka-2.12.1")
 }
