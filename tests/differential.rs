@@ -135,8 +135,20 @@ fn create_topic_errors(c: &mut Client, facts: &mut Facts) {
 }
 
 fn list_offset(c: &mut Client, topic: &str, partition: i32, timestamp: i64) -> (i16, i64) {
+    list_offset_with(c, topic, partition, timestamp, 0)
+}
+
+/// ListOffsets (v7) of `topic`/`partition` at `timestamp` under `isolation`.
+fn list_offset_with(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    isolation: i8,
+) -> (i16, i64) {
     let req = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
         .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(vec![
@@ -641,20 +653,7 @@ fn idempotence(c: &mut Client, facts: &mut Facts) {
 }
 
 fn list_offset_isolated(c: &mut Client, topic: &str, isolation: i8) -> (i16, i64) {
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_isolation_level(isolation)
-        .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![
-                list_offsets_request::ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_current_leader_epoch(-1)
-                    .with_timestamp(-1),
-            ])]);
-    let r: ListOffsetsResponse = c.call(ApiKey::ListOffsets, 7, &req).expect("ListOffsets");
-    let p = &r.topics[0].partitions[0];
-    (p.error_code, p.offset)
+    list_offset_with(c, topic, 0, -1, isolation)
 }
 
 /// AddPartitionsToTxn (v3, a client's) of `topic`/0: the partition's error.
