@@ -803,10 +803,24 @@ pub fn pipeline(
 /// After a batch that was not committed: back to the group's committed
 /// offsets, so its records are processed again (that is what exactly-once
 /// asks of an application). Each seek is recorded: the session's reading of
-/// that partition starts anew.
+/// that partition starts anew. Until the group's offsets are read and every
+/// seek is done, nothing is processed: a rewind that gave up (the
+/// coordinator away during a kill) let the next batch start past the
+/// aborted one's records, and the long run's seed 316 caught them missing.
 fn rewind(shared: &Shared, c: &BaseConsumer<Rebalances>, control: u64, session: u64) {
-    let Ok(assigned) = c.assignment() else { return };
-    if let Ok(committed) = c.committed_offsets(assigned, Duration::from_secs(10)) {
+    while !shared.stopped() {
+        let Ok(assigned) = c.assignment() else { return };
+        let committed = match c.committed_offsets(assigned, Duration::from_secs(10)) {
+            Ok(committed) => committed,
+            Err(e) => {
+                eprintln!("strand-chaos: rewind: the group's offsets: {e}; again");
+                // A retry, not a wait for a condition: the coordinator
+                // answers again once the fault heals or a new one is elected.
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        };
+        let mut all = true;
         for e in committed.elements() {
             let (to, at) = match e.offset() {
                 Offset::Offset(o) => (Offset::Offset(o), o),
@@ -819,9 +833,17 @@ fn rewind(shared: &Shared, c: &BaseConsumer<Rebalances>, control: u64, session: 
             };
             shared.history.invoke(control, op.clone());
             match c.seek(e.topic(), e.partition(), to, Duration::from_secs(5)) {
-                Ok(()) => shared.history.ok(control, op),
-                Err(err) => shared.history.fail(control, op, err.to_string()),
-            };
+                Ok(()) => {
+                    shared.history.ok(control, op);
+                }
+                Err(err) => {
+                    shared.history.fail(control, op, err.to_string());
+                    all = false;
+                }
+            }
+        }
+        if all {
+            return;
         }
     }
 }
