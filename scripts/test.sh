@@ -14,6 +14,10 @@ strand_python_env
 # (Java 17 and Maven from Debian if missing, jars from Maven Central).
 STRAND_KAFKA_DIR="$(compat-tests/scripts/fetch-kafka.sh | tail -n 1)"
 export STRAND_KAFKA_DIR
+# franz-go's kgo tests, which tests/franz_go.rs runs against Strand (Go from
+# Debian if missing, the module through the Go module proxy).
+STRAND_FRANZ_GO_TEST="$(compat-tests/scripts/build-franz-go.sh | tail -n 1)"
+export STRAND_FRANZ_GO_TEST
 
 start=$SECONDS
 echo "== cargo build (tests and tools)"
