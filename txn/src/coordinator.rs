@@ -607,7 +607,12 @@ pub fn end_txn(
         (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
             Ok(EndOutcome::AlreadyDone)
         }
-        (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+        // While the markers of the ending transaction are written, Kafka
+        // 4.4 answers either end with CONCURRENT_TRANSACTIONS (seen side by
+        // side: an abort right after a commit); the client retries and, once
+        // complete, gets AlreadyDone or INVALID_TXN_STATE. An INVALID_TXN_STATE
+        // here failed franz-go's transactional sessions on a rebalance.
+        (TxnState::PrepareCommit | TxnState::PrepareAbort, _) => {
             Err(ErrorCode::ConcurrentTransactions)
         }
         (TxnState::PrepareEpochFence, _) => Err(ErrorCode::ConcurrentTransactions),

@@ -400,7 +400,7 @@ fn end_txn_by_state() {
         (
             PrepareCommit,
             false,
-            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+            Box::new(|o| *o == Err(ErrorCode::ConcurrentTransactions)),
         ),
         (
             PrepareAbort,
@@ -410,7 +410,7 @@ fn end_txn_by_state() {
         (
             PrepareAbort,
             true,
-            Box::new(|o| *o == Err(ErrorCode::InvalidTxnState)),
+            Box::new(|o| *o == Err(ErrorCode::ConcurrentTransactions)),
         ),
         (
             Empty,

@@ -107,6 +107,7 @@ pub async fn handle(
                 }
                 Err(e) => {
                     any_error = true;
+                    tracing::debug!(topic = %name, partition = pd.index, code = ?e.code, message = %e.message, "produce refused");
                     resp.error_code = e.code.code();
                     resp.error_message = Some(StrBytes::from_string(e.message));
                     resp.record_errors = e
