@@ -166,14 +166,32 @@ fn values(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// Creates `topic` (one partition, one replica) and waits until its leader
+/// takes writes: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a moment after
+/// CreateTopics, until its metadata reaches the broker (a client retries).
+fn create_ready(c: &mut Client, topic: &str) {
+    let t = creatable_topic(topic, 1, 1, &[]);
+    let code = create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code;
+    assert_eq!(code, 0, "CreateTopics {topic}");
+    let addr = c
+        .stream
+        .peer_addr()
+        .expect("the broker's address")
+        .to_string();
+    eventually(
+        "the new topic's leader",
+        std::time::Duration::from_secs(30),
+        || {
+            let v = common::partition_view(&addr, topic, 0, std::time::Duration::from_secs(5))?;
+            (v.error_code == 0 && v.leader >= 0).then_some(())
+        },
+    );
+}
+
 /// Produce with each acks setting, to partitions and topics that do not
 /// exist, then read everything back.
 fn produce_and_fetch(c: &mut Client, facts: &mut Facts) {
-    let t = creatable_topic("d-log", 1, 1, &[]);
-    assert_eq!(
-        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
-        0
-    );
+    create_ready(c, "d-log");
     note(
         facts,
         "produce acks=1",
@@ -382,11 +400,7 @@ fn edited_batch(n: usize, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
 /// Malformed record sets: what each is refused with, and that none of them
 /// appended anything.
 fn malformed_batches(c: &mut Client, facts: &mut Facts) {
-    let t = creatable_topic("d-bad", 1, 1, &[]);
-    assert_eq!(
-        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
-        0
-    );
+    create_ready(c, "d-bad");
     let mut bad_crc = encode_batch(2, -1, -1, -1, Compression::None);
     let n = bad_crc.len();
     bad_crc[n - 1] ^= 0xff;
@@ -569,11 +583,7 @@ fn init_producer_id(
 
 /// The idempotent producer's sequence rules.
 fn idempotence(c: &mut Client, facts: &mut Facts) {
-    let t = creatable_topic("d-idem", 1, 1, &[]);
-    assert_eq!(
-        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
-        0
-    );
+    create_ready(c, "d-idem");
     // Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its first block of
     // producer ids arrives from the controller.
     let wait = std::time::Duration::from_secs(30);
@@ -695,11 +705,7 @@ fn end_txn(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), commit: bool) ->
 /// old epoch.
 fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
     let topic = "d-txn";
-    let t = creatable_topic(topic, 1, 1, &[]);
-    assert_eq!(
-        create_topics(c, vec![t]).expect("CreateTopics").topics[0].error_code,
-        0
-    );
+    create_ready(c, topic);
     let txn = "d-txn-id";
     let (err, pid, epoch) = eventually_init(c, addr, txn);
     note(facts, "txn: InitProducerId (error, epoch)", (err, epoch));
