@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every Strand test on a fresh Debian machine: installs what the tests
-# need, runs clippy and the workspace's unit, property and integration tests (kcat,
-# crash, bad input, 3-node cluster), builds librdkafka's own test suite and
-# runs the must-pass list against one node and against a 3-node cluster. Exits non-zero if anything fails.
+# need (with the reference Apache Kafka's jars and franz-go's test suite),
+# runs clippy and the workspace's unit, property and integration tests (kcat,
+# crash, bad input, 3-node cluster, Strand side by side with Kafka, Kafka's
+# own tools, franz-go's suite), the chaos profile and the lease probe, builds
+# librdkafka's own test suite and runs the must-pass list against one node
+# and against a 3-node cluster. Exits non-zero if anything fails.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
