@@ -78,6 +78,7 @@ type CreateCase<'a> = (&'a str, &'a str, i32, i16, &'a [(&'a str, &'a str)]);
 /// CreateTopics: what each malformed or refused request answers.
 fn create_topic_errors(c: &mut Client, facts: &mut Facts) {
     let long = "x".repeat(250);
+    #[rustfmt::skip]
     let cases: &[CreateCase] = &[
         ("ok", "d-create", 3, 1, &[]),
         ("exists", "d-create", 3, 1, &[]),
@@ -90,34 +91,10 @@ fn create_topic_errors(c: &mut Client, facts: &mut Facts) {
         ("replication factor above brokers", "d-rf", 1, 4, &[]),
         ("replication factor 0", "d-rf0", 1, 0, &[]),
         ("unknown config", "d-cfg1", 1, 1, &[("no.such.config", "1")]),
-        (
-            "bad cleanup.policy",
-            "d-cfg2",
-            1,
-            1,
-            &[("cleanup.policy", "sometimes")],
-        ),
-        (
-            "bad retention.ms",
-            "d-cfg3",
-            1,
-            1,
-            &[("retention.ms", "soon")],
-        ),
-        (
-            "min.insync.replicas 0",
-            "d-cfg4",
-            1,
-            1,
-            &[("min.insync.replicas", "0")],
-        ),
-        (
-            "broker-only config",
-            "d-cfg5",
-            1,
-            1,
-            &[("log.retention.hours", "1")],
-        ),
+        ("bad cleanup.policy", "d-cfg2", 1, 1, &[("cleanup.policy", "sometimes")]),
+        ("bad retention.ms", "d-cfg3", 1, 1, &[("retention.ms", "soon")]),
+        ("min.insync.replicas 0", "d-cfg4", 1, 1, &[("min.insync.replicas", "0")]),
+        ("broker-only config", "d-cfg5", 1, 1, &[("log.retention.hours", "1")]),
     ];
     for (label, name, partitions, rf, configs) in cases {
         let t = creatable_topic(name, *partitions, *rf, configs);
