@@ -677,6 +677,20 @@ fn end_txn(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), commit: bool) ->
     r.error_code
 }
 
+/// EndTxn retried while it answers CONCURRENT_TRANSACTIONS (the previous
+/// end's markers still being written), as a client retries it: the answer
+/// once the coordinator has settled.
+fn end_txn_settled(c: &mut Client, txn: &str, producer: (i64, i16), commit: bool) -> i16 {
+    eventually(
+        "EndTxn past CONCURRENT_TRANSACTIONS",
+        std::time::Duration::from_secs(10),
+        || {
+            let code = end_txn(c, txn, producer, commit);
+            (code != 51).then_some(code)
+        },
+    )
+}
+
 /// A transaction's life as a client drives it by hand: what each step
 /// answers, the LSO and what read_committed sees, and the fencing of the
 /// old epoch.
@@ -739,9 +753,9 @@ fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
     note(facts, "txn: after the commit, read_committed latest", lso);
     // Once the markers are written: a retry while they are pending is
     // CONCURRENT_TRANSACTIONS, but when it lands is a race.
-    let again = end_txn(c, txn, me, true);
+    let again = end_txn_settled(c, txn, me, true);
     note(facts, "txn: EndTxn commit again, once complete", again);
-    let abort = end_txn(c, txn, me, false);
+    let abort = end_txn_settled(c, txn, me, false);
     note(
         facts,
         "txn: EndTxn abort after the commit, once complete",
@@ -780,7 +794,11 @@ fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
         "txn: produce at the old epoch",
         produce_as(c, topic, (pid, epoch, 2), Some(txn), &["zombie"]),
     );
-    note(facts, "txn: EndTxn abort", end_txn(c, txn, me2, false));
+    note(
+        facts,
+        "txn: EndTxn abort",
+        end_txn_settled(c, txn, me2, false),
+    );
     let end = eventually(
         "the LSO passes the abort",
         std::time::Duration::from_secs(10),
