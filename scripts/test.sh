@@ -45,11 +45,15 @@ echo "== chaos: a 3-node cluster on network namespaces, 120 s of concurrent clie
     --out "$STRAND_CACHE/chaos"
 
 echo "== write leases: a partition leader cut off from the cluster takes acks=1 writes for at most one lease, and acks=all loses nothing (needs root)"
+# The leader both with the active controller (cutting it off moves the
+# controller too) and apart from it.
 for acks in 1 all; do
-    "$CARGO_TARGET_DIR/debug/strand-lease-probe" \
-        --strand "$CARGO_TARGET_DIR/debug/strand" \
-        --acks "$acks" --check \
-        --out "$STRAND_CACHE/lease-probe-$acks"
+    for leader in controller other; do
+        "$CARGO_TARGET_DIR/debug/strand-lease-probe" \
+            --strand "$CARGO_TARGET_DIR/debug/strand" \
+            --acks "$acks" --leader "$leader" --check \
+            --out "$STRAND_CACHE/lease-probe-$acks-$leader"
+    done
 done
 
 echo "== librdkafka test suite (must-pass list)"

@@ -95,6 +95,9 @@ pub async fn register(
                 if let Some(grant) = &reply.lease {
                     lease.install(&to_grant(grant), broker_epoch, sent_at);
                 }
+                // No partition is open yet, and each opens from an image at
+                // least this new: nothing here acts on an older one.
+                lease.note_reconciled(applied);
                 break;
             }
             Ok(_) => {}
@@ -157,9 +160,9 @@ const PROMPT_HEARTBEAT: Duration = Duration::from_millis(50);
 
 /// Heartbeats every broker.heartbeat.interval.ms for the life of the
 /// broker, installing each lease granted. With leases enforced it also
-/// heartbeats promptly after the metadata image moves (so the controller
-/// learns this broker applied a leadership change) and when an append
-/// waits for a newer safe offset.
+/// heartbeats promptly once the partitions take up a new image (so the
+/// controller learns this broker applied a leadership change, or its own
+/// fencing) and when an append waits for a newer safe offset.
 pub fn spawn_heartbeats(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
@@ -171,13 +174,13 @@ pub fn spawn_heartbeats(
     let fenced = registration.fenced.clone();
     tokio::spawn(async move {
         let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
-        let mut images = controller.subscribe();
+        let mut reconciled = lease.reconciled();
         let mut next = tokio::time::Instant::now() + interval;
         loop {
             if lease.is_enforced() {
                 tokio::select! {
                     _ = tokio::time::sleep_until(next) => {}
-                    changed = images.changed() => {
+                    changed = reconciled.changed() => {
                         if changed.is_ok() {
                             tokio::time::sleep(PROMPT_HEARTBEAT).await;
                         }
@@ -188,7 +191,9 @@ pub fn spawn_heartbeats(
                 tokio::time::sleep_until(next).await;
             }
             next = tokio::time::Instant::now() + interval;
-            let applied = images.borrow_and_update().applied;
+            // What the partitions act on, not what the image holds (see
+            // `WriteLease::reconciled`).
+            let applied = *reconciled.borrow_and_update();
             let sent_at = clock.monotonic_ms();
             // Bounded, so a controller that cannot answer (none elected,
             // or cut off) is asked again rather than waited on.

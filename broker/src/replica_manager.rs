@@ -432,6 +432,9 @@ impl ReplicaManager {
                 l.clone().on_partition(part);
             }
         }
+        // Only now do the partitions reflect this image: what the
+        // heartbeats may report as applied.
+        self.lease.note_reconciled(image.applied);
         let total = started.elapsed();
         if total > std::time::Duration::from_millis(200) {
             tracing::info!(

@@ -31,9 +31,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{
-    ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse, RequestHeader,
-    ResponseHeader,
+    ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
@@ -1351,6 +1352,55 @@ pub fn describe_cluster(
     let corr = correlation_id.wrapping_add(1);
     s.write_all(&encode_describe_cluster(corr, version)?)?;
     decode_describe_cluster(&read_frame(&mut s)?, version, corr)
+}
+
+/// The active controller (the leader of `__cluster_metadata`) as the node
+/// at `addr` reports it in DescribeQuorum v0: the node a fault on "the
+/// controller" must hit. DescribeCluster names the node asked, as KRaft
+/// brokers do, so it cannot tell.
+pub fn active_controller(addr: SocketAddr, timeout: Duration) -> io::Result<i32> {
+    const DESCRIBE_QUORUM_KEY: i16 = 55;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    let header = RequestHeader::default()
+        .with_request_api_key(DESCRIBE_QUORUM_KEY)
+        .with_request_api_version(0)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_string(CLIENT_ID.to_string())));
+    let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let mut body = Vec::new();
+    header
+        .encode(&mut body, DescribeQuorumRequest::header_version(0))
+        .map_err(|e| invalid(format!("encoding request header: {e}")))?;
+    req.encode(&mut body, 0)
+        .map_err(|e| invalid(format!("encoding DescribeQuorum: {e}")))?;
+    let mut out = (body.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&body);
+    s.write_all(&out)?;
+    let frame = read_frame(&mut s)?;
+    let mut buf = frame.as_slice();
+    let header = ResponseHeader::decode(&mut buf, DescribeQuorumResponse::header_version(0))
+        .map_err(|e| invalid(format!("decoding DescribeQuorum response header: {e}")))?;
+    if header.correlation_id != 7 {
+        return Err(invalid("DescribeQuorum response for another request"));
+    }
+    let resp = DescribeQuorumResponse::decode(&mut buf, 0)
+        .map_err(|e| invalid(format!("decoding DescribeQuorum v0 response: {e}")))?;
+    let p = resp
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| invalid("DescribeQuorum answered no partition"))?;
+    if resp.error_code != 0 || p.error_code != 0 || p.leader_id.0 < 0 {
+        return Err(invalid(format!(
+            "DescribeQuorum: error {}/{}, leader {}",
+            resp.error_code, p.error_code, p.leader_id.0
+        )));
+    }
+    Ok(p.leader_id.0)
 }
 
 /// Waits until every thread of `pid` is in the stopped state ('T' in

@@ -955,10 +955,11 @@ impl Controller {
         if self.ensure_active().await.is_err() {
             return;
         }
+        let now = self.now_ms();
         let records = manager::cluster::fence_stale_brokers(
             &self.sm.image(),
-            &self.heartbeats,
-            self.now_ms(),
+            &mut self.heartbeats,
+            now,
             self.session_timeout_ms,
         );
         if !records.is_empty() {

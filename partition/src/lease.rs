@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use strand_protocol::ErrorCode;
 use strand_replication::lease::{self, Lease, LeaseGrant};
 use strand_types::BrokerEpoch;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 pub struct WriteLease {
     /// `strand.write.lease.enable`: when off, every append is allowed and
@@ -20,6 +20,13 @@ pub struct WriteLease {
     /// Woken when an append was refused: the heartbeat loop asks again at
     /// once.
     wanted: Notify,
+    /// The metadata offset (records applied) whose leaderships this
+    /// broker's partitions have taken up: what its heartbeats report. Not
+    /// the image's offset, which is published before the partitions act
+    /// on it: the controller grants a lease to a broker it fenced only once
+    /// it reports having applied the fencing, and a report ahead of the
+    /// partitions would let one go on appending at a leadership it lost.
+    reconciled: watch::Sender<u64>,
 }
 
 impl WriteLease {
@@ -30,6 +37,7 @@ impl WriteLease {
             safety_margin_ms,
             lease: Mutex::new(None),
             wanted: Notify::new(),
+            reconciled: watch::Sender::new(0),
         }
     }
 
@@ -41,6 +49,7 @@ impl WriteLease {
             safety_margin_ms: 0,
             lease: Mutex::new(None),
             wanted: Notify::new(),
+            reconciled: watch::Sender::new(0),
         }
     }
 
@@ -86,6 +95,24 @@ impl WriteLease {
     /// Resolves when an append was refused for want of a lease.
     pub async fn wanted(&self) {
         self.wanted.notified().await
+    }
+
+    /// Every partition here now leads or follows as the image of `applied`
+    /// records says (never moves back).
+    pub fn note_reconciled(&self, applied: u64) {
+        self.reconciled.send_if_modified(|r| {
+            let newer = applied > *r;
+            if newer {
+                *r = applied;
+            }
+            newer
+        });
+    }
+
+    /// The offset the partitions reflect, and its changes: what the
+    /// heartbeats report.
+    pub fn reconciled(&self) -> watch::Receiver<u64> {
+        self.reconciled.subscribe()
     }
 }
 

@@ -64,7 +64,7 @@ impl Sim {
         let now = self.now as u64;
         let stale = fence_stale_brokers(
             &self.controller.image,
-            &self.controller.heartbeats,
+            &mut self.controller.heartbeats,
             now,
             SESSION_TIMEOUT_MS,
         );

@@ -42,7 +42,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use strand_compat_tests::cluster::{Cluster, ClusterSpec};
+use strand_compat_tests::cluster::{active_controller, Cluster, ClusterSpec};
 
 const TOPIC: &str = "lease-probe";
 
@@ -72,6 +72,17 @@ struct Args {
     /// Exit 1 unless the module's checks hold.
     #[arg(long)]
     check: bool,
+    /// Where the partition's leader is placed: with the active controller
+    /// (cutting it off also moves the controller, and its own heartbeats
+    /// never cross the cut) or on another node.
+    #[arg(long, value_enum, default_value_t = Placement::Other)]
+    leader: Placement,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    Controller,
+    Other,
 }
 
 fn now_ms() -> i64 {
@@ -187,7 +198,28 @@ fn probe(args: &Args) -> Result<bool, String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Fixed(3))
+    // The preferred leader (first replica) on the active controller, or
+    // on the node after it.
+    let controller = cluster
+        .node_ids()
+        .into_iter()
+        .find_map(|id| {
+            let addr = cluster.broker_addr(id)?.parse().ok()?;
+            active_controller(addr, Duration::from_secs(2)).ok()
+        })
+        .ok_or("no node named the active controller")?;
+    let mut replicas = cluster.node_ids();
+    let at = replicas
+        .iter()
+        .position(|id| *id == controller)
+        .ok_or("the active controller is not a node")?;
+    let first = match args.leader {
+        Placement::Controller => at,
+        Placement::Other => (at + 1) % replicas.len(),
+    };
+    replicas.rotate_left(first);
+    let assignment = [replicas.as_slice()];
+    let topic = NewTopic::new(TOPIC, 1, TopicReplication::Variable(&assignment))
         .set("min.insync.replicas", "2")
         .set("message.timestamp.type", "LogAppendTime");
     for r in rt
@@ -204,6 +236,11 @@ fn probe(args: &Args) -> Result<bool, String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let old_leader = leader(&bootstrap).ok_or("no leader")?;
+    if (old_leader == controller) != (args.leader == Placement::Controller) {
+        return Err(format!(
+            "leader {old_leader}, active controller {controller}: not the placement asked for"
+        ));
+    }
 
     // The producer: one write in flight at a time, each a unique value.
     let acked = Arc::new(Acked::default());
@@ -285,10 +322,14 @@ fn probe(args: &Args) -> Result<bool, String> {
     let first_lost = lost.iter().map(|(_, t)| t - cut_at).min();
     let after_cut = writes.values().filter(|t| **t >= cut_at).count();
     println!(
-        "leases {}, lease {} ms, acks={}: leader {old_leader} cut off for {} s; sent {}, acknowledged {} ({} appended after the cut), failed {}",
+        "leases {}, lease {} ms, acks={}: leader {old_leader} ({}) cut off for {} s; sent {}, acknowledged {} ({} appended after the cut), failed {}",
         if args.leases { "on" } else { "off" },
         args.lease_ms,
         args.acks,
+        match args.leader {
+            Placement::Controller => "the active controller",
+            Placement::Other => "not the controller",
+        },
         args.isolate_secs,
         sent.load(Ordering::Relaxed),
         writes.len(),

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use strand_chaos::Isolation;
-use strand_compat_tests::cluster::{describe_cluster, Cluster, ClusterSpec};
+use strand_compat_tests::cluster::{active_controller, Cluster, ClusterSpec};
 use workload::{ConsumerKind, Shared};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -547,14 +547,12 @@ fn leaders(bootstrap: &str, topics: &[&str]) -> Vec<i32> {
     out
 }
 
-/// The node the cluster names as its controller (asked of any node that answers).
+/// The active controller, as DescribeQuorum reports it (asked of any node
+/// that answers; DescribeCluster would name the node asked).
 fn controller(cluster: &Cluster) -> Option<i32> {
     cluster.broker_ids().into_iter().find_map(|id| {
         let addr: SocketAddr = cluster.broker_addr(id)?.parse().ok()?;
-        describe_cluster(addr, 1, Duration::from_secs(2))
-            .ok()
-            .map(|v| v.controller_id)
-            .filter(|c| *c >= 0)
+        active_controller(addr, Duration::from_secs(2)).ok()
     })
 }
 

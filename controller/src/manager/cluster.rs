@@ -45,6 +45,13 @@ pub struct BrokerSession {
     /// last grant's answer time plus its duration, which the broker's own
     /// deadline (counted from its earlier send time) cannot pass.
     pub lease_until_ms: Option<u64>,
+    /// No lease until the broker reports having applied this many records:
+    /// the end of the records that last fenced it. Fencing takes its
+    /// leaderships away, but a broker fenced while cut off still leads in
+    /// its own view until it applies that; a lease granted sooner (its
+    /// heartbeats reach the controller again before the metadata does)
+    /// would let it append at a leadership another broker now holds.
+    pub lease_after_offset: u64,
 }
 
 impl BrokerSession {
@@ -54,6 +61,7 @@ impl BrokerSession {
             metadata_offset: None,
             controlled_shutdown_offset: None,
             lease_until_ms: None,
+            lease_after_offset: 0,
         }
     }
 }
@@ -77,14 +85,18 @@ impl BrokerHeartbeats {
     /// now, so its lease counts until `now_ms + lease_ms`. A fenced broker
     /// holds none: it was fenced when its session ran out (its lease ended
     /// first, as leases are shorter than sessions), or when it finished a
-    /// controlled shutdown leading nothing, or at a new registration.
+    /// controlled shutdown leading nothing, or at a new registration; when
+    /// is not known here, so it gets no lease before it has applied all of
+    /// this image.
     pub fn rebuild(image: &MetadataImage, now_ms: u64, term: u64, lease_ms: u64) -> Self {
         let sessions = image
             .brokers
             .values()
             .map(|b| {
                 let mut s = BrokerSession::new(now_ms);
-                if !b.fenced {
+                if b.fenced {
+                    s.lease_after_offset = image.applied;
+                } else {
                     s.lease_until_ms = Some(now_ms.saturating_add(lease_ms));
                 }
                 (b.broker_id, s)
@@ -270,12 +282,13 @@ pub fn register_broker(
     }));
     // A lease the previous registration may hold still counts until it
     // runs out: that process may be alive, cut off, and still appending.
-    let lease_until_ms = heartbeats
-        .sessions
-        .get(&req.broker_id)
-        .and_then(|s| s.lease_until_ms);
+    let previous = heartbeats.sessions.get(&req.broker_id);
     let mut session = BrokerSession::new(now_ms);
-    session.lease_until_ms = lease_until_ms;
+    session.lease_until_ms = previous.and_then(|s| s.lease_until_ms);
+    // And no lease before the leaderships it loses here are applied.
+    session.lease_after_offset = previous
+        .map_or(0, |s| s.lease_after_offset)
+        .max(image.applied + records.len() as u64);
     heartbeats.sessions.insert(req.broker_id, session);
     Ok((records, broker_epoch))
 }
@@ -365,6 +378,10 @@ pub fn heartbeat(
         .sessions
         .entry(id)
         .or_insert(BrokerSession::new(now_ms));
+    let fenced_now = matches!(next, BrokerState::Fenced | BrokerState::ShutdownNow);
+    if fenced_now && !matches!(current, BrokerState::Fenced) {
+        session.lease_after_offset = image.applied + records.len() as u64;
+    }
     session.last_contact_ms = now_ms;
     session.metadata_offset = Some(req.current_metadata_offset);
     if next == BrokerState::ControlledShutdown {
@@ -375,11 +392,12 @@ pub fn heartbeat(
         session.controlled_shutdown_offset = None;
     }
     // A lease for a broker that may lead: unfenced, or shutting down while
-    // its leaderships move. A fenced broker gets none (one it holds runs out).
+    // its leaderships move. A fenced broker gets none (one it holds runs
+    // out), nor does one that has not yet applied its last fencing.
     let leased = matches!(
         next,
         BrokerState::Unfenced | BrokerState::ControlledShutdown
-    );
+    ) && req.current_metadata_offset >= session.lease_after_offset;
     if leased {
         let until = now_ms.saturating_add(lease_ms);
         session.lease_until_ms = Some(session.lease_until_ms.map_or(until, |u| u.max(until)));
@@ -405,7 +423,7 @@ pub fn heartbeat(
     };
     let reply = HeartbeatReply {
         is_caught_up: caught_up,
-        is_fenced: matches!(next, BrokerState::Fenced | BrokerState::ShutdownNow),
+        is_fenced: fenced_now,
         in_controlled_shutdown: next == BrokerState::ControlledShutdown,
         should_shutdown: next == BrokerState::ShutdownNow,
         lease,
@@ -433,10 +451,11 @@ pub fn controller_stall(
 /// Fences every unfenced broker not heard from for longer than
 /// `session_timeout_ms` (broker.session.timeout.ms), moving its ISR
 /// memberships and leaderships. Brokers without a session are left alone
-/// (`BrokerHeartbeats::rebuild` gives every broker one).
+/// (`BrokerHeartbeats::rebuild` gives every broker one). Each fenced broker
+/// gets no lease until it has applied these records.
 pub fn fence_stale_brokers(
     image: &MetadataImage,
-    heartbeats: &BrokerHeartbeats,
+    heartbeats: &mut BrokerHeartbeats,
     now_ms: u64,
     session_timeout_ms: u64,
 ) -> Vec<MetadataRecord> {
@@ -458,12 +477,18 @@ pub fn fence_stale_brokers(
     // fenced in the same pass).
     let mut scratch = image.clone();
     let mut records = Vec::new();
-    for id in stale {
-        let recs = handle_broker_fenced(&scratch, id);
+    for id in &stale {
+        let recs = handle_broker_fenced(&scratch, *id);
         for r in &recs {
             scratch.apply(r);
         }
         records.extend(recs);
+    }
+    let fenced_through = image.applied + records.len() as u64;
+    for id in &stale {
+        if let Some(s) = heartbeats.sessions.get_mut(id) {
+            s.lease_after_offset = fenced_through;
+        }
     }
     records
 }
@@ -654,6 +679,94 @@ mod tests {
             "no other broker holds a lease"
         );
         assert!(g.generation > 4 << 32);
+    }
+
+    /// A broker fenced while cut off still leads in its own view until it
+    /// applies its fencing; when its heartbeats reach the controller again
+    /// before the metadata does, it may be unfenced (it has applied its
+    /// registration) but gets no lease until it reports the fencing
+    /// applied. This let an isolated leader append acks=1 writes at its
+    /// old epoch, after another broker led, until its image caught up
+    /// (found by the lease probe). The same after a fencing it asked for,
+    /// and after a failover, which does not know when a broker was fenced.
+    #[test]
+    fn no_lease_before_the_fencing_is_applied() {
+        const LEASE: u64 = 2_000;
+        let mut img = MetadataImage::default();
+        img.apply(&MetadataRecord::ClusterFormatted {
+            cluster_id: "c".into(),
+        });
+        let mut hbs = BrokerHeartbeats::rebuild(&img, 0, 3, LEASE);
+        let e = cluster(&mut img, &mut hbs, &[1, 2, 3]);
+        add_topic(&mut img, "t", &[(&[1, 2, 3], &[1, 2, 3], 1)]);
+        let lease = |hbs: &mut BrokerHeartbeats, img: &mut MetadataImage, id: i32, offset, now| {
+            let (recs, reply) = heartbeat(
+                img,
+                hbs,
+                &hb(id, e[id as usize - 1], offset, false, false),
+                caught_up_offset(&img.brokers[&b(id)]),
+                now,
+            )
+            .unwrap();
+            apply_all(img, &recs);
+            assert!(!reply.is_fenced, "caught up to its registration");
+            reply.lease
+        };
+        for id in [1, 2, 3] {
+            let all = img.applied;
+            assert!(lease(&mut hbs, &mut img, id, all, 1_000).is_some());
+        }
+        // Broker 1 (the leader) falls silent; the others go on.
+        let before = img.applied;
+        let now = 1_001 + TIMEOUT;
+        for id in [2, 3] {
+            let all = img.applied;
+            lease(&mut hbs, &mut img, id, all, now - 1);
+        }
+        let recs = fence_stale_brokers(&img, &mut hbs, now, TIMEOUT);
+        assert!(!recs.is_empty());
+        apply_all(&mut img, &recs);
+        let fenced_through = img.applied;
+        assert_ne!(img.partition("t", 0).unwrap().leader, Some(b(1)));
+        // Healed: it reports what it had before the fencing. Unfenced, as
+        // Kafka would, but not leased, twice; then it applies the fencing.
+        assert_eq!(lease(&mut hbs, &mut img, 1, before, now + 100), None);
+        assert!(!img.brokers[&b(1)].fenced);
+        assert_eq!(
+            lease(&mut hbs, &mut img, 1, fenced_through - 1, now + 200),
+            None
+        );
+        assert!(lease(&mut hbs, &mut img, 1, fenced_through, now + 300).is_some());
+        // A fencing it asked for: the same.
+        let (recs, reply) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(2, e[1], img.applied, true, false),
+            0,
+            now + 400,
+        )
+        .unwrap();
+        assert!(reply.is_fenced && reply.lease.is_none());
+        let asked_before = img.applied;
+        apply_all(&mut img, &recs);
+        let all = img.applied;
+        assert_eq!(lease(&mut hbs, &mut img, 2, asked_before, now + 500), None);
+        assert!(lease(&mut hbs, &mut img, 2, all, now + 600).is_some());
+        // After a failover the new controller knows only that broker 3 is
+        // fenced: no lease before it has applied all the new one had.
+        let (recs, _) = heartbeat(
+            &img,
+            &mut hbs,
+            &hb(3, e[2], img.applied, true, false),
+            0,
+            now + 700,
+        )
+        .unwrap();
+        apply_all(&mut img, &recs);
+        let mut rebuilt = BrokerHeartbeats::rebuild(&img, now + 800, 4, LEASE);
+        let all = img.applied;
+        assert_eq!(lease(&mut rebuilt, &mut img, 3, all - 1, now + 900), None);
+        assert!(lease(&mut rebuilt, &mut img, 3, all, now + 1_000).is_some());
     }
 
     #[test]
@@ -934,7 +1047,7 @@ mod tests {
                 )
                 .unwrap();
             }
-            let recs = fence_stale_brokers(&img, &hbs, *now, TIMEOUT);
+            let recs = fence_stale_brokers(&img, &mut hbs, *now, TIMEOUT);
             apply_all(&mut img, &recs);
             let fenced: Vec<BrokerId> = img
                 .brokers
@@ -951,7 +1064,7 @@ mod tests {
                 assert!(!p.isr.is_empty());
             }
             // Nothing left to fence at the same time.
-            assert!(fence_stale_brokers(&img, &hbs, *now, TIMEOUT).is_empty());
+            assert!(fence_stale_brokers(&img, &mut hbs, *now, TIMEOUT).is_empty());
             let next = hbs.next_expiry_ms(&img, TIMEOUT);
             assert!(next.is_none_or(|t| t > *now), "case {i}");
         }
@@ -962,11 +1075,11 @@ mod tests {
         let mut img = MetadataImage::default();
         let mut hbs = BrokerHeartbeats::default();
         cluster(&mut img, &mut hbs, &[1, 2]);
-        let rebuilt = BrokerHeartbeats::rebuild(&img, 50_000, 1, 0);
-        assert!(fence_stale_brokers(&img, &rebuilt, 50_000 + TIMEOUT, TIMEOUT).is_empty());
+        let mut rebuilt = BrokerHeartbeats::rebuild(&img, 50_000, 1, 0);
+        assert!(fence_stale_brokers(&img, &mut rebuilt, 50_000 + TIMEOUT, TIMEOUT).is_empty());
         assert!(rebuilt.has_valid_session(&img, b(1), 50_000 + TIMEOUT, TIMEOUT));
         assert_eq!(
-            fence_stale_brokers(&img, &rebuilt, 50_001 + TIMEOUT, TIMEOUT).len(),
+            fence_stale_brokers(&img, &mut rebuilt, 50_001 + TIMEOUT, TIMEOUT).len(),
             2
         );
         // A new incarnation is a duplicate until the rebuilt session expires.
@@ -1013,10 +1126,13 @@ mod tests {
             )
             .unwrap();
         }
-        assert_eq!(fence_stale_brokers(&img, &hbs, 20_000, TIMEOUT).len(), 2);
+        assert_eq!(
+            fence_stale_brokers(&img, &mut hbs, 20_000, TIMEOUT).len(),
+            2
+        );
         let stalled = controller_stall(Some(1_100), 20_000, TIMEOUT).expect("a stall");
         hbs.credit_stall(stalled);
-        assert!(fence_stale_brokers(&img, &hbs, 20_000, TIMEOUT).is_empty());
+        assert!(fence_stale_brokers(&img, &mut hbs, 20_000, TIMEOUT).is_empty());
         // Broker 1's queued heartbeat is heard; broker 2 is really gone and
         // is fenced one session after the stall, not never.
         heartbeat(
@@ -1027,8 +1143,8 @@ mod tests {
             20_010,
         )
         .unwrap();
-        assert!(fence_stale_brokers(&img, &hbs, 1_000 + stalled + TIMEOUT, TIMEOUT).is_empty());
-        let recs = fence_stale_brokers(&img, &hbs, 1_001 + stalled + TIMEOUT, TIMEOUT);
+        assert!(fence_stale_brokers(&img, &mut hbs, 1_000 + stalled + TIMEOUT, TIMEOUT).is_empty());
+        let recs = fence_stale_brokers(&img, &mut hbs, 1_001 + stalled + TIMEOUT, TIMEOUT);
         apply_all(&mut img, &recs);
         assert!(img.brokers[&b(2)].fenced && !img.brokers[&b(1)].fenced);
     }
