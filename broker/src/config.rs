@@ -112,6 +112,13 @@ pub struct BrokerConfig {
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// KIP-890 part 1: verify a transactional batch's partition with the coordinator.
     pub transaction_partition_verification_enable: bool,
+    /// KIP-890 part 2: how a partition leader retries adding a partition
+    /// to a transaction while the coordinator answers
+    /// CONCURRENT_TRANSACTIONS (the previous transaction still completing),
+    /// before it hands the error to the client
+    /// (`add.partitions.to.txn.retry.backoff.ms` and `.max.ms`).
+    pub add_partitions_to_txn_retry_backoff_ms: u64,
+    pub add_partitions_to_txn_retry_backoff_max_ms: u64,
     /// strand.write.lease.*: leaders append only under a lease the
     /// controller grants in heartbeat answers (`strand_replication::lease`).
     pub write_lease_enable: bool,
@@ -185,6 +192,8 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("group.max.size", "2147483647"),
     ("transaction.state.log.num.partitions", "50"),
     ("transaction.partition.verification.enable", "true"),
+    ("add.partitions.to.txn.retry.backoff.ms", "20"),
+    ("add.partitions.to.txn.retry.backoff.max.ms", "100"),
     ("transaction.state.log.segment.bytes", "104857600"),
     ("transaction.max.timeout.ms", "900000"),
     ("transactional.id.expiration.ms", "604800000"),
@@ -304,6 +313,9 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         | "replica.fetch.response.max.bytes"
         | "replica.high.watermark.checkpoint.interval.ms" => int(1),
         "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
+        "add.partitions.to.txn.retry.backoff.ms" | "add.partitions.to.txn.retry.backoff.max.ms" => {
+            int(0)
+        }
         "strand.write.lease.ms" | "strand.write.lease.safety.margin.ms" => {
             if value.is_empty() {
                 Ok(())
@@ -722,6 +734,14 @@ impl BrokerConfig {
             transaction_partition_verification_enable: get(
                 "transaction.partition.verification.enable",
             ) == "true",
+            add_partitions_to_txn_retry_backoff_ms: get("add.partitions.to.txn.retry.backoff.ms")
+                .parse()
+                .unwrap_or(20),
+            add_partitions_to_txn_retry_backoff_max_ms: get(
+                "add.partitions.to.txn.retry.backoff.max.ms",
+            )
+            .parse()
+            .unwrap_or(100),
             write_lease_enable,
             write_lease_ms,
             write_lease_safety_margin_ms,

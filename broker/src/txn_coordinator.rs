@@ -79,11 +79,19 @@ pub struct TxnCoordinator {
     /// Transaction start times, timeouts and expiry read this clock.
     clock: Arc<dyn Clock>,
     config: ShardConfig,
+    add_retry: AddRetry,
     /// The `__transaction_state` partitions led here; a loaded one keeps
     /// its shard host.
     partitions: Loads<Arc<ShardHost>>,
     /// Connections to partition leaders for markers.
     pub peers: BrokerConnPool,
+}
+
+/// `add.partitions.to.txn.retry.backoff.ms` and `.max.ms`.
+#[derive(Debug, Clone, Copy)]
+struct AddRetry {
+    backoff: Duration,
+    max: Duration,
 }
 
 impl TxnCoordinator {
@@ -98,6 +106,10 @@ impl TxnCoordinator {
             clock,
             config: ShardConfig {
                 max_timeout_ms: config.transaction_max_timeout_ms,
+            },
+            add_retry: AddRetry {
+                backoff: Duration::from_millis(config.add_partitions_to_txn_retry_backoff_ms),
+                max: Duration::from_millis(config.add_partitions_to_txn_retry_backoff_max_ms),
             },
             partitions: Loads::default(),
             peers: BrokerConnPool::new(
@@ -631,8 +643,43 @@ impl TxnCoordinator {
     /// transaction.version 2 client, which never sends AddPartitionsToTxn) the
     /// leader adds the partition instead (v5, not verify-only); the producer's
     /// epoch still has to be the current one. Coordinator trouble is answered
-    /// NOT_ENOUGH_REPLICAS, which producers retry (as Kafka does).
+    /// NOT_ENOUGH_REPLICAS, which producers retry (as Kafka does). An add
+    /// the coordinator answers CONCURRENT_TRANSACTIONS (the producer's
+    /// previous transaction still writing its markers: a version 2 client
+    /// starts the next one as soon as EndTxn returns) is retried here every
+    /// `add.partitions.to.txn.retry.backoff.ms` for up to `.max.ms`, as
+    /// Kafka's leader does, rather than costing the client a round trip and
+    /// its own backoff.
     pub async fn verify_in_transaction(
+        &self,
+        image: &MetadataImage,
+        transactional_id: &str,
+        ids: (strand_types::ProducerId, ProducerEpoch),
+        topic: &str,
+        partition: i32,
+        add: bool,
+    ) -> Result<(), ErrorCode> {
+        let started = tokio::time::Instant::now();
+        loop {
+            match self
+                .ask_coordinator(image, transactional_id, ids, topic, partition, add)
+                .await
+            {
+                Err(ErrorCode::ConcurrentTransactions) => {
+                    if started.elapsed() + self.add_retry.backoff > self.add_retry.max {
+                        return Err(ErrorCode::NotEnoughReplicas);
+                    }
+                    tokio::time::sleep(self.add_retry.backoff).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One AddPartitionsToTxn to the coordinator; CONCURRENT_TRANSACTIONS
+    /// comes back as itself for an add (the caller retries it), as
+    /// NOT_ENOUGH_REPLICAS for a verification.
+    async fn ask_coordinator(
         &self,
         image: &MetadataImage,
         transactional_id: &str,
@@ -712,6 +759,9 @@ impl TxnCoordinator {
                 ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
                 other => other,
             }),
+            Some(Some(ErrorCode::ConcurrentTransactions)) if add => {
+                Err(ErrorCode::ConcurrentTransactions)
+            }
             Some(_) => Err(retriable),
         }
     }
