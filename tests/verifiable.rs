@@ -2,7 +2,8 @@
 //! Kafka's own system tests drive, against a 3-node Strand cluster whose
 //! partition leader is killed (kill -9) three times while they run (issue
 //! 16): the producer is idempotent with acks=all, the consumer a group
-//! member committing what it processed. What a user of acks=all relies on:
+//! member committing what it processed; the tools of Kafka 4.4 and of 3.9
+//! (older API versions) each run it. What a user of acks=all relies on:
 //! every acknowledged message is consumed, none is consumed twice, and
 //! nothing is consumed that was not sent.
 //!
@@ -135,9 +136,9 @@ fn leader_seen_by(cluster: &Cluster, from: i32) -> Option<i32> {
         .filter(|l| *l >= 0)
 }
 
-#[test]
-fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
-    let dist = KafkaDist::locate().expect("the reference Kafka");
+/// Both tools of `clients` (a Kafka version) against a fresh cluster.
+fn scenario(dist: &KafkaDist, clients: &str) {
+    println!("## Kafka {clients}'s verifiable producer and consumer");
     let mut cluster = Cluster::start(
         &common::strand_bin(),
         ClusterSpec::combined(3)
@@ -179,7 +180,7 @@ fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
     let bootstrap = cluster.bootstrap();
     let max = MAX_MESSAGES.to_string();
     let mut producer = Tool::start(
-        &dist,
+        dist,
         "kafka-verifiable-producer",
         &[
             "--bootstrap-server",
@@ -197,7 +198,7 @@ fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
         ],
     );
     let consumer = Tool::start(
-        &dist,
+        dist,
         "kafka-verifiable-consumer",
         &[
             "--bootstrap-server",
@@ -317,4 +318,14 @@ fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
         "most sends acknowledged through the kills: {} failed",
         failed.len()
     );
+}
+
+/// Kafka 4.4's tools, then 3.9's (which negotiate older versions of
+/// Produce, Fetch, the group APIs and InitProducerId).
+#[test]
+fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
+    let current = KafkaDist::locate().expect("the reference Kafka");
+    scenario(&current, KafkaDist::version());
+    let older = KafkaDist::locate_clients_3_9().expect("Kafka's 3.9 tools");
+    scenario(&older, KafkaDist::clients_3_9_version());
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Resolve the reference Apache Kafka (broker, tools and their dependencies,
 # as jars from Maven Central; reference-kafka/pom.xml names the version) into
-# $STRAND_CACHE/kafka-VERSION/libs. Installs Java 17 and Maven from Debian's
+# $STRAND_CACHE/kafka-VERSION/libs, and Kafka's tools of the 3.9 line
+# (reference-kafka/clients-3.9/pom.xml) into $STRAND_CACHE/kafka-tools-VERSION/libs. Installs Java 17 and Maven from Debian's
 # packages when missing. Idempotent: a stamp makes a second run only print.
 # The last line printed is the directory (for STRAND_KAFKA_DIR).
 set -euo pipefail
@@ -30,4 +31,19 @@ if [ ! -f "$dir/.stamp" ] || [ "$pom" -nt "$dir/.stamp" ]; then
     touch "$dir/.stamp"
 fi
 log "Apache Kafka $version: $(ls "$dir/libs" | wc -l) jars"
+
+# Kafka's tools and Java client of the 3.9 line (older API versions), beside it.
+old_pom="$here/reference-kafka/clients-3.9/pom.xml"
+old_version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$old_pom")"
+old_dir="$cache/kafka-tools-$old_version"
+if [ ! -f "$old_dir/.stamp" ] || [ "$old_pom" -nt "$old_dir/.stamp" ]; then
+    log "resolving Kafka's tools $old_version into $old_dir/libs"
+    rm -rf "$old_dir/libs"
+    mkdir -p "$old_dir"
+    mvn -q -B -f "$old_pom" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$old_dir/libs" >&2
+    ls "$old_dir/libs/kafka-tools-$old_version.jar" >/dev/null
+    touch "$old_dir/.stamp"
+fi
+log "Kafka's tools $old_version: $(ls "$old_dir/libs" | wc -l) jars"
 echo "$dir"

@@ -275,14 +275,52 @@ pub struct KafkaDist {
 }
 
 const REFERENCE_POM: &str = include_str!("../reference-kafka/pom.xml");
+const CLIENTS_3_9_POM: &str = include_str!("../reference-kafka/clients-3.9/pom.xml");
+
+/// The `<kafka.version>` a pom names.
+fn pom_version(pom: &'static str) -> &'static str {
+    pom.split_once("<kafka.version>")
+        .and_then(|(_, rest)| rest.split_once("</kafka.version>"))
+        .map_or("unknown", |(v, _)| v.trim())
+}
+
+fn java() -> PathBuf {
+    std::env::var_os("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin/java"))
+        .filter(|j| j.is_file())
+        .unwrap_or_else(|| PathBuf::from("java"))
+}
 
 impl KafkaDist {
     /// The Kafka version `reference-kafka/pom.xml` resolves.
     pub fn version() -> &'static str {
-        REFERENCE_POM
-            .split_once("<kafka.version>")
-            .and_then(|(_, rest)| rest.split_once("</kafka.version>"))
-            .map_or("unknown", |(v, _)| v.trim())
+        pom_version(REFERENCE_POM)
+    }
+
+    /// The version of Kafka's tools of the 3.9 line that
+    /// `reference-kafka/clients-3.9/pom.xml` resolves.
+    pub fn clients_3_9_version() -> &'static str {
+        pom_version(CLIENTS_3_9_POM)
+    }
+
+    /// Kafka's tools and Java client of the 3.9 line, where
+    /// `scripts/fetch-kafka.sh` puts them (`$STRAND_CACHE/kafka-tools-VERSION`):
+    /// no broker, only what `kafka-tool.sh` runs, with the older API
+    /// versions a 3.x client negotiates.
+    pub fn locate_clients_3_9() -> io::Result<KafkaDist> {
+        let version = Self::clients_3_9_version();
+        let dir = crate::harness::strand_cache().join(format!("kafka-tools-{version}"));
+        let jar = dir.join("libs").join(format!("kafka-tools-{version}.jar"));
+        if !jar.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} is missing: run compat-tests/scripts/fetch-kafka.sh",
+                    jar.display()
+                ),
+            ));
+        }
+        Ok(KafkaDist { dir, java: java() })
     }
 
     /// `$STRAND_KAFKA_DIR`, else `$STRAND_CACHE/kafka-VERSION` (where
@@ -306,11 +344,7 @@ impl KafkaDist {
                 ),
             ));
         }
-        let java = std::env::var_os("JAVA_HOME")
-            .map(|h| PathBuf::from(h).join("bin/java"))
-            .filter(|j| j.is_file())
-            .unwrap_or_else(|| PathBuf::from("java"));
-        Ok(KafkaDist { dir, java })
+        Ok(KafkaDist { dir, java: java() })
     }
 
     /// `java -cp libs/* MAIN` with the harness's logging configuration (everything to
