@@ -133,3 +133,72 @@ fn kafkas_quickstart_configuration_starts_strand_unchanged() {
         assert!(unused.contains(key), "{key} not named in: {unused}");
     }
 }
+
+/// Listeners by host name and by IPv6 literal (issue 16, item 6): the
+/// client listener on `[::1]` (advertised so), the controller's on
+/// `localhost`, named so in the quorum; the node formats, starts, and
+/// serves produce and fetch there, and Metadata advertises `::1`.
+#[test]
+fn host_name_and_ipv6_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker_port = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let controller_port = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let props = dir.path().join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker,controller\n\
+             node.id=1\n\
+             controller.quorum.voters=1@localhost:{controller_port}\n\
+             listeners=PLAINTEXT://[::1]:{broker_port},CONTROLLER://localhost:{controller_port}\n\
+             advertised.listeners=PLAINTEXT://[::1]:{broker_port}\n\
+             controller.listener.names=CONTROLLER\n\
+             log.dirs={}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(strand_bin())
+        .args(["format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c"])
+        .arg(&props)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "format: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = dir.path().join("strand.log");
+    let mut child = Command::new(strand_bin())
+        .arg(&props)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let addr = format!("[::1]:{broker_port}");
+    let served = std::panic::catch_unwind(|| {
+        let mut c = eventually("the node answers on [::1]", Duration::from_secs(30), || {
+            let mut c = Client::connect(&addr).ok()?;
+            (create_topic_with(&mut c, "v6", 1, 1, &[]).ok()? == 0).then_some(c)
+        });
+        let values = vec!["over-ipv6".to_string()];
+        assert_eq!(
+            produce_values(&mut c, "v6", 0, -1, 5000, &values).unwrap(),
+            (0, 0)
+        );
+        let read = fetch_values(&mut c, "v6", 0, 0, 100).unwrap();
+        assert_eq!(read.records.len(), 1);
+        let md = common::auto_create(&mut c, "v6");
+        let hosts: Vec<String> = md.brokers.iter().map(|b| b.host.to_string()).collect();
+        assert_eq!(hosts, vec!["::1".to_string()]);
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = served {
+        let text = std::fs::read_to_string(&log).unwrap();
+        panic!("{e:?}\nnode log:\n{text}");
+    }
+}

@@ -42,15 +42,21 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// The address to bind: an IP literal (IPv6 without its brackets, as
+    /// `parse_listeners` leaves it), or a host name resolved now (its first
+    /// address, as Kafka binds); an empty host binds every interface.
     pub fn bind_addr(&self) -> Result<SocketAddr, String> {
+        use std::net::ToSocketAddrs;
         let host = if self.host.is_empty() {
             "0.0.0.0"
         } else {
             &self.host
         };
-        format!("{host}:{}", self.port)
-            .parse()
-            .map_err(|e| format!("{e}"))
+        (host, self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{host} resolves to no address"))
     }
 }
 
@@ -865,6 +871,32 @@ mod tests {
             ("inter.broker.listener.name", "INTERNAL"),
         ]);
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn listeners_bind_host_names_ipv6_and_every_interface() {
+        let bind = |v: &str| parse_listeners("listeners", v).unwrap()[0].bind_addr();
+        assert_eq!(
+            bind("PLAINTEXT://[::1]:9092").unwrap().to_string(),
+            "[::1]:9092"
+        );
+        assert_eq!(
+            bind("PLAINTEXT://[::]:9092").unwrap().to_string(),
+            "[::]:9092"
+        );
+        assert_eq!(
+            bind("PLAINTEXT://:9092").unwrap().to_string(),
+            "0.0.0.0:9092"
+        );
+        assert_eq!(
+            bind("PLAINTEXT://0.0.0.0:9092").unwrap().to_string(),
+            "0.0.0.0:9092"
+        );
+        assert!(bind("PLAINTEXT://localhost:9092")
+            .unwrap()
+            .ip()
+            .is_loopback());
+        assert!(bind("PLAINTEXT://no-such-host.invalid:9092").is_err());
     }
 
     #[test]
