@@ -213,16 +213,26 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     // housekeeping, group and transaction timers, ISR shrink.
     node.spawn_background();
 
-    let listener_cfg = config.client_listener().clone();
-    let addr = listener_cfg
-        .bind_addr()
-        .map_err(|e| format!("invalid listener address: {e}"))?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    tracing::info!(%addr, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
+    // Every client listener at once (Kafka's several `listeners`, e.g. an
+    // internal and an external one): each answers with the brokers'
+    // addresses on itself.
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(server::serve(listener, node.clone(), shutdown_rx));
+    let mut servers = Vec::new();
+    for listener_cfg in config.client_listeners() {
+        let addr = listener_cfg
+            .bind_addr()
+            .map_err(|e| format!("invalid listener address: {e}"))?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        tracing::info!(%addr, listener = %listener_cfg.name, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
+        servers.push(tokio::spawn(server::serve(
+            listener,
+            listener_cfg.name.as_str().into(),
+            node.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
 
     let failures = broker.log_dir_failures.clone();
     tokio::select! {
@@ -249,7 +259,9 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     }
     lifecycle::controlled_shutdown(&config, &controller, &registration).await;
     let _ = shutdown_tx.send(true);
-    let _ = server.await;
+    for server in servers {
+        let _ = server.await;
+    }
     if broker.log_dir_failures.is_offline() {
         // A log failed while stopping: nothing may be flushed or marked clean.
         return Err(

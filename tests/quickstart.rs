@@ -134,6 +134,41 @@ fn kafkas_quickstart_configuration_starts_strand_unchanged() {
     }
 }
 
+/// Formats and starts a node from `props` (its text) in `dir`, runs
+/// `check` against it, and stops it (by PID); the node's log is shown if
+/// `check` fails.
+fn with_node(dir: &std::path::Path, props: &str, check: impl FnOnce() + std::panic::UnwindSafe) {
+    let path = dir.join("server.properties");
+    std::fs::write(&path, props).unwrap();
+    let out = Command::new(strand_bin())
+        .args(["format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "format: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = dir.join("strand.log");
+    let mut child = Command::new(strand_bin())
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let checked = std::panic::catch_unwind(check);
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = checked {
+        let text = std::fs::read_to_string(&log).unwrap();
+        panic!("{e:?}\nnode log:\n{text}");
+    }
+}
+
 /// Listeners by host name and by IPv6 literal (issue 16, item 6): the
 /// client listener on `[::1]` (advertised so), the controller's on
 /// `localhost`, named so in the quorum; the node formats, starts, and
@@ -143,43 +178,18 @@ fn host_name_and_ipv6_listeners() {
     let dir = tempfile::tempdir().unwrap();
     let broker_port = strand_compat_tests::harness::free_loopback_port().unwrap();
     let controller_port = strand_compat_tests::harness::free_loopback_port().unwrap();
-    let props = dir.path().join("server.properties");
-    std::fs::write(
-        &props,
-        format!(
-            "process.roles=broker,controller\n\
-             node.id=1\n\
-             controller.quorum.voters=1@localhost:{controller_port}\n\
-             listeners=PLAINTEXT://[::1]:{broker_port},CONTROLLER://localhost:{controller_port}\n\
-             advertised.listeners=PLAINTEXT://[::1]:{broker_port}\n\
-             controller.listener.names=CONTROLLER\n\
-             log.dirs={}\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    let out = Command::new(strand_bin())
-        .args(["format", "-t", "MkU3OEVBNTcwNTJENDM2Qg", "-c"])
-        .arg(&props)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "format: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let props = format!(
+        "process.roles=broker,controller\n\
+         node.id=1\n\
+         controller.quorum.voters=1@localhost:{controller_port}\n\
+         listeners=PLAINTEXT://[::1]:{broker_port},CONTROLLER://localhost:{controller_port}\n\
+         advertised.listeners=PLAINTEXT://[::1]:{broker_port}\n\
+         controller.listener.names=CONTROLLER\n\
+         log.dirs={}\n",
+        dir.path().join("data").display()
     );
-    let log = dir.path().join("strand.log");
-    let mut child = Command::new(strand_bin())
-        .arg(&props)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
     let addr = format!("[::1]:{broker_port}");
-    let served = std::panic::catch_unwind(|| {
+    with_node(dir.path(), &props, || {
         let mut c = eventually("the node answers on [::1]", Duration::from_secs(30), || {
             let mut c = Client::connect(&addr).ok()?;
             (create_topic_with(&mut c, "v6", 1, 1, &[]).ok()? == 0).then_some(c)
@@ -195,10 +205,86 @@ fn host_name_and_ipv6_listeners() {
         let hosts: Vec<String> = md.brokers.iter().map(|b| b.host.to_string()).collect();
         assert_eq!(hosts, vec!["::1".to_string()]);
     });
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Err(e) = served {
-        let text = std::fs::read_to_string(&log).unwrap();
-        panic!("{e:?}\nnode log:\n{text}");
-    }
+}
+
+/// Several client listeners at once (an internal and an external one, as
+/// in a container setup), the inter-broker one named: each serves, and a
+/// client is told the broker's and the coordinator's address on the
+/// listener it connected on, as Kafka does.
+#[test]
+fn several_listeners_each_advertise_their_own_address() {
+    use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+    use kafka_protocol::protocol::StrBytes;
+    let dir = tempfile::tempdir().unwrap();
+    let internal = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let external = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let controller = strand_compat_tests::harness::free_loopback_port().unwrap();
+    let props = format!(
+        "process.roles=broker,controller\n\
+         node.id=1\n\
+         controller.quorum.voters=1@127.0.0.1:{controller}\n\
+         listeners=EXTERNAL://0.0.0.0:{external},INTERNAL://127.0.0.1:{internal},CONTROLLER://127.0.0.1:{controller}\n\
+         advertised.listeners=EXTERNAL://localhost:{external},INTERNAL://127.0.0.1:{internal}\n\
+         listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+         inter.broker.listener.name=INTERNAL\n\
+         controller.listener.names=CONTROLLER\n\
+         offsets.topic.replication.factor=1\n\
+         log.dirs={}\n",
+        dir.path().join("data").display()
+    );
+    with_node(dir.path(), &props, || {
+        for (port, host) in [(internal, "127.0.0.1"), (external, "localhost")] {
+            let addr = format!("127.0.0.1:{port}");
+            let mut c = eventually(
+                &format!("the node answers on {addr}"),
+                Duration::from_secs(30),
+                || {
+                    let mut c = Client::connect(&addr).ok()?;
+                    (create_topic_with(&mut c, &format!("l{port}"), 1, 1, &[]).ok()? == 0)
+                        .then_some(c)
+                },
+            );
+            let topic = format!("l{port}");
+            let values = vec![format!("via {host}")];
+            assert_eq!(
+                produce_values(&mut c, &topic, 0, -1, 5000, &values).unwrap(),
+                (0, 0)
+            );
+            assert_eq!(
+                fetch_values(&mut c, &topic, 0, 0, 100)
+                    .unwrap()
+                    .records
+                    .len(),
+                1
+            );
+            let md = common::auto_create(&mut c, &topic);
+            let brokers: Vec<(String, i32)> = md
+                .brokers
+                .iter()
+                .map(|b| (b.host.to_string(), b.port))
+                .collect();
+            assert_eq!(
+                brokers,
+                vec![(host.to_string(), port as i32)],
+                "Metadata on {addr}"
+            );
+            let found = eventually("a group coordinator", Duration::from_secs(30), || {
+                let r: FindCoordinatorResponse = c
+                    .call(
+                        ApiKey::FindCoordinator,
+                        3,
+                        &FindCoordinatorRequest::default()
+                            .with_key(StrBytes::from_static_str("g"))
+                            .with_key_type(0),
+                    )
+                    .ok()?;
+                (r.error_code == 0).then(|| (r.host.to_string(), r.port))
+            });
+            assert_eq!(
+                found,
+                (host.to_string(), port as i32),
+                "FindCoordinator on {addr}"
+            );
+        }
+    });
 }

@@ -767,6 +767,13 @@ impl BrokerConfig {
     }
 
     /// The listener clients connect to (the first non-controller one).
+    /// Every listener clients connect to (all but the controller's).
+    pub fn client_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners
+            .iter()
+            .filter(|l| !self.controller_listener_names.contains(&l.name))
+    }
+
     pub fn client_listener(&self) -> &Listener {
         self.listeners
             .iter()
@@ -794,8 +801,15 @@ impl BrokerConfig {
         BrokerId::new(self.node_id)
     }
 
+    /// The inter-broker listener's advertised address: the one other
+    /// brokers fetch from (`inter.broker.listener.name` when set, else the
+    /// first client listener).
     pub fn advertised(&self) -> &Listener {
-        let name = &self.client_listener().name;
+        let name = self
+            .static_props
+            .get("inter.broker.listener.name")
+            .filter(|n| self.advertised_listeners.iter().any(|l| &l.name == *n))
+            .unwrap_or(&self.client_listener().name);
         self.advertised_listeners
             .iter()
             .find(|l| &l.name == name)
@@ -871,6 +885,33 @@ mod tests {
             ("inter.broker.listener.name", "INTERNAL"),
         ]);
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn several_listeners_and_the_inter_broker_one() {
+        let c = cfg(&[
+            (
+                "listeners",
+                "EXTERNAL://0.0.0.0:19092,INTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ),
+            (
+                "advertised.listeners",
+                "EXTERNAL://broker.example:19092,INTERNAL://127.0.0.1:9092",
+            ),
+            ("inter.broker.listener.name", "INTERNAL"),
+            ("controller.listener.names", "CONTROLLER"),
+        ])
+        .unwrap();
+        let served: Vec<&str> = c.client_listeners().map(|l| l.name.as_str()).collect();
+        assert_eq!(served, ["EXTERNAL", "INTERNAL"]);
+        assert_eq!(
+            (c.advertised().name.as_str(), c.advertised().port),
+            ("INTERNAL", 9092)
+        );
     }
 
     #[test]

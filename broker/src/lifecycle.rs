@@ -10,6 +10,7 @@ use std::time::Duration;
 use strand_metadata::controller_api::{
     ApiError, BrokerRegistrationRequest, HeartbeatRequest, LeaseGrant,
 };
+use strand_metadata::records::BrokerEndpoint;
 pub use strand_partition::lease::WriteLease;
 use strand_types::{BrokerEpoch, Clock};
 use tokio::signal::unix::{signal, SignalKind};
@@ -62,6 +63,18 @@ pub async fn register(
         host: advertised.host.clone(),
         port: advertised.port,
         rack: config.broker_rack.clone(),
+        // Every client listener it advertises: a client is told the
+        // address of the listener it connected on.
+        endpoints: config
+            .advertised_listeners
+            .iter()
+            .filter(|l| !config.controller_listener_names.contains(&l.name))
+            .map(|l| BrokerEndpoint {
+                name: l.name.clone(),
+                host: l.host.clone(),
+                port: l.port,
+            })
+            .collect(),
     };
     let deadline = tokio::time::Instant::now() + REGISTRATION_TIMEOUT;
     let broker_epoch = loop {

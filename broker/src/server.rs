@@ -46,7 +46,14 @@ const BUFFER_GRACE: Duration = Duration::from_secs(1);
 const KEPT_RESPONSE_BUFFER: usize = 16 << 20;
 
 /// Serves `listener` (TCP in the binary) until `shutdown` turns true.
-pub async fn serve<L: Listener>(listener: L, node: Arc<Node>, mut shutdown: watch::Receiver<bool>) {
+/// Serves the listener named `listener_name` (`listeners`): a client is
+/// told the brokers' addresses on the listener it connected on.
+pub async fn serve<L: Listener>(
+    listener: L,
+    listener_name: Arc<str>,
+    node: Arc<Node>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let quotas = ConnectionQuotas::new(node.broker.config.connection_limits);
     // The request memory pool; unbounded when queued.max.request.bytes <= 0.
     let pool = usize::try_from(node.broker.config.queued_max_request_bytes)
@@ -83,8 +90,9 @@ pub async fn serve<L: Listener>(listener: L, node: Arc<Node>, mut shutdown: watc
         let node = node.clone();
         let shutdown = shutdown.clone();
         let pool = pool.clone();
+        let name = listener_name.clone();
         tokio::spawn(async move {
-            if let Err(reason) = connection(stream, peer, node, shutdown, pool, slot).await {
+            if let Err(reason) = connection(stream, peer, name, node, shutdown, pool, slot).await {
                 tracing::debug!(%peer, %reason, "connection closed");
             }
         });
@@ -107,6 +115,7 @@ enum Closed {
 async fn connection<S: ServerConn>(
     mut stream: S,
     peer: std::net::SocketAddr,
+    listener: Arc<str>,
     node: Arc<Node>,
     mut shutdown: watch::Receiver<bool>,
     pool: Option<Arc<Semaphore>>,
@@ -171,7 +180,8 @@ async fn connection<S: ServerConn>(
         out.clear();
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
-        if Box::pin(handle_frame(&node, frame, bytes, &mut out, &client_host)).await? {
+        let from = (client_host.as_str(), &listener);
+        if Box::pin(handle_frame(&node, frame, bytes, &mut out, from)).await? {
             stream.write_all(&out).await?;
         }
         if out.capacity() > KEPT_RESPONSE_BUFFER {
@@ -211,7 +221,7 @@ async fn handle_frame(
     frame: Bytes,
     pool_bytes: Option<tokio::sync::SemaphorePermit<'_>>,
     out: &mut BytesMut,
-    client_host: &str,
+    (client_host, listener): (&str, &Arc<str>),
 ) -> Result<bool, Closed> {
     let decoded = decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()));
     drop(pool_bytes);
@@ -233,6 +243,7 @@ async fn handle_frame(
     let ctx = handlers::RequestContext {
         version,
         client_host: client_host.to_string(),
+        listener: listener.clone(),
         client_id: header
             .client_id
             .as_ref()

@@ -1378,6 +1378,7 @@ impl Sim {
             host: "localhost".into(),
             port: 9000 + broker as u16,
             rack: None,
+            endpoints: vec![],
         };
         match self.request(ControllerRequest::RegisterBroker(req)).await {
             Some((l, ControllerReply::Registered(Ok(epoch)))) => {

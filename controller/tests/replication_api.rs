@@ -87,6 +87,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
                 host: "127.0.0.1".into(),
                 port: 9092,
                 rack: None,
+                endpoints: vec![],
             })
             .await
             .unwrap();

@@ -69,6 +69,7 @@ async fn register(h: &ControllerHandle, broker_id: i32) -> BrokerEpoch {
             host: "127.0.0.1".into(),
             port: 9092,
             rack: None,
+            endpoints: vec![],
         })
         .await
         .unwrap();

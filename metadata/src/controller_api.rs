@@ -108,6 +108,9 @@ pub struct BrokerRegistrationRequest {
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Every advertised client listener (see `BrokerRecord::endpoints`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<crate::records::BrokerEndpoint>,
 }
 
 /// BrokerHeartbeat.

@@ -199,6 +199,7 @@ mod tests {
                 incarnation_id: uuid::Uuid::from_u128(3),
                 fenced: true,
                 in_controlled_shutdown: false,
+                endpoints: vec![],
             }),
             MetadataRecord::UnfenceBroker {
                 broker_id: b(2),

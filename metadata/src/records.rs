@@ -97,9 +97,37 @@ pub struct BrokerRecord {
     pub fenced: bool,
     #[serde(default)]
     pub in_controlled_shutdown: bool,
+    /// Every advertised client listener (`advertised.listeners`, less the
+    /// controller's): a client is told the address of the listener it
+    /// connected on. `host`/`port` are the inter-broker listener's.
+    /// Empty in records written before listeners were registered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<BrokerEndpoint>,
+}
+
+/// One advertised listener of a broker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    /// The listener's name (`PLAINTEXT`, `EXTERNAL`, ...).
+    pub name: String,
+    pub host: String,
+    pub port: u16,
 }
 
 impl BrokerRecord {
+    /// Where a client connected on listener `listener` reaches this broker:
+    /// that listener's advertised address; the inter-broker one when the
+    /// broker registered none of that name (an older record, or listeners
+    /// that differ between brokers).
+    pub fn endpoint(&self, listener: &str) -> (&str, u16) {
+        self.endpoints
+            .iter()
+            .find(|e| e.name == listener)
+            .map_or((self.host.as_str(), self.port), |e| {
+                (e.host.as_str(), e.port)
+            })
+    }
+
     /// May lead and join ISRs: unfenced and not shutting down.
     pub fn is_active(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown

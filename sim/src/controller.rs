@@ -125,6 +125,7 @@ impl Sim {
                     host: format!("b{from}"),
                     port: 9092,
                     rack: None,
+                    endpoints: vec![],
                 };
                 let registered = register_broker(
                     &self.controller.image,

@@ -5,4 +5,7 @@ pub struct RequestContext {
     pub client_id: String,
     /// The client's address as Kafka reports it ("/127.0.0.1").
     pub client_host: String,
+    /// The listener the request came in on: brokers are described by
+    /// their address on it.
+    pub listener: std::sync::Arc<str>,
 }

@@ -122,6 +122,7 @@ async fn coordinator_for(
     broker: &ReplicaManager,
     key: &str,
     key_type: i8,
+    listener: &str,
 ) -> Result<(i32, String, i32), ErrorCode> {
     let (topic, index) = match key_type {
         KEY_TYPE_GROUP => {
@@ -151,19 +152,23 @@ async fn coordinator_for(
         .get(&leader)
         .filter(|b| b.is_active())
         .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-    Ok((leader.get(), b.host.clone(), b.port as i32))
+    let (host, port) = b.endpoint(listener);
+    Ok((leader.get(), host.to_string(), port as i32))
 }
 
+/// FindCoordinator; the coordinator's address on `listener`, the one the
+/// request came in on.
 pub async fn find_coordinator(
     broker: &ReplicaManager,
     req: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     if version >= 4 {
         let mut out = Vec::with_capacity(req.coordinator_keys.len());
         for key in &req.coordinator_keys {
             let mut c = Coordinator::default().with_key(key.clone());
-            match coordinator_for(broker, key.as_str(), req.key_type).await {
+            match coordinator_for(broker, key.as_str(), req.key_type, listener).await {
                 Ok((id, host, port)) => {
                     c.node_id = BrokerId(id);
                     c.host = s(&host);
@@ -181,7 +186,7 @@ pub async fn find_coordinator(
         return FindCoordinatorResponse::default().with_coordinators(out);
     }
     let mut resp = FindCoordinatorResponse::default();
-    match coordinator_for(broker, req.key.as_str(), req.key_type).await {
+    match coordinator_for(broker, req.key.as_str(), req.key_type, listener).await {
         Ok((id, host, port)) => {
             resp.node_id = BrokerId(id);
             resp.host = s(&host);

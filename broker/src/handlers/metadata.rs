@@ -226,10 +226,13 @@ pub fn describe_topic_partitions(
         }))
 }
 
+/// Metadata; brokers are described by their address on `listener`, the
+/// one the request came in on.
 pub async fn handle(
     broker: &ReplicaManager,
     req: MetadataRequest,
     version: i16,
+    listener: &str,
 ) -> MetadataResponse {
     let mut image = broker.image();
     // v0 has no null: an empty list means all topics, as a null list does later.
@@ -298,10 +301,11 @@ pub async fn handle(
         .values()
         .filter(|b| !b.fenced)
         .map(|b| {
+            let (host, port) = b.endpoint(listener);
             MetadataResponseBroker::default()
                 .with_node_id(wire(b.broker_id))
-                .with_host(s(&b.host))
-                .with_port(b.port as i32)
+                .with_host(s(host))
+                .with_port(port as i32)
                 .with_rack(b.rack.as_deref().map(s))
         })
         .collect();
@@ -315,6 +319,7 @@ pub async fn handle(
 pub fn describe_cluster(
     broker: &ReplicaManager,
     _req: DescribeClusterRequest,
+    listener: &str,
 ) -> DescribeClusterResponse {
     let image = broker.image();
     let brokers = image
@@ -322,10 +327,11 @@ pub fn describe_cluster(
         .values()
         .filter(|b| !b.fenced)
         .map(|b| {
+            let (host, port) = b.endpoint(listener);
             DescribeClusterBroker::default()
                 .with_broker_id(wire(b.broker_id))
-                .with_host(s(&b.host))
-                .with_port(b.port as i32)
+                .with_host(s(host))
+                .with_port(port as i32)
                 .with_rack(b.rack.as_deref().map(s))
         })
         .collect();

@@ -27,7 +27,9 @@ pub async fn dispatch(
     let v = ctx.version;
     let response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v).await),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(broker, r, v, &ctx.listener).await)
+        }
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(metadata::describe_topic_partitions(broker, r))
         }
@@ -59,7 +61,7 @@ pub async fn dispatch(
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(broker, r).await)
         }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, r))
+            ResponseKind::DescribeCluster(metadata::describe_cluster(broker, r, &ctx.listener))
         }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(offsets::delete_records(broker, r))
@@ -73,9 +75,9 @@ pub async fn dispatch(
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
         }
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v).await)
-        }
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
+            groups::find_coordinator(broker, r, v, &ctx.listener).await,
+        ),
         RequestKind::OffsetCommit(r) => {
             ResponseKind::OffsetCommit(groups::offset_commit(node, r, v).await)
         }

@@ -279,6 +279,7 @@ pub fn register_broker(
         incarnation_id: req.incarnation_id,
         fenced: true,
         in_controlled_shutdown: false,
+        endpoints: req.endpoints.clone(),
     }));
     // A lease the previous registration may hold still counts until it
     // runs out: that process may be alive, cut off, and still appending.
@@ -511,6 +512,7 @@ mod tests {
             host: "h".into(),
             port: 9092,
             rack: None,
+            endpoints: vec![],
         }
     }
 

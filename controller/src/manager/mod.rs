@@ -86,6 +86,7 @@ pub(crate) mod testutil {
             incarnation_id: Uuid::from_u128(id as u128),
             fenced,
             in_controlled_shutdown: false,
+            endpoints: vec![],
         }
     }
 

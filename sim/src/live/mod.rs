@@ -577,7 +577,7 @@ async fn start_broker(
     // Never shut down: the runtime's end stops it.
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     tokio::spawn(async move {
-        server::serve(listener, node, shutdown_rx).await;
+        server::serve(listener, "PLAINTEXT".into(), node, shutdown_rx).await;
         drop(shutdown_tx);
     });
     Ok(BrokerNode {
