@@ -2,7 +2,9 @@
 //! against Strand and against the reference Kafka, side by side (issue 16,
 //! item 3): the same session of `kafka-topics`, the console producer and
 //! consumer, `kafka-consumer-groups`, `kafka-configs`, `kafka-get-offsets`,
-//! `kafka-delete-records` and `kafka-transactions` runs on both; each step's
+//! `kafka-delete-records`, `kafka-transactions`, `kafka-leader-election`,
+//! `kafka-log-dirs`, `kafka-metadata-quorum`, `kafka-cluster` and
+//! `kafka-features` runs on both; each step's
 //! exit status and output (ids, addresses and timestamps masked) must be the
 //! same, except the lines KNOWN lists with their reasons (COMPATIBILITY.md).
 //! A listed difference that no longer shows fails too.
@@ -29,8 +31,15 @@ const ELR: &str = "Kafka 4.4 formats with eligible.leader.replicas.version=1, wh
 const REMOVED_IN_KAFKA_4: &str =
     "a topic config Kafka 4.0 removed; Strand still accepts it (clients of 3.x set it)";
 const EXTENSION: &str = "Strand's acknowledgement policies (issue 15), its own topic configs";
+const FEATURES: &str = "Strand finalizes only transaction.version (KIP-890 part 2); advertising metadata.version, kraft.version, group.version (KIP-848), share.version (KIP-932), streams.version (KIP-1071) or eligible.leader.replicas.version would tell clients to use what it does not have";
 
 const KNOWN: &[(&str, Side, &str, &str)] = &[
+    ("features", Side::Kafka, "Feature: eligible.leader.replicas.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features", Side::Kafka, "Feature: group.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features", Side::Kafka, "Feature: kraft.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features", Side::Kafka, "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: N.N-IVN FinalizedVersionLevel: N.N-IVN Epoch: N", FEATURES),
+    ("features", Side::Kafka, "Feature: share.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features", Side::Kafka, "Feature: streams.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     (
         "describe",
         Side::Kafka,
@@ -168,6 +177,9 @@ struct Step {
     args: &'static str,
     stdin: &'static str,
     unordered: bool,
+    /// Every number masked: offsets of the metadata log and times, which
+    /// differ between any two clusters.
+    numbers_masked: bool,
 }
 
 const fn step(name: &'static str, tool: &'static str, args: &'static str) -> Step {
@@ -177,6 +189,15 @@ const fn step(name: &'static str, tool: &'static str, args: &'static str) -> Ste
         args,
         stdin: "",
         unordered: false,
+        numbers_masked: false,
+    }
+}
+
+/// A step whose output's numbers are masked.
+const fn step_n(name: &'static str, tool: &'static str, args: &'static str) -> Step {
+    Step {
+        numbers_masked: true,
+        ..step(name, tool, args)
     }
 }
 
@@ -194,6 +215,7 @@ const SESSION: &[Step] = &[
         args: "--bootstrap-server {B} --topic quick --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
         stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\n",
         unordered: false,
+        numbers_masked: false,
     },
     Step {
         name: "consume",
@@ -201,6 +223,7 @@ const SESSION: &[Step] = &[
         args: "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g1",
         stdin: "",
         unordered: true,
+        numbers_masked: false,
     },
     step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1"),
     step("group list", "kafka-consumer-groups", "--bootstrap-server {B} --list"),
@@ -220,6 +243,12 @@ const SESSION: &[Step] = &[
     step("get offsets after delete", "kafka-get-offsets", "--bootstrap-server {B} --topic quick --time earliest"),
     step("group delete", "kafka-consumer-groups", "--bootstrap-server {B} --delete --group g1"),
     step("transactions", "kafka-transactions", "--bootstrap-server {B} list"),
+    step("preferred leader election", "kafka-leader-election", "--bootstrap-server {B} --election-type PREFERRED --topic quick --partition 0"),
+    step("log dirs", "kafka-log-dirs", "--bootstrap-server {B} --describe --topic-list quick"),
+    step_n("metadata quorum", "kafka-metadata-quorum", "--bootstrap-server {B} describe --status"),
+    step_n("metadata quorum replication", "kafka-metadata-quorum", "--bootstrap-server {B} describe --replication"),
+    step("cluster id", "kafka-cluster", "cluster-id --bootstrap-server {B}"),
+    step_n("features", "kafka-features", "--bootstrap-server {B} describe"),
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
     step("describe a missing topic", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
 ];
@@ -257,7 +286,17 @@ fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<St
         String::from_utf8_lossy(&out.stderr)
     );
     let mut lines = vec![format!("exit {}", out.status.code().unwrap_or(-1))];
-    lines.extend(text.lines().filter_map(|l| mask(l, &bootstrap)));
+    lines.extend(text.lines().filter_map(|l| mask(l, &bootstrap)).map(|l| {
+        if s.numbers_masked {
+            // Column widths follow the numbers' lengths.
+            mask_numbers(&l)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            l
+        }
+    }));
     if s.unordered {
         lines.sort();
     }
@@ -273,16 +312,44 @@ fn mask(line: &str, bootstrap: &str) -> Option<String> {
         return None;
     }
     let mut out = line.replace(bootstrap, "BOOTSTRAP");
-    for key in ["TopicId: ", "ClusterId: "] {
+    for key in ["TopicId:", "ClusterId:", "Cluster ID:"] {
         if let Some(at) = out.find(key) {
-            let start = at + key.len();
+            let after = at + key.len();
+            let start = out[after..]
+                .find(|c: char| !c.is_whitespace())
+                .map_or(out.len(), |e| after + e);
             let end = out[start..]
                 .find(|c: char| c.is_whitespace())
                 .map_or(out.len(), |e| start + e);
             out.replace_range(start..end, "ID");
         }
     }
+    // kafka-log-dirs prints each node's directory.
+    if let Some(at) = out.find("\"logDir\":\"") {
+        let start = at + "\"logDir\":\"".len();
+        if let Some(len) = out[start..].find('"') {
+            out.replace_range(start..start + len, "DIR");
+        }
+    }
     Some(out)
+}
+
+/// Every run of digits as `N`.
+fn mask_numbers(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut in_number = false;
+    for c in line.chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn session(server: Server, dist: &KafkaDist) -> Vec<(&'static str, Vec<String>)> {

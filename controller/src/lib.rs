@@ -938,11 +938,17 @@ impl Controller {
                 (id, matched)
             })
             .collect();
+        let membership = m.membership_config.membership();
+        let voter_addrs = membership
+            .voter_ids()
+            .filter_map(|id| membership.get_node(&id).map(|n| (id, n.addr.clone())))
+            .collect();
         QuorumInfo {
             leader_id: m.id,
             leader_epoch: m.current_term,
             high_watermark: m.last_applied.map(|l| l.index).unwrap_or(0),
             voters,
+            voter_addrs,
         }
     }
 

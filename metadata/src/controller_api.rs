@@ -279,6 +279,10 @@ pub struct QuorumInfo {
     pub high_watermark: u64,
     /// Voters with the last log index the leader knows they hold.
     pub voters: Vec<(NodeId, Option<u64>)>,
+    /// Each voter's controller address (`host:port`), as the quorum's
+    /// membership records it.
+    #[serde(default)]
+    pub voter_addrs: Vec<(NodeId, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

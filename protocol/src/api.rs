@@ -28,7 +28,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
-    (ApiKey::DescribeQuorum, 0, 1),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::FindCoordinator, 0, 4),
     // kafka-protocol decodes OffsetCommit from v2 and OffsetFetch from v1

@@ -346,11 +346,15 @@ pub fn describe_cluster(
 pub async fn describe_quorum(
     broker: &ReplicaManager,
     req: DescribeQuorumRequest,
+    version: i16,
 ) -> DescribeQuorumResponse {
     use kafka_protocol::messages::describe_quorum_response::{
-        PartitionData, ReplicaState, TopicData,
+        Listener, Node, PartitionData, ReplicaState, TopicData,
     };
     let quorum = broker.controller.describe_quorum().await;
+    // The leader is caught up with itself now; of the followers the quorum
+    // keeps no fetch times (-1: unknown).
+    let now = broker.clock.now_ms();
     let topics = req
         .topics
         .iter()
@@ -369,11 +373,12 @@ pub async fn describe_quorum(
                                 .voters
                                 .iter()
                                 .map(|(id, leo)| {
+                                    let seen = if *id == q.leader_id { now } else { -1 };
                                     ReplicaState::default()
                                         .with_replica_id(BrokerId(*id as i32))
                                         .with_log_end_offset(leo.map(|l| l as i64).unwrap_or(-1))
-                                        .with_last_fetch_timestamp(-1)
-                                        .with_last_caught_up_timestamp(-1)
+                                        .with_last_fetch_timestamp(seen)
+                                        .with_last_caught_up_timestamp(seen)
                                 })
                                 .collect();
                         }
@@ -388,7 +393,33 @@ pub async fn describe_quorum(
                 .with_partitions(partitions)
         })
         .collect();
-    DescribeQuorumResponse::default().with_topics(topics)
+    // v2 (KIP-853) names each voter's controller endpoint.
+    let listener = broker
+        .config
+        .controller_listener_names
+        .first()
+        .map_or("CONTROLLER", String::as_str);
+    let nodes = match (&quorum, version >= 2) {
+        (Ok(q), true) => q
+            .voter_addrs
+            .iter()
+            .filter_map(|(id, addr)| {
+                let (host, port) = addr.rsplit_once(':')?;
+                Some(
+                    Node::default()
+                        .with_node_id(BrokerId(*id as i32))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(s(listener))
+                            .with_host(s(host.trim_start_matches('[').trim_end_matches(']')))
+                            .with_port(port.parse().ok()?)]),
+                )
+            })
+            .collect(),
+        _ => vec![],
+    };
+    DescribeQuorumResponse::default()
+        .with_topics(topics)
+        .with_nodes(nodes)
 }
 
 #[cfg(test)]

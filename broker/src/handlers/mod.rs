@@ -73,7 +73,7 @@ pub async fn dispatch(
             ResponseKind::InitProducerId(offsets::init_producer_id(node, r).await)
         }
         RequestKind::DescribeQuorum(r) => {
-            ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r).await)
+            ResponseKind::DescribeQuorum(metadata::describe_quorum(broker, r, v).await)
         }
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, r, v, &ctx.listener).await,
