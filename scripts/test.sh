@@ -3,7 +3,8 @@
 # need (with the reference Apache Kafka's jars and franz-go's test suite),
 # runs clippy and the workspace's unit, property and integration tests (kcat,
 # crash, bad input, 3-node cluster, Strand side by side with Kafka, Kafka's
-# own tools and verifiable clients, Kafka Streams, franz-go's suite), the
+# own tools and verifiable clients, Kafka Streams, franz-go's suite, sarama,
+# kafka-go and kadm), the
 # chaos profile and the lease probe, builds librdkafka's own test suite and
 # runs each must-pass test once: client-side ones against one node, the rest
 # against a 3-node cluster. Exits non-zero if anything fails.
@@ -22,6 +23,9 @@ export STRAND_KAFKA_DIR
 # Debian if missing, the module through the Go module proxy).
 STRAND_FRANZ_GO_TEST="$(compat-tests/scripts/build-franz-go.sh | tail -n 1)"
 export STRAND_FRANZ_GO_TEST
+# sarama, kafka-go and kadm programs (tests/go_clients.rs).
+STRAND_GO_CLIENTS="$(compat-tests/scripts/build-go-clients.sh | tail -n 1)"
+export STRAND_GO_CLIENTS
 
 start=$SECONDS
 echo "== cargo build (tests and tools)"
