@@ -284,9 +284,6 @@ func runSarama(brokers []string) {
 	consumer, err := sarama.NewConsumer(brokers, rcfg)
 	check(err, "sarama: consumer")
 	defer consumer.Close()
-	start, err := client.GetOffset(topic, 0, sarama.OffsetNewest)
-	check(err, "sarama: GetOffset")
-	_ = start
 	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
 	check(err, "sarama: ConsumePartition")
 	defer pc.Close()
