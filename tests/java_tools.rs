@@ -3,8 +3,9 @@
 //! item 3): the same session of `kafka-topics`, the console producer and
 //! consumer, `kafka-consumer-groups`, `kafka-configs`, `kafka-get-offsets`,
 //! `kafka-delete-records`, `kafka-transactions`, `kafka-leader-election`,
-//! `kafka-log-dirs`, `kafka-metadata-quorum`, `kafka-cluster` and
-//! `kafka-features` runs on both; each step's
+//! `kafka-log-dirs`, `kafka-metadata-quorum`, `kafka-cluster`,
+//! `kafka-features` and the producer and consumer perf tests runs on both;
+//! each step's
 //! exit status and output (ids, addresses and timestamps masked) must be the
 //! same, except the lines KNOWN lists with their reasons (COMPATIBILITY.md).
 //! A listed difference that no longer shows fails too.
@@ -180,6 +181,9 @@ struct Step {
     /// Every number masked: offsets of the metadata log and times, which
     /// differ between any two clusters.
     numbers_masked: bool,
+    /// Only the lines holding this are compared (a perf test's summary, not
+    /// its progress lines, which come as often as the run is slow).
+    keep: Option<&'static str>,
 }
 
 const fn step(name: &'static str, tool: &'static str, args: &'static str) -> Step {
@@ -190,6 +194,7 @@ const fn step(name: &'static str, tool: &'static str, args: &'static str) -> Ste
         stdin: "",
         unordered: false,
         numbers_masked: false,
+        keep: None,
     }
 }
 
@@ -216,6 +221,7 @@ const SESSION: &[Step] = &[
         stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\n",
         unordered: false,
         numbers_masked: false,
+        keep: None,
     },
     Step {
         name: "consume",
@@ -224,6 +230,7 @@ const SESSION: &[Step] = &[
         stdin: "",
         unordered: true,
         numbers_masked: false,
+        keep: None,
     },
     step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1"),
     step("group list", "kafka-consumer-groups", "--bootstrap-server {B} --list"),
@@ -249,6 +256,11 @@ const SESSION: &[Step] = &[
     step_n("metadata quorum replication", "kafka-metadata-quorum", "--bootstrap-server {B} describe --replication"),
     step("cluster id", "kafka-cluster", "cluster-id --bootstrap-server {B}"),
     step_n("features", "kafka-features", "--bootstrap-server {B} describe"),
+    Step {
+        keep: Some("th."),
+        ..step_n("producer perf test", "kafka-producer-perf-test", "--topic perf --num-records 20000 --throughput -1 --record-size 100 --bootstrap-server {B} --command-property acks=all")
+    },
+    step_n("consumer perf test", "kafka-consumer-perf-test", "--bootstrap-server {B} --topic perf --num-records 20000 --timeout 60000"),
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
     step("describe a missing topic", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
 ];
@@ -286,17 +298,23 @@ fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<St
         String::from_utf8_lossy(&out.stderr)
     );
     let mut lines = vec![format!("exit {}", out.status.code().unwrap_or(-1))];
-    lines.extend(text.lines().filter_map(|l| mask(l, &bootstrap)).map(|l| {
-        if s.numbers_masked {
-            // Column widths follow the numbers' lengths.
-            mask_numbers(&l)
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        } else {
-            l
-        }
-    }));
+    let kept = |l: &&str| s.keep.is_none_or(|k| l.contains(k));
+    lines.extend(
+        text.lines()
+            .filter(kept)
+            .filter_map(|l| mask(l, &bootstrap))
+            .map(|l| {
+                if s.numbers_masked {
+                    // Column widths follow the numbers' lengths.
+                    mask_numbers(&l)
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                } else {
+                    l
+                }
+            }),
+    );
     if s.unordered {
         lines.sort();
     }
