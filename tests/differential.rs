@@ -55,6 +55,8 @@ const SETTINGS: &[(&str, &str)] = &[
     ("offsets.topic.replication.factor", "1"),
     ("transaction.state.log.replication.factor", "1"),
     ("transaction.state.log.min.isr", "1"),
+    // A first join is answered at once, not after Kafka's 3 s default.
+    ("group.initial.rebalance.delay.ms", "0"),
 ];
 
 type Facts = BTreeMap<String, String>;
@@ -881,6 +883,355 @@ fn fetch_committed(c: &mut Client, topic: &str) -> (Vec<String>, Vec<(i64, i64)>
     )
 }
 
+/// JoinGroup (v7) as a consumer with one protocol ("range"): the response.
+fn join_group(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    instance: Option<&str>,
+    protocol_type: &str,
+    session_timeout_ms: i32,
+) -> kafka_protocol::messages::JoinGroupResponse {
+    send_join(
+        c,
+        group,
+        member,
+        instance,
+        protocol_type,
+        session_timeout_ms,
+    );
+    c.receive(ApiKey::JoinGroup, 7).expect("JoinGroup")
+}
+
+/// The request half of `join_group`: a join that waits for a rebalance is
+/// sent, then answered once the other members have rejoined.
+fn send_join(
+    c: &mut Client,
+    group: &str,
+    member: &str,
+    instance: Option<&str>,
+    protocol_type: &str,
+    session_timeout_ms: i32,
+) {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::{GroupId, JoinGroupRequest};
+    c.send(
+        ApiKey::JoinGroup,
+        7,
+        &JoinGroupRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_session_timeout_ms(session_timeout_ms)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(StrBytes::from_string(member.into()))
+            .with_group_instance_id(instance.map(|i| StrBytes::from_string(i.into())))
+            .with_protocol_type(StrBytes::from_string(protocol_type.into()))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(bytes::Bytes::from_static(b"subscription"))]),
+    )
+    .expect("JoinGroup sent");
+}
+
+/// SyncGroup (v5): (error, the assignment this member got).
+fn sync_group(
+    c: &mut Client,
+    group: &str,
+    generation: i32,
+    member: &str,
+    assignments: &[(&str, &'static [u8])],
+) -> (i16, Vec<u8>) {
+    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+    use kafka_protocol::messages::{GroupId, SyncGroupRequest, SyncGroupResponse};
+    let r: SyncGroupResponse = c
+        .call(
+            ApiKey::SyncGroup,
+            5,
+            &SyncGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.into())))
+                .with_generation_id(generation)
+                .with_member_id(StrBytes::from_string(member.into()))
+                .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                .with_protocol_name(Some(StrBytes::from_static_str("range")))
+                .with_assignments(
+                    assignments
+                        .iter()
+                        .map(|(m, a)| {
+                            SyncGroupRequestAssignment::default()
+                                .with_member_id(StrBytes::from_string((*m).into()))
+                                .with_assignment(bytes::Bytes::from_static(a))
+                        })
+                        .collect(),
+                ),
+        )
+        .expect("SyncGroup");
+    (r.error_code, r.assignment.to_vec())
+}
+
+/// Heartbeat (v4): the error.
+fn heartbeat(
+    c: &mut Client,
+    group: &str,
+    generation: i32,
+    member: &str,
+    instance: Option<&str>,
+) -> i16 {
+    use kafka_protocol::messages::{GroupId, HeartbeatRequest, HeartbeatResponse};
+    let r: HeartbeatResponse = c
+        .call(
+            ApiKey::Heartbeat,
+            4,
+            &HeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.into())))
+                .with_generation_id(generation)
+                .with_member_id(StrBytes::from_string(member.into()))
+                .with_group_instance_id(instance.map(|i| StrBytes::from_string(i.into()))),
+        )
+        .expect("Heartbeat");
+    r.error_code
+}
+
+/// DescribeGroups (v5): (error, state, protocol type, protocol, members).
+fn describe_group(c: &mut Client, group: &str) -> (i16, String, String, String, usize) {
+    use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+    let r: DescribeGroupsResponse = c
+        .call(
+            ApiKey::DescribeGroups,
+            5,
+            &DescribeGroupsRequest::default()
+                .with_groups(vec![GroupId(StrBytes::from_string(group.into()))]),
+        )
+        .expect("DescribeGroups");
+    let g = &r.groups[0];
+    (
+        g.error_code,
+        g.group_state.to_string(),
+        g.protocol_type.to_string(),
+        g.protocol_data.to_string(),
+        g.members.len(),
+    )
+}
+
+/// A group coordinator for `group` answers (retried while the offsets
+/// topic is created and loaded: both servers are allowed a moment).
+fn find_group_coordinator(c: &mut Client, group: &str) -> i16 {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+    eventually(
+        "a group coordinator",
+        std::time::Duration::from_secs(60),
+        || {
+            let r: FindCoordinatorResponse = c
+                .call(
+                    ApiKey::FindCoordinator,
+                    3,
+                    &FindCoordinatorRequest::default()
+                        .with_key(StrBytes::from_string(group.into()))
+                        .with_key_type(0),
+                )
+                .ok()?;
+            (r.error_code == 0).then_some(r.error_code)
+        },
+    )
+}
+
+/// The classic group protocol as a client drives it by hand: joining (a
+/// member id first required), syncing, heartbeats with every kind of wrong
+/// identity, a second member and the rebalance it causes, leaving, and a
+/// static member restarted under its instance id. Member ids differ between
+/// the servers: only whether they are given, kept or changed is noted.
+fn groups(c: &mut Client, addr: &str, facts: &mut Facts) {
+    let g = "dg";
+    note(
+        facts,
+        "group: FindCoordinator",
+        find_group_coordinator(c, g),
+    );
+    // Retried while the coordinator loads (NOT_COORDINATOR,
+    // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE), as clients do.
+    let first = eventually(
+        "a loaded group coordinator",
+        std::time::Duration::from_secs(60),
+        || {
+            let r = join_group(c, g, "", None, "consumer", 10_000);
+            (![14, 15, 16].contains(&r.error_code)).then_some(r)
+        },
+    );
+    note(
+        facts,
+        "group join without a member id: error",
+        first.error_code,
+    );
+    note(
+        facts,
+        "group join without a member id: one given",
+        !first.member_id.is_empty(),
+    );
+    let a = first.member_id.to_string();
+    let joined = join_group(c, g, &a, None, "consumer", 10_000);
+    note(
+        facts,
+        "group join: error, generation, protocol, leader is the member, members",
+        (
+            joined.error_code,
+            joined.generation_id,
+            joined.protocol_name.as_ref().map(|p| p.to_string()),
+            joined.leader == joined.member_id,
+            joined.members.len(),
+        ),
+    );
+    let generation = joined.generation_id;
+    note(
+        facts,
+        "group sync by the leader",
+        sync_group(c, g, generation, &a, &[(&a, b"for-a")]),
+    );
+    note(
+        facts,
+        "group heartbeat",
+        heartbeat(c, g, generation, &a, None),
+    );
+    note(
+        facts,
+        "group heartbeat, wrong generation",
+        heartbeat(c, g, generation + 1, &a, None),
+    );
+    note(
+        facts,
+        "group heartbeat, unknown member",
+        heartbeat(c, g, generation, "nobody", None),
+    );
+    note(
+        facts,
+        "group heartbeat, unknown group",
+        heartbeat(c, "no-such-group", 1, &a, None),
+    );
+    note(
+        facts,
+        "group join with another protocol type",
+        join_group(c, g, "", None, "connect", 10_000).error_code,
+    );
+    note(
+        facts,
+        "group join with a 1 ms session timeout",
+        join_group(c, g, &a, None, "consumer", 1).error_code,
+    );
+    note(facts, "group described while stable", describe_group(c, g));
+
+    // A second member: its join waits until the first rejoins.
+    let mut other = Client::connect(addr).expect("a second connection");
+    let b = join_group(&mut other, g, "", None, "consumer", 10_000)
+        .member_id
+        .to_string();
+    send_join(&mut other, g, &b, None, "consumer", 10_000);
+    let rebalancing = eventually(
+        "the rebalance begins",
+        std::time::Duration::from_secs(30),
+        || {
+            let e = heartbeat(c, g, generation, &a, None);
+            (e != 0).then_some(e)
+        },
+    );
+    note(
+        facts,
+        "group heartbeat once another member joins",
+        rebalancing,
+    );
+    let rejoined = join_group(c, g, &a, None, "consumer", 10_000);
+    let b_joined: kafka_protocol::messages::JoinGroupResponse = other
+        .receive(ApiKey::JoinGroup, 7)
+        .expect("the second join's answer");
+    note(
+        facts,
+        "group rejoin: errors, generation moved on, members seen by the leader, by the other",
+        (
+            rejoined.error_code,
+            b_joined.error_code,
+            rejoined.generation_id == generation + 1,
+            rejoined.members.len(),
+            b_joined.members.len(),
+        ),
+    );
+    let gen2 = rejoined.generation_id;
+    note(
+        facts,
+        "group sync of two: the leader's, the other's",
+        (
+            sync_group(c, g, gen2, &a, &[(&a, b"a2"), (&b, b"b2")]),
+            sync_group(&mut other, g, gen2, &b, &[]),
+        ),
+    );
+    note(facts, "group described with two", describe_group(c, g));
+    note(
+        facts,
+        "group sync with the old generation",
+        sync_group(c, g, generation, &a, &[]).0,
+    );
+    {
+        use kafka_protocol::messages::leave_group_request::MemberIdentity;
+        use kafka_protocol::messages::{GroupId, LeaveGroupRequest, LeaveGroupResponse};
+        let r: LeaveGroupResponse = other
+            .call(
+                ApiKey::LeaveGroup,
+                4,
+                &LeaveGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("dg")))
+                    .with_members(vec![
+                        MemberIdentity::default().with_member_id(StrBytes::from_string(b.clone()))
+                    ]),
+            )
+            .expect("LeaveGroup");
+        note(
+            facts,
+            "group leave: error, member error",
+            (r.error_code, r.members.first().map(|m| m.error_code)),
+        );
+    }
+    note(
+        facts,
+        "group heartbeat after the other left",
+        heartbeat(c, g, gen2, &a, None),
+    );
+
+    // A static member: no member id required; restarted under its instance
+    // id it replaces its old member id without a rebalance.
+    let sg = "static-dg";
+    find_group_coordinator(c, sg);
+    let s1 = eventually(
+        "a loaded group coordinator",
+        std::time::Duration::from_secs(60),
+        || {
+            let r = join_group(c, sg, "", Some("i1"), "consumer", 10_000);
+            (![14, 15, 16].contains(&r.error_code)).then_some(r)
+        },
+    );
+    note(
+        facts,
+        "static join: error, generation, member id given",
+        (s1.error_code, s1.generation_id, !s1.member_id.is_empty()),
+    );
+    let old = s1.member_id.to_string();
+    note(
+        facts,
+        "static sync",
+        sync_group(c, sg, s1.generation_id, &old, &[(&old, b"s")]),
+    );
+    let s2 = join_group(c, sg, "", Some("i1"), "consumer", 10_000);
+    note(
+        facts,
+        "static rejoin: error, same generation, new member id",
+        (
+            s2.error_code,
+            s2.generation_id == s1.generation_id,
+            s2.member_id.to_string() != old,
+        ),
+    );
+    note(
+        facts,
+        "static: the old member id's heartbeat",
+        heartbeat(c, sg, s1.generation_id, &old, Some("i1")),
+    );
+    note(facts, "static group described", describe_group(c, sg));
+}
+
 fn observe(cluster: &Cluster) -> Facts {
     let mut facts = Facts::new();
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
@@ -890,6 +1241,7 @@ fn observe(cluster: &Cluster) -> Facts {
     idempotence(&mut c, &mut facts);
     transactions(&mut c, &cluster.bootstrap(), &mut facts);
     describe_topic_configs(&mut c, &mut facts);
+    groups(&mut c, &cluster.bootstrap(), &mut facts);
     facts
 }
 
