@@ -9,8 +9,10 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 use strand_broker::config::BrokerConfig;
 use strand_broker::controller_link::ControllerLink;
@@ -18,6 +20,59 @@ use strand_broker::replica_manager::ReplicaManager;
 use strand_broker::{lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
 use strand_controller::{QuorumSettings, StoreKind};
+
+/// A Kafka-wire-compatible replicated log: runs a node (broker,
+/// controller or both, as server.properties' `process.roles` says).
+#[derive(Parser, Debug)]
+#[command(name = "strand", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The node's server.properties (Kafka's keys).
+    properties: Option<PathBuf>,
+    /// A setting that wins over the file's (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Formats the node's data directory (as `kafka-storage format`).
+    Format(FormatArgs),
+    /// Prints a new cluster id (as `kafka-storage random-uuid`).
+    RandomUuid,
+}
+
+#[derive(Args, Debug)]
+struct FormatArgs {
+    /// The cluster id (`strand random-uuid` makes one).
+    #[arg(short = 't', long)]
+    cluster_id: Option<String>,
+    /// The node id (else server.properties' `node.id`).
+    #[arg(long)]
+    node_id: Option<i32>,
+    /// The initial controllers: `id@host:port,...`.
+    #[arg(long, conflicts_with = "standalone")]
+    initial_controllers: Option<String>,
+    /// This node alone is the initial controller set.
+    #[arg(short = 's', long)]
+    standalone: bool,
+    /// The voters of `controller.quorum.voters`, if any (the default).
+    #[arg(short = 'N', long)]
+    no_initial_controllers: bool,
+    /// Succeed if the directory is already formatted for this cluster and node.
+    #[arg(short = 'g', long)]
+    ignore_formatted: bool,
+    /// The node's server.properties.
+    #[arg(short = 'c', long = "config")]
+    config: Option<PathBuf>,
+    /// The same, given alone.
+    #[arg(conflicts_with = "config")]
+    properties: Option<PathBuf>,
+    /// A setting that wins over the file's (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
 
 fn main() {
     tracing_subscriber::fmt()
@@ -27,31 +82,37 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: strand [server.properties] [--override key=value]...");
-        println!("       strand format --cluster-id ID --node-id N --initial-controllers ID@HOST:PORT,... [server.properties] [--override key=value]...");
-        println!("       strand random-uuid");
-        return;
-    }
-    match args.first().map(String::as_str) {
-        Some("format") => match meta::format_command(&args[1..]) {
-            Ok(msg) => {
-                println!("{msg}");
-                return;
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Format(f)) => {
+            let opts = meta::FormatOptions {
+                cluster_id: f.cluster_id,
+                node_id: f.node_id,
+                initial_controllers: f.initial_controllers,
+                ignore_formatted: f.ignore_formatted,
+                standalone: f.standalone,
+                // `-c FILE` as kafka-storage takes it, or the file alone.
+                config: f.config.or(f.properties),
+                overrides: f.overrides,
+            };
+            match meta::format(&opts) {
+                Ok(msg) => {
+                    println!("{msg}");
+                    return;
+                }
+                Err(e) => {
+                    eprintln!("strand format: {e}");
+                    std::process::exit(1);
+                }
             }
-            Err(e) => {
-                eprintln!("strand format: {e}");
-                std::process::exit(1);
-            }
-        },
-        Some("random-uuid") => {
+        }
+        Some(Command::RandomUuid) => {
             println!("{}", meta::new_cluster_id());
             return;
         }
-        _ => {}
+        None => {}
     }
-    let config = match BrokerConfig::from_args(&args) {
+    let config = match BrokerConfig::load(cli.properties.as_deref(), &cli.overrides) {
         Ok(c) => Arc::new(c),
         Err(e) => {
             eprintln!("strand: configuration error: {e}");

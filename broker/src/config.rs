@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use strand_metadata::configs::{validate_topic_config, TOPIC_CONFIGS};
 use strand_types::BrokerId;
 
@@ -461,39 +461,23 @@ pub fn parse_properties(path: &str, text: &str) -> Result<Vec<(String, String)>,
 }
 
 impl BrokerConfig {
-    /// Builds the config from command-line arguments:
-    /// `[server.properties] [--override key=value]...`.
-    pub fn from_args(args: &[String]) -> Result<BrokerConfig, ConfigError> {
+    /// The configuration of `file` (a server.properties, if any) with
+    /// `overrides` (`key=value`, each winning over the file) applied.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<BrokerConfig, ConfigError> {
         let mut pairs = Vec::new();
-        let mut i = 0;
-        while i < args.len() {
-            let a = &args[i];
-            if a == "--override" {
-                let kv = args
-                    .get(i + 1)
-                    .ok_or_else(|| ConfigError::MalformedOverride(String::new()))?;
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
-                pairs.push((k.trim().to_string(), v.trim().to_string()));
-                i += 2;
-            } else if let Some(kv) = a.strip_prefix("--override=") {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| ConfigError::MalformedOverride(kv.into()))?;
-                pairs.push((k.trim().to_string(), v.trim().to_string()));
-                i += 1;
-            } else {
-                let text = std::fs::read_to_string(a).map_err(|e| ConfigError::Unreadable {
-                    path: a.clone(),
-                    reason: e.to_string(),
-                })?;
-                // File settings come first so that overrides win.
-                let mut file_pairs = parse_properties(a, &text)?;
-                file_pairs.append(&mut pairs);
-                pairs = file_pairs;
-                i += 1;
-            }
+        if let Some(path) = file {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+                path: name.clone(),
+                reason: e.to_string(),
+            })?;
+            pairs = parse_properties(&name, &text)?;
+        }
+        for kv in overrides {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| ConfigError::MalformedOverride(kv.clone()))?;
+            pairs.push((k.trim().to_string(), v.trim().to_string()));
         }
         Self::from_pairs(pairs)
     }
@@ -1057,12 +1041,13 @@ mod tests {
         assert_eq!(c.static_props["log.retention.ms"], "3600000");
         assert_eq!(c.advertised().host, "127.0.0.1");
         assert_eq!(c.advertised().port, 19092);
-        let args: Vec<String> = ["--override", "num.partitions=4", "--override=node.id=3"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let c = BrokerConfig::from_args(&args).unwrap();
+        let overrides = ["num.partitions=4".to_string(), "node.id=3".to_string()];
+        let c = BrokerConfig::load(None, &overrides).unwrap();
         assert_eq!((c.num_partitions, c.node_id), (4, 3));
+        assert!(matches!(
+            BrokerConfig::load(None, &["no-equals-sign".to_string()]),
+            Err(ConfigError::MalformedOverride(_))
+        ));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `kafka-storage format`); a single combined node with no data formats itself.
 
 use crate::config::{parse_voters, BrokerConfig, Voter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const META_FILE: &str = "meta.properties";
 
@@ -142,63 +142,40 @@ fn own_controller_addr(config: &BrokerConfig) -> Option<String> {
     Some(format!("{host}:{}", advertised.port))
 }
 
-/// `strand format --cluster-id ID --node-id N --initial-controllers id@host:port,...
-/// [--ignore-formatted] [server.properties] [--override k=v ...]`, or Kafka's
-/// `kafka-storage format` form: `-t ID -c server.properties`, with
-/// `--standalone` (this node alone is the initial controller set) or
-/// `--no-initial-controllers` (the voters of `controller.quorum.voters`, if
-/// any).
-pub fn format_command(args: &[String]) -> Result<String, String> {
-    let mut rest = Vec::new();
-    let (mut cluster_id, mut node_id, mut initial, mut ignore) = (None, None, None, false);
-    let mut standalone = false;
-    let mut i = 0;
-    while i < args.len() {
-        let value = || {
-            args.get(i + 1)
-                .cloned()
-                .ok_or(format!("{} needs a value", args[i]))
-        };
-        match args[i].as_str() {
-            "--cluster-id" | "-t" => cluster_id = Some(value()?),
-            "--node-id" => {
-                node_id = Some(
-                    value()?
-                        .parse::<i32>()
-                        .map_err(|_| "--node-id needs a number".to_string())?,
-                )
-            }
-            "--initial-controllers" => initial = Some(parse_voters(&value()?)?),
-            "--ignore-formatted" | "-g" => {
-                ignore = true;
-                i += 1;
-                continue;
-            }
-            "--standalone" | "-s" => {
-                standalone = true;
-                i += 1;
-                continue;
-            }
-            "--no-initial-controllers" | "-N" => {
-                i += 1;
-                continue;
-            }
-            "--config" | "-c" => rest.push(value()?),
-            _ => {
-                rest.push(args[i].clone());
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
+/// What `strand format` is asked (the binary parses its arguments): Kafka's
+/// `kafka-storage format` options (`-t`, `-c`, `--standalone`,
+/// `--no-initial-controllers`, `--ignore-formatted`) and Strand's own
+/// (`--node-id`, `--initial-controllers`, `--override`).
+#[derive(Debug, Clone, Default)]
+pub struct FormatOptions {
+    pub cluster_id: Option<String>,
+    pub node_id: Option<i32>,
+    /// `id@host:port,...`
+    pub initial_controllers: Option<String>,
+    pub ignore_formatted: bool,
+    /// This node alone is the initial controller set.
+    pub standalone: bool,
+    pub config: Option<PathBuf>,
+    pub overrides: Vec<String>,
+}
+
+/// Formats the node's data directory: its cluster id, node id and initial
+/// controllers. Without `--standalone` or `--initial-controllers` the
+/// voters of `controller.quorum.voters` (if any) are the initial set.
+pub fn format(opts: &FormatOptions) -> Result<String, String> {
+    let mut overrides = opts.overrides.clone();
+    if let Some(n) = opts.node_id {
+        overrides.push(format!("node.id={n}"));
     }
-    let mut pairs_args = rest;
-    if let Some(n) = node_id {
-        pairs_args.push("--override".into());
-        pairs_args.push(format!("node.id={n}"));
-    }
-    let config = BrokerConfig::from_args(&pairs_args).map_err(|e| e.to_string())?;
-    let cluster_id = cluster_id.ok_or("--cluster-id is required")?;
+    let initial = opts
+        .initial_controllers
+        .as_deref()
+        .map(parse_voters)
+        .transpose()?;
+    let (ignore, standalone) = (opts.ignore_formatted, opts.standalone);
+    let config =
+        BrokerConfig::load(opts.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
+    let cluster_id = opts.cluster_id.clone().ok_or("--cluster-id is required")?;
     if cluster_id.len() < 16
         || !cluster_id
             .bytes()
@@ -258,8 +235,12 @@ pub fn format_command(args: &[String]) -> Result<String, String> {
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
+    fn opts(cluster_id: &str, logs: &str) -> FormatOptions {
+        FormatOptions {
+            cluster_id: Some(cluster_id.into()),
+            overrides: vec![logs.into()],
+            ..FormatOptions::default()
+        }
     }
 
     #[test]
@@ -267,17 +248,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let logs = format!("log.dirs={}", dir.path().display());
         let id = new_cluster_id();
-        let a = args(&[
-            "--cluster-id",
-            &id,
-            "--node-id",
-            "2",
-            "--initial-controllers",
-            "1@127.0.0.1:1,2@127.0.0.1:2",
-            "--override",
-            &logs,
-        ]);
-        format_command(&a).unwrap();
+        let a = FormatOptions {
+            node_id: Some(2),
+            initial_controllers: Some("1@127.0.0.1:1,2@127.0.0.1:2".into()),
+            ..opts(&id, &logs)
+        };
+        format(&a).unwrap();
         let meta = read(dir.path()).unwrap().unwrap();
         assert_eq!(
             (
@@ -287,12 +263,12 @@ mod tests {
             ),
             (id.as_str(), 2, 2)
         );
-        assert!(format_command(&a)
-            .unwrap_err()
-            .contains("already formatted"));
-        let mut again = a.clone();
-        again.push("--ignore-formatted".into());
-        assert!(format_command(&again).is_ok());
+        assert!(format(&a).unwrap_err().contains("already formatted"));
+        let again = FormatOptions {
+            ignore_formatted: true,
+            ..a.clone()
+        };
+        assert!(format(&again).is_ok());
     }
 
     #[test]
@@ -300,33 +276,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let logs = format!("log.dirs={}", dir.path().display());
         let id = new_cluster_id();
-        assert!(
-            format_command(&args(&["--node-id", "1", "--override", &logs]))
-                .unwrap_err()
-                .contains("--cluster-id")
-        );
-        assert!(format_command(&args(&["--cluster-id", "bad id!", "--override", &logs])).is_err());
-        let e = format_command(&args(&[
-            "--cluster-id",
-            &id,
-            "--node-id",
-            "3",
-            "--initial-controllers",
-            "1@h:1",
-            "--override",
-            &logs,
-        ]))
+        let no_id = FormatOptions {
+            cluster_id: None,
+            node_id: Some(1),
+            ..opts("", &logs)
+        };
+        assert!(format(&no_id).unwrap_err().contains("--cluster-id"));
+        assert!(format(&opts("bad id!", &logs)).is_err());
+        let e = format(&FormatOptions {
+            node_id: Some(3),
+            initial_controllers: Some("1@h:1".into()),
+            ..opts(&id, &logs)
+        })
         .unwrap_err();
         assert!(e.contains("not in the initial controllers"), "{e}");
-        assert!(format_command(&args(&[
-            "--cluster-id",
-            &id,
-            "--initial-controllers",
-            "x@h:1",
-            "--override",
-            &logs
-        ]))
+        assert!(format(&FormatOptions {
+            initial_controllers: Some("x@h:1".into()),
+            ..opts(&id, &logs)
+        })
         .is_err());
+        assert!(format(&FormatOptions {
+            initial_controllers: Some("1@h:1".into()),
+            standalone: true,
+            ..opts(&id, &logs)
+        })
+        .unwrap_err()
+        .contains("exclude each other"));
     }
 
     #[test]
@@ -334,12 +309,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let logs = format!("log.dirs={}", dir.path().display());
         let cfg = |extra: &[&str]| {
-            let mut a = args(&["--override", &logs]);
-            for e in extra {
-                a.push("--override".into());
-                a.push(e.to_string());
-            }
-            BrokerConfig::from_args(&a).unwrap()
+            let mut overrides = vec![logs.clone()];
+            overrides.extend(extra.iter().map(|e| e.to_string()));
+            BrokerConfig::load(None, &overrides).unwrap()
         };
         let quorum = cfg(&["controller.quorum.voters=1@127.0.0.1:1,2@127.0.0.1:2"]);
         assert!(load_or_self_format(&quorum)
