@@ -241,6 +241,36 @@ fn decompression_bombs_cost_no_memory_and_no_heartbeat() {
         "zstd 2 GiB keyless, compacted topic: answered {code} in {:.2}s",
         started.elapsed().as_secs_f64()
     );
+    // A topic's compression.type recompresses a client's batch (Kafka's
+    // log validator does): streamed like the validation, the output bounded
+    // by max.message.bytes. 2 GiB of zeros stored uncompressed is
+    // MESSAGE_TOO_LARGE after the first MiB; 512 MiB of zeros as zstd fits.
+    let gzip_512m_again = {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        write_zero_record(&mut e, 512 << 20);
+        e.finish().unwrap()
+    };
+    for (config, body, codec, expected) in [
+        ("uncompressed", zstd_2g.clone(), 4, 10),
+        ("zstd", gzip_512m_again, 1, 0),
+    ] {
+        let topic = format!("recompressed-{config}");
+        assert_eq!(
+            common::create_topic_with(&mut c, &topic, 1, 1, &[("compression.type", config)])
+                .unwrap(),
+            0
+        );
+        let started = Instant::now();
+        let code = produce_to(&mut c, &topic, batch_around(&body, codec, 1));
+        assert_eq!(
+            code, expected,
+            "bomb into compression.type={config}: answered {code}"
+        );
+        eprintln!(
+            "codec {codec} into compression.type={config}: answered {code} in {:.2}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let growth = peak_rss(broker.pid()).saturating_sub(baseline);
     assert!(
         growth < RSS_GROWTH_LIMIT,

@@ -56,24 +56,6 @@ const KNOWN: &[(&str, Side, &str, &str)] = &[
     (
         "describe every topic config",
         Side::Kafka,
-        "  compression.gzip.level=-1 sensitive=false synonyms={DEFAULT_CONFIG:compression.gzip.level=-1}",
-        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet; Strand keeps the producer's batches as they come",
-    ),
-    (
-        "describe every topic config",
-        Side::Kafka,
-        "  compression.lz4.level=9 sensitive=false synonyms={DEFAULT_CONFIG:compression.lz4.level=9}",
-        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet",
-    ),
-    (
-        "describe every topic config",
-        Side::Kafka,
-        "  compression.zstd.level=3 sensitive=false synonyms={DEFAULT_CONFIG:compression.zstd.level=3}",
-        "compression levels (KIP-390): a Kafka 4.x topic config Strand does not have yet",
-    ),
-    (
-        "describe every topic config",
-        Side::Kafka,
         "  errors.deadletterqueue.group.enable=false sensitive=false synonyms={}",
         "share groups' dead-letter queue: a Kafka 4.x topic config Strand does not have yet",
     ),

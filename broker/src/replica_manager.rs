@@ -81,6 +81,10 @@ pub fn partition_settings(
             downgrade: get("strand.acks.downgrade.enable").eq_ignore_ascii_case("true"),
             eviction_ms: long("strand.acks.eviction.ms", DEFAULT_EVICTION_MS).max(1),
         },
+        compression: strand_protocol::transcode::TopicCompression::from_topic_configs(
+            &get("compression.type"),
+            |name| get(name).parse().ok(),
+        ),
     }
 }
 
@@ -303,6 +307,28 @@ impl ReplicaManager {
             }
             Some(_) => Err(ErrorCode::NotLeaderOrFollower),
             None => Err(ErrorCode::UnknownTopicOrPartition),
+        }
+    }
+
+    /// A replica this broker hosts, leader or follower, for a consumer's
+    /// fetch from a follower (KIP-392), with the client's current leader
+    /// epoch checked against the one this replica knows; otherwise
+    /// [`ReplicaManager::leader_partition_at_epoch`]'s errors.
+    pub fn replica_partition_at_epoch(
+        &self,
+        topic: &str,
+        index: i32,
+        current_leader_epoch: Option<LeaderEpoch>,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        if self.log_dir_failures.is_offline() {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        match self.partition(topic, index) {
+            Some(p) => {
+                p.check_leader_epoch(current_leader_epoch)?;
+                Ok(p)
+            }
+            None => self.leader_partition_at_epoch(topic, index, current_leader_epoch),
         }
     }
 

@@ -191,6 +191,7 @@ mod tests {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             acks: Default::default(),
+            compression: None,
         }
     }
 

@@ -78,6 +78,24 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Retention policy: delete, compact, or both.",
     ),
     def(
+        "compression.gzip.level",
+        Some("compression.gzip.level"),
+        "-1",
+        Int,
+        None,
+        &[],
+        "The gzip level batches are compressed with when compression.type is gzip (KIP-390).",
+    ),
+    def(
+        "compression.lz4.level",
+        Some("compression.lz4.level"),
+        "9",
+        Int,
+        None,
+        &[],
+        "The lz4 level batches are compressed with when compression.type is lz4 (KIP-390).",
+    ),
+    def(
         "compression.type",
         Some("compression.type"),
         "producer",
@@ -85,6 +103,15 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"],
         "Final compression type for the topic.",
+    ),
+    def(
+        "compression.zstd.level",
+        Some("compression.zstd.level"),
+        "3",
+        Int,
+        None,
+        &[],
+        "The zstd level batches are compressed with when compression.type is zstd (KIP-390).",
     ),
     def(
         "delete.retention.ms",
@@ -401,6 +428,31 @@ pub fn topic_config(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// The levels a codec takes (KIP-390): (lowest, highest, the "codec's
+/// default" value outside the range, if any). gzip: 1-9 or -1 (zlib's
+/// default); lz4: 1-17; zstd: zstd's negative fast levels up to 22.
+fn compression_level_range(name: &str) -> Option<(i64, i64, Option<i64>)> {
+    match name {
+        "compression.gzip.level" => Some((1, 9, Some(-1))),
+        "compression.lz4.level" => Some((1, 17, None)),
+        "compression.zstd.level" => Some((-131_072, 22, None)),
+        _ => None,
+    }
+}
+
+fn check_compression_level(
+    (low, high, special): (i64, i64, Option<i64>),
+    v: i64,
+) -> Result<(), String> {
+    if (low..=high).contains(&v) || Some(v) == special {
+        return Ok(());
+    }
+    Err(match special {
+        Some(d) => format!("Value must be between {low} and {high} or equal to {d}"),
+        None => format!("Value must be between {low} and {high}"),
+    })
+}
+
 /// Validates one topic config value; the error names what is wrong.
 pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     let Some(d) = topic_config(name) else {
@@ -432,6 +484,9 @@ fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
                 if v < min {
                     return Err(format!("{}: Value must be at least {min}", bad()));
                 }
+            }
+            if let Some(range) = compression_level_range(d.name) {
+                check_compression_level(range, v).map_err(|m| format!("{}: {m}", bad()))?;
             }
         }
         Double => {

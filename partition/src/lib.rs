@@ -27,6 +27,9 @@ use strand_protocol::batch::{
     build_txn_marker_batch, end_txn_marker, validate_batch_framing, validate_record_set,
     BatchError, BatchHeader, BatchIter, ControlType, EndTxnMarker,
 };
+use strand_protocol::transcode::{
+    needs_transcode, transcode_batch, TopicCompression, TranscodeError,
+};
 use strand_protocol::ErrorCode;
 use strand_replication::ack::{AckPolicy, AckSettings, ReplicationDecision};
 use strand_replication::leader::{
@@ -67,6 +70,9 @@ pub struct PartitionSettings {
     pub timestamp_after_max_ms: i64,
     /// `strand.acks.*`: how acks=all is proven.
     pub acks: AckSettings,
+    /// `compression.type` and its level: the codec client batches are
+    /// stored with (`None`: each keeps its producer's).
+    pub compression: Option<TopicCompression>,
 }
 
 /// Offsets published on every change, so waiting produces and fetches
@@ -460,6 +466,17 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<AppendOutcome, PartitionError> {
         let settings = self.settings.read().clone();
+        // compression.type: a client's batches are stored in the topic's
+        // codec (Kafka's log validator), transcoded before any check that
+        // reads sizes, off the async workers as the whole append is.
+        let transcoded;
+        let (records, headers) = match transcode_for_topic(records, &headers, &settings, origin)? {
+            Some((bytes, headers)) => {
+                transcoded = bytes;
+                (&transcoded, headers)
+            }
+            None => (records, headers),
+        };
         check_client_batches(&headers, &settings, self.clock.now_ms(), origin)?;
         if let Some(h) = headers
             .iter()
@@ -1465,6 +1482,59 @@ pub fn validate_records(records: &[u8]) -> Result<Vec<BatchHeader>, PartitionErr
     })
 }
 
+/// The client's record set re-compressed into the topic's
+/// `compression.type`, with its batch headers; `None` when every batch is
+/// already stored as the topic asks (or the topic keeps the producer's).
+fn transcode_for_topic(
+    records: &Bytes,
+    headers: &[BatchHeader],
+    settings: &PartitionSettings,
+    origin: AppendOrigin,
+) -> Result<Option<(Bytes, Vec<BatchHeader>)>, PartitionError> {
+    let Some(target) = settings
+        .compression
+        .filter(|_| origin == AppendOrigin::Client)
+    else {
+        return Ok(None);
+    };
+    if !headers
+        .iter()
+        .any(|h| needs_transcode(h.compression(), Some(target.codec)))
+    {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(records.len());
+    let mut pos = 0;
+    for h in headers {
+        let batch = &records[pos..pos + h.total_size()];
+        pos += h.total_size();
+        if !needs_transcode(h.compression(), Some(target.codec)) {
+            out.extend_from_slice(batch);
+            continue;
+        }
+        let t = transcode_batch(batch, target, settings.max_message_bytes).map_err(|e| {
+            let code = match e {
+                TranscodeError::TooLarge { .. } => ErrorCode::MessageTooLarge,
+                TranscodeError::Compress { .. } => ErrorCode::UnknownServerError,
+                TranscodeError::Decompress(_) | TranscodeError::Malformed(_) => {
+                    ErrorCode::CorruptMessage
+                }
+            };
+            PartitionError::new(code, e.to_string())
+        })?;
+        out.extend_from_slice(&t);
+    }
+    let out = Bytes::from(out);
+    // The transcoder keeps the framing it was given; re-read for the headers.
+    let headers = strand_protocol::batch::validate_batch_framing(&out).map_err(|e| {
+        PartitionError::new(
+            ErrorCode::UnknownServerError,
+            format!("a transcoded batch is malformed: {e}"),
+        )
+    })?;
+    Ok(Some((out, headers)))
+}
+
 fn check_client_batches(
     headers: &[strand_protocol::batch::BatchHeader],
     settings: &PartitionSettings,
@@ -1653,6 +1723,7 @@ mod tests {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             acks: Default::default(),
+            compression: None,
         };
         let p = Partition::open_in(
             io,

@@ -1,7 +1,8 @@
 //! Kafka wire protocol pieces Strand owns itself: framing limits, the table of
 //! API versions we serve, error codes, and views over magic-v2 record batches
 //! with in-place offset/epoch assignment. Message bodies are encoded and decoded
-//! by the `kafka-protocol` crate; this crate never re-encodes record data.
+//! by the `kafka-protocol` crate; record data is never re-encoded, only
+//! re-compressed where a topic's `compression.type` asks (`transcode`).
 // Every dependency a crate declares is one it uses (dev-dependencies are
 // checked by the test builds that use them).
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
@@ -15,6 +16,7 @@ pub mod frame;
 pub mod record_count;
 pub mod request;
 pub mod testing;
+pub mod transcode;
 
 pub use kafka_protocol;
 /// Kafka error codes; `ErrorCode::code()` gives the wire value.

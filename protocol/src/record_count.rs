@@ -31,7 +31,7 @@ pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 /// Snappy's largest expansion: a 3-byte copy element yields at most 64 bytes.
 pub const SNAPPY_MAX_EXPANSION: usize = 22;
 /// The xerial (snappy-java) stream header: magic, then version and compat (4 bytes each).
-const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
+pub(crate) const XERIAL_MAGIC: &[u8; 8] = b"\x82SNAPPY\x00";
 const XERIAL_HEADER_LEN: usize = 16;
 
 /// Why the records of a batch body could not be counted.
@@ -179,16 +179,37 @@ impl<'a> Counter<'a> {
         }
         Ok(self.count)
     }
+}
 
-    fn drain(&mut self, mut r: impl Read) -> Result<(), CountError> {
-        let mut chunk = vec![0u8; CHUNK];
-        loop {
-            match r.read(&mut chunk) {
-                Ok(0) => return Ok(()),
-                Ok(n) => self.feed(&chunk[..n])?,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(CountError::Codec(e.to_string())),
-            }
+/// Where decompressed bytes go, a chunk at a time.
+trait Sink {
+    fn feed(&mut self, buf: &[u8]) -> Result<(), CountError>;
+}
+
+impl Sink for Counter<'_> {
+    fn feed(&mut self, buf: &[u8]) -> Result<(), CountError> {
+        Counter::feed(self, buf)
+    }
+}
+
+/// A closure as a sink (see [`decompress_into`]).
+struct FnSink<'a>(&'a mut dyn FnMut(&[u8]) -> Result<(), CountError>);
+
+impl Sink for FnSink<'_> {
+    fn feed(&mut self, buf: &[u8]) -> Result<(), CountError> {
+        (self.0)(buf)
+    }
+}
+
+/// Reads `r` to its end through one fixed buffer into `sink`.
+fn drain(sink: &mut dyn Sink, mut r: impl Read) -> Result<(), CountError> {
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        match r.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => sink.feed(&chunk[..n])?,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CountError::Codec(e.to_string())),
         }
     }
 }
@@ -250,17 +271,29 @@ fn walk(mut counter: Counter<'_>, codec: i16, body: &[u8]) -> Result<usize, Coun
     }
 }
 
-fn feed_all(counter: &mut Counter<'_>, codec: i16, body: &[u8]) -> Result<(), CountError> {
+/// Hands the decompressed body of a batch compressed with `codec` to
+/// `sink` a chunk at a time, with the same caps on what a codec may
+/// allocate as [`count_records`]: memory stays bounded by the codec, not by
+/// what the body decompresses to.
+pub fn decompress_into(
+    codec: i16,
+    body: &[u8],
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), CountError>,
+) -> Result<(), CountError> {
+    feed_all(&mut FnSink(sink), codec, body)
+}
+
+fn feed_all(sink: &mut dyn Sink, codec: i16, body: &[u8]) -> Result<(), CountError> {
     let codec_error = |e: std::io::Error| CountError::Codec(e.to_string());
     match codec {
-        0 => counter.feed(body),
-        1 => counter.drain(flate2::read::MultiGzDecoder::new(body)),
-        2 => snappy(body, counter),
-        3 => counter.drain(lz4::Decoder::new(body).map_err(codec_error)?),
+        0 => sink.feed(body),
+        1 => drain(sink, flate2::read::MultiGzDecoder::new(body)),
+        2 => snappy(body, sink),
+        3 => drain(sink, lz4::Decoder::new(body).map_err(codec_error)?),
         4 => {
             let mut d = zstd::stream::read::Decoder::with_buffer(body).map_err(codec_error)?;
             d.window_log_max(ZSTD_WINDOW_LOG_MAX).map_err(codec_error)?;
-            counter.drain(d)
+            drain(sink, d)
         }
         other => Err(CountError::UnknownCodec(other)),
     }
@@ -285,7 +318,7 @@ fn snappy_block<'a>(block: &[u8], out: &'a mut Vec<u8>) -> Result<&'a [u8], Coun
 
 /// Raw snappy, or the xerial framing Java clients write (as Kafka's
 /// SnappyInputStream tells them apart: by the magic).
-fn snappy(body: &[u8], counter: &mut Counter<'_>) -> Result<(), CountError> {
+fn snappy(body: &[u8], counter: &mut dyn Sink) -> Result<(), CountError> {
     let mut out = Vec::new();
     if !body.starts_with(XERIAL_MAGIC) {
         return counter.feed(snappy_block(body, &mut out)?);

@@ -329,6 +329,28 @@ pub fn check_fetch_term(
     }
 }
 
+/// Whether a fetch may be answered by a replica that does not lead: a
+/// consumer's fetch from v11 on (KIP-392 fetch from follower: Kafka serves
+/// it from any replica, up to that replica's high watermark); never a
+/// follower's, nor a consumer's older fetch.
+pub fn fetch_reads_any_replica(version: i16, from_follower: bool) -> bool {
+    !from_follower && version >= 11
+}
+
+/// [`check_fetch_term`] for a fetch that any replica may answer: the leader
+/// checks as for any fetch; a follower checks the request's epoch against
+/// the partition's leader epoch as it knows it.
+pub fn check_replica_fetch_term(
+    leading: Option<LeaderEpoch>,
+    known_leader_epoch: LeaderEpoch,
+    request_epoch: Option<LeaderEpoch>,
+) -> Result<(), ErrorCode> {
+    match leading {
+        Some(_) => check_fetch_term(leading, request_epoch),
+        None => check_request_leader_epoch(request_epoch, known_leader_epoch),
+    }
+}
+
 /// One observation of a partition for the ack decision of one pending append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckObservation {

@@ -404,6 +404,39 @@ fn a_fetch_is_answered_only_in_its_leader_term() {
     }
 }
 
+/// KIP-392: a consumer's v11+ fetch may be answered by a follower, which
+/// checks the request's epoch against the leader epoch it knows; a
+/// follower's fetch, and a consumer's older one, only by the leader.
+#[test]
+fn consumers_read_from_followers_from_fetch_v11() {
+    assert!(fetch_reads_any_replica(11, false));
+    assert!(fetch_reads_any_replica(17, false));
+    assert!(!fetch_reads_any_replica(10, false));
+    assert!(!fetch_reads_any_replica(17, true));
+    // (leading, the epoch the replica knows, request's epoch)
+    let table = [
+        (None, e(4), None, Ok(())),
+        (None, e(4), Some(e(4)), Ok(())),
+        (None, e(5), Some(e(4)), Err(ErrorCode::FencedLeaderEpoch)),
+        (None, e(4), Some(e(5)), Err(ErrorCode::UnknownLeaderEpoch)),
+        // A leader answers as check_fetch_term does, whatever it knows.
+        (
+            Some(e(6)),
+            e(6),
+            Some(e(4)),
+            Err(ErrorCode::FencedLeaderEpoch),
+        ),
+        (Some(e(4)), e(4), Some(e(4)), Ok(())),
+    ];
+    for (leading, known, request, expected) in table {
+        assert_eq!(
+            check_replica_fetch_term(leading, known, request),
+            expected,
+            "leading {leading:?}, known {known:?}, request {request:?}"
+        );
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Step {
     /// Leader appends n records.

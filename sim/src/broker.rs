@@ -51,6 +51,7 @@ fn settings(configs: &ConfigMap) -> PartitionSettings {
                 .is_some_and(|v| v == "true"),
             ..Default::default()
         },
+        compression: None,
     }
 }
 

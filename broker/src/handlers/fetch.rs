@@ -66,6 +66,7 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
             return FetchResponse::default().with_error_code(code.code());
         }
     };
+    let any_replica = rules::fetch_reads_any_replica(version, follower.is_some());
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
     let mut targets: Vec<(i32, i32, Target)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
@@ -80,6 +81,9 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
             let current_leader_epoch = LeaderEpoch::from_wire(p.current_leader_epoch);
             let mut partition = match &name {
                 None => Err(ErrorCode::UnknownTopicId),
+                Some(n) if any_replica => {
+                    broker.replica_partition_at_epoch(n, p.partition, current_leader_epoch)
+                }
                 Some(n) => broker.leader_partition_at_epoch(n, p.partition, current_leader_epoch),
             };
             let fetch_offset = Offset::from_wire(p.fetch_offset);
@@ -143,7 +147,15 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
         let busy = targets
             .iter()
             .any(|(_, _, t)| t.partition.as_ref().is_ok_and(|p| p.log_busy()));
-        let read = || read_all(&targets, max_bytes, read_committed, follower_id);
+        let read = || {
+            read_all(
+                &targets,
+                max_bytes,
+                read_committed,
+                follower_id,
+                any_replica,
+            )
+        };
         if busy {
             crate::disk::run(read)
         } else {
@@ -197,6 +209,7 @@ fn read_all(
     max_bytes: usize,
     read_committed: bool,
     follower: Option<BrokerId>,
+    any_replica: bool,
 ) -> (Vec<(usize, PartitionData)>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
@@ -218,9 +231,16 @@ fn read_all(
                 // Checked on every read, not only when the request came in:
                 // a fetch that waited must not be answered from a later
                 // leader term (nor after this broker stopped leading).
-                if let Err(code) =
+                let term = if any_replica {
+                    rules::check_replica_fetch_term(
+                        offsets.leading_epoch,
+                        p.leader_epoch(),
+                        t.current_leader_epoch,
+                    )
+                } else {
                     rules::check_fetch_term(offsets.leading_epoch, t.current_leader_epoch)
-                {
+                };
+                if let Err(code) = term {
                     pd.error_code = code.code();
                     pd.records = Some(Bytes::new());
                     errors = true;
