@@ -34,11 +34,17 @@ const REMOVED_IN_KAFKA_4: &str =
 const EXTENSION: &str = "Strand's acknowledgement policies (issue 15), its own topic configs";
 const FEATURES: &str = "Strand finalizes only transaction.version (KIP-890 part 2); advertising metadata.version, kraft.version, group.version (KIP-848), share.version (KIP-932), streams.version (KIP-1071) or eligible.leader.replicas.version would tell clients to use what it does not have";
 
-const KNOWN: &[(&str, Side, &str, &str)] = &[
+type Known = (&'static str, Side, &'static str, &'static str);
+
+/// Kafka's metadata.version line, as the 4.x and the 3.9 tools print it.
+const MV_4: &str = "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: N.N-IVN FinalizedVersionLevel: N.N-IVN Epoch: N";
+const MV_3_9: &str = "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: UNKNOWN N FinalizedVersionLevel: UNKNOWN N Epoch: N";
+
+const KNOWN: &[Known] = &[
     ("features", Side::Kafka, "Feature: eligible.leader.replicas.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: group.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: kraft.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
-    ("features", Side::Kafka, "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: N.N-IVN FinalizedVersionLevel: N.N-IVN Epoch: N", FEATURES),
+    ("features", Side::Kafka, MV_4, FEATURES),
     ("features", Side::Kafka, "Feature: share.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: streams.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     (
@@ -274,8 +280,9 @@ fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<St
         .write_all(s.stdin.as_bytes())
         .expect("the tool's input");
     let out = child.wait_with_output().expect("the tool's output");
+    // A line apart: stdout need not end in a newline (3.9's tools).
     let text = format!(
-        "{}{}",
+        "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -370,10 +377,35 @@ fn session(server: Server, dist: &KafkaDist) -> Vec<(&'static str, Vec<String>)>
 #[test]
 fn kafkas_tools_see_what_they_see_on_kafka() {
     let dist = KafkaDist::locate().expect("the reference Kafka");
-    let strand = session(Server::Strand(common::strand_bin()), &dist);
-    let kafka = session(Server::Kafka(dist.clone()), &dist);
+    side_by_side(&dist, &dist, KNOWN);
+}
+
+/// The same session with the tools (and Java client) of the 3.9 line, which
+/// negotiate older versions of most APIs, against Strand and against the
+/// reference Kafka 4.x broker.
+#[test]
+fn kafkas_3_9_tools_see_what_they_see_on_kafka() {
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    let tools = KafkaDist::locate_clients_3_9().expect("Kafka's 3.9 tools");
+    // The 3.9 tools cannot name the 4.x metadata versions Kafka finalizes.
+    let known: Vec<Known> = KNOWN
+        .iter()
+        .map(|&(step, side, line, why)| match line {
+            MV_4 => (step, side, MV_3_9, why),
+            _ => (step, side, line, why),
+        })
+        .collect();
+    side_by_side(&dist, &tools, &known);
+}
+
+/// Runs the session with `tools` against Strand and against the reference
+/// Kafka of `dist`; fails on a difference `known` does not list, and on a
+/// listed one that no longer shows.
+fn side_by_side(dist: &KafkaDist, tools: &KafkaDist, known: &[Known]) {
+    let strand = session(Server::Strand(common::strand_bin()), tools);
+    let kafka = session(Server::Kafka(dist.clone()), tools);
     let mut unexpected = Vec::new();
-    let mut seen_known = vec![false; KNOWN.len()];
+    let mut seen_known = vec![false; known.len()];
     for ((name, k), (_, s)) in kafka.iter().zip(&strand) {
         println!("### {name}");
         // A line is a difference when only one side printed it (as many
@@ -400,7 +432,7 @@ fn kafkas_tools_see_what_they_see_on_kafka() {
         }
         for (side, line) in diffs {
             println!("  {side:?} only: {line}");
-            match KNOWN
+            match known
                 .iter()
                 .position(|(st, sd, l, _)| st == name && *sd == side && *l == line)
             {
@@ -409,7 +441,7 @@ fn kafkas_tools_see_what_they_see_on_kafka() {
             }
         }
     }
-    let vanished: Vec<String> = KNOWN
+    let vanished: Vec<String> = known
         .iter()
         .zip(&seen_known)
         .filter(|(_, seen)| !**seen)

@@ -28,6 +28,15 @@ case "$tool" in
     kafka-storage) main=kafka.tools.StorageTool ;;
     *) echo "kafka-tool.sh: unknown tool $tool" >&2; exit 2 ;;
 esac
+# The 3.x line (STRAND_KAFKA_DIR naming its tools' directory): two tools
+# still in the core jar, and log4j 1 (reload4j) for logging.
+logging=(-Dlog4j2.configurationFile="$here/reference-kafka/log4j2-tools.properties")
+if compgen -G "$dir/libs/kafka-clients-3.*.jar" >/dev/null; then
+    case "$tool" in
+        kafka-configs) main=kafka.admin.ConfigCommand ;;
+        kafka-console-producer) main=kafka.tools.ConsoleProducer ;;
+    esac
+    logging=(-Dlog4j.configuration="file:$here/reference-kafka/log4j-tools.properties")
+fi
 exec "${JAVA_HOME:+$JAVA_HOME/bin/}java" -Xmx512m -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$here/reference-kafka/log4j2-tools.properties" \
-    -cp "$dir/libs/*" "$main" "$@"
+    "${logging[@]}" -cp "$dir/libs/*" "$main" "$@"
