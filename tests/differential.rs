@@ -57,6 +57,11 @@ const SETTINGS: &[(&str, &str)] = &[
     ("transaction.state.log.min.isr", "1"),
     // A first join is answered at once, not after Kafka's 3 s default.
     ("group.initial.rebalance.delay.ms", "0"),
+    // Timed-out transactions are looked for every half second, not 10 s.
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "500",
+    ),
 ];
 
 type Facts = BTreeMap<String, String>;
@@ -540,6 +545,16 @@ fn init_producer_id(
     txn: Option<&str>,
     current: Option<(i64, i16)>,
 ) -> (i16, i64, i16) {
+    init_producer_id_with_timeout(c, txn, current, 60_000)
+}
+
+/// [`init_producer_id`] with the transaction timeout given.
+fn init_producer_id_with_timeout(
+    c: &mut Client,
+    txn: Option<&str>,
+    current: Option<(i64, i16)>,
+    timeout_ms: i32,
+) -> (i16, i64, i16) {
     use kafka_protocol::messages::{
         InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
     };
@@ -552,7 +567,7 @@ fn init_producer_id(
                 .with_transactional_id(
                     txn.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
                 )
-                .with_transaction_timeout_ms(60_000)
+                .with_transaction_timeout_ms(timeout_ms)
                 .with_producer_id(ProducerId(pid))
                 .with_producer_epoch(epoch),
         )
@@ -1409,6 +1424,125 @@ fn compression(c: &mut Client, facts: &mut Facts) {
     );
 }
 
+/// Produce (v9) of one batch of `values` with `acks` to `topic`/0, without
+/// reading an answer (acks=0 has none).
+fn produce_no_answer(c: &mut Client, topic: &str, values: &[&str]) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::ProduceRequest;
+    let recs: Vec<strand_protocol::testing::TestRecord> = values
+        .iter()
+        .map(|v| (None, Some(bytes::Bytes::from(v.to_string())), now_ms()))
+        .collect();
+    let records = strand_protocol::testing::encode_records(&recs, -1, -1, -1, Compression::None);
+    let req = ProduceRequest::default()
+        .with_acks(0)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(bytes::Bytes::from(records)))])]);
+    c.send(ApiKey::Produce, 9, &req).expect("produce acks=0");
+}
+
+/// acks=0 (no answer; what lands shows in the next answer and the log),
+/// batches at and past `max.message.bytes` (a topic's and the default),
+/// and a transaction left open past its timeout.
+fn acks_zero_sizes_and_timeouts(c: &mut Client, addr: &str, facts: &mut Facts) {
+    create_ready(c, "d-acks0");
+    produce_no_answer(c, "d-acks0", &["zero-1", "zero-2"]);
+    note(
+        facts,
+        "acks=0 then acks=1: the second's answer",
+        produce_values(c, "d-acks0", 0, 1, 5000, &values(&["one"])).expect("produce"),
+    );
+    let read: Vec<(i64, String)> = fetch_values(c, "d-acks0", 0, 0, 100)
+        .expect("fetch")
+        .records
+        .iter()
+        .map(|(o, v)| (*o, String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    note(facts, "acks=0 then acks=1: the log", read);
+
+    create_ready_with(c, "d-small", &[("max.message.bytes", "2000")]);
+    create_ready(c, "d-large");
+    for (topic, size) in [
+        ("d-small", 1_500),
+        ("d-small", 3_000),
+        ("d-large", 1_000_000),
+        ("d-large", 1_100_000),
+    ] {
+        note(
+            facts,
+            format!("max.message.bytes: {size}-byte value into {topic}"),
+            produce_values(c, topic, 0, -1, 5000, &["x".repeat(size)]).expect("produce"),
+        );
+    }
+    note(
+        facts,
+        "max.message.bytes: latest offsets after",
+        (
+            list_offset(c, "d-small", 0, -1),
+            list_offset(c, "d-large", 0, -1),
+        ),
+    );
+
+    // A transaction whose producer goes quiet: the coordinator aborts it
+    // once transaction.timeout.ms (1 s) has passed.
+    let topic = "d-txn-timeout";
+    create_ready(c, topic);
+    let txn = "d-txn-timeout-id";
+    eventually_init(c, addr, txn);
+    let (err, pid, epoch) = init_producer_id_with_timeout(c, Some(txn), None, 1_000);
+    note(facts, "txn timeout: InitProducerId (1 s)", err);
+    let me = (pid, epoch);
+    note(
+        facts,
+        "txn timeout: AddPartitionsToTxn",
+        add_partition(c, txn, me, topic),
+    );
+    note(
+        facts,
+        "txn timeout: produce",
+        produce_as(c, topic, (pid, epoch, 0), Some(txn), &["left", "open"]),
+    );
+    let settled = eventually(
+        "the timed-out transaction's abort",
+        std::time::Duration::from_secs(60),
+        || {
+            let (e, lso) = list_offset_isolated(c, topic, 1);
+            let (_, hw) = list_offset_isolated(c, topic, 0);
+            (e == 0 && lso == hw && hw > 2).then_some(hw)
+        },
+    );
+    note(
+        facts,
+        "txn timeout: high watermark once it ended (data and marker)",
+        settled,
+    );
+    note(
+        facts,
+        "txn timeout: read_committed reads",
+        fetch_committed(c, topic),
+    );
+    note(
+        facts,
+        "txn timeout: EndTxn commit at the old epoch",
+        end_txn(c, txn, me, true),
+    );
+    note(
+        facts,
+        "txn timeout: produce at the old epoch",
+        produce_as(c, topic, (pid, epoch, 2), Some(txn), &["late"]),
+    );
+    let (err, _, epoch2) = init_producer_id_with_timeout(c, Some(txn), Some(me), 60_000);
+    note(
+        facts,
+        "txn timeout: InitProducerId again (error, epoch step)",
+        (err, epoch2 - epoch),
+    );
+}
+
 fn observe(cluster: &Cluster) -> Facts {
     let mut facts = Facts::new();
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
@@ -1420,6 +1554,7 @@ fn observe(cluster: &Cluster) -> Facts {
     describe_topic_configs(&mut c, &mut facts);
     groups(&mut c, &cluster.bootstrap(), &mut facts);
     compression(&mut c, &mut facts);
+    acks_zero_sizes_and_timeouts(&mut c, &cluster.bootstrap(), &mut facts);
     facts
 }
 
