@@ -1,11 +1,14 @@
 //! strand-vs-kafka: Strand and the reference Apache Kafka on the same
 //! machine, in the same run, with the same clients (issue 17): for each
-//! repetition a fresh single node of each (their order alternating), then
-//! produce (acks=all) and consume of SIZE-byte messages with librdkafka's
-//! `rdkafka_performance` and with Kafka's own `kafka-producer-perf-test` /
-//! `kafka-consumer-perf-test` (the Java client). Prints a markdown table:
-//! each system's median and spread, their ratio, the broker's CPU seconds
-//! per run and its peak RSS. A benchmark, not a test: run it on a quiet
+//! repetition a fresh cluster of each (one node, or three with replication
+//! factor 3 and min.insync.replicas=2; their order alternating), then
+//! produce (acks=all, optionally compressed, over one or more partitions)
+//! and consume of SIZE-byte messages with librdkafka's `rdkafka_performance`
+//! and with Kafka's own `kafka-producer-perf-test` /
+//! `kafka-consumer-perf-test` (the Java client), and, at a fixed rate, the
+//! Java producer's latency percentiles. Prints a markdown table: each
+//! system's median and spread, their ratio, the brokers' CPU seconds per
+//! run and their peak RSS. A benchmark, not a test: run it on a quiet
 //! machine, with a release build of Strand.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -33,6 +36,20 @@ struct Args {
     /// Repetitions of every workload on each system.
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Nodes per cluster: 1, or 3 (replication factor 3,
+    /// min.insync.replicas=2).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+    nodes: u8,
+    /// Partitions of each benchmark topic (the producers spread over them).
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
+    /// The producers' compression.type (none, gzip, snappy, lz4, zstd).
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// Records per second of the latency workload (Kafka's producer perf
+    /// test at a fixed rate, acks=all); 0 leaves it out.
+    #[arg(long, default_value_t = 5_000)]
+    latency_rate: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,30 +58,48 @@ enum Workload {
     ProduceJava,
     ConsumeRdkafka,
     ConsumeJava,
+    /// The Java producer at a fixed rate: its p50 / p99 / p99.9 latency.
+    LatencyP50,
+    LatencyP99,
+    LatencyP999,
 }
 
 impl Workload {
-    const ALL: [Workload; 4] = [
+    const THROUGHPUT: [Workload; 4] = [
         Workload::ProduceRdkafka,
         Workload::ProduceJava,
         Workload::ConsumeRdkafka,
         Workload::ConsumeJava,
     ];
+    const LATENCY: [Workload; 3] = [
+        Workload::LatencyP50,
+        Workload::LatencyP99,
+        Workload::LatencyP999,
+    ];
 
     fn label(self) -> &'static str {
         match self {
-            Workload::ProduceRdkafka => "produce acks=all, rdkafka_performance",
-            Workload::ProduceJava => "produce acks=all, kafka-producer-perf-test",
-            Workload::ConsumeRdkafka => "consume from the start, rdkafka_performance",
-            Workload::ConsumeJava => "consume from the start, kafka-consumer-perf-test",
+            Workload::ProduceRdkafka => "produce acks=all, rdkafka_performance, msgs/s",
+            Workload::ProduceJava => "produce acks=all, kafka-producer-perf-test, msgs/s",
+            Workload::ConsumeRdkafka => "consume from the start, rdkafka_performance, msgs/s",
+            Workload::ConsumeJava => "consume from the start, kafka-consumer-perf-test, msgs/s",
+            Workload::LatencyP50 => "produce latency p50 at a fixed rate, ms",
+            Workload::LatencyP99 => "produce latency p99 at a fixed rate, ms",
+            Workload::LatencyP999 => "produce latency p99.9 at a fixed rate, ms",
         }
+    }
+
+    /// Whether a lower figure is the better one.
+    fn lower_is_better(self) -> bool {
+        Workload::LATENCY.contains(&self)
     }
 }
 
-/// One run: messages per second and the broker's CPU seconds during it.
+/// One run: its figure (messages per second, or milliseconds of latency)
+/// and the brokers' CPU seconds during it.
 #[derive(Clone, Copy, Debug)]
 struct Sample {
-    msgs_per_s: f64,
+    value: f64,
     broker_cpu_s: f64,
 }
 
@@ -122,42 +157,79 @@ fn run(cmd: &mut Command) -> Result<String, String> {
     Ok(text)
 }
 
-/// One workload against the node at `bootstrap`: messages per second.
+/// The Java producer's flags shared by its throughput and latency runs.
+fn java_producer_args(
+    args: &Args,
+    topic: &str,
+    count: u64,
+    rate: i64,
+    bootstrap: &str,
+) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "kafka-producer-perf-test",
+        "--topic",
+        topic,
+        "--num-records",
+        &count.to_string(),
+        "--record-size",
+        &args.size.to_string(),
+        "--throughput",
+        &rate.to_string(),
+        "--bootstrap-server",
+        bootstrap,
+        "--command-property",
+        "acks=all",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if args.compression != "none" {
+        v.push("--command-property".into());
+        v.push(format!("compression.type={}", args.compression));
+    }
+    v
+}
+
+/// One workload against the cluster at `bootstrap`: messages per second
+/// (throughput workloads), or the three latency percentiles in ms (one run
+/// of the Java producer at `--latency-rate` for 10 s).
 fn workload(
     w: Workload,
     args: &Args,
     dist: &KafkaDist,
     perf: &Path,
     bootstrap: &str,
-) -> Result<f64, String> {
+) -> Result<Vec<(Workload, f64)>, String> {
     let (count, size) = (args.count.to_string(), args.size.to_string());
+    let one = |v: f64| Ok(vec![(w, v)]);
+    // librdkafka: the producer spreads keyless messages over the partitions
+    // itself (no -p); the consumer names each partition.
+    let partitions: Vec<String> = (0..args.partitions)
+        .flat_map(|p| ["-p".to_string(), p.to_string()])
+        .collect();
     match w {
         Workload::ProduceRdkafka => {
-            let out = run(Command::new(perf).args([
-                "-P", "-t", "bench-r", "-p", "0", "-s", &size, "-c", &count, "-b", bootstrap, "-X",
-                "acks=all",
-            ]))?;
+            let mut cmd = Command::new(perf);
+            cmd.args([
+                "-P", "-t", "bench-r", "-s", &size, "-c", &count, "-b", bootstrap,
+            ])
+            .args(["-X", "acks=all"])
+            .args(["-X", &format!("compression.codec={}", args.compression)]);
+            if args.partitions == 1 {
+                cmd.args(["-p", "0"]);
+            }
+            let out = run(&mut cmd)?;
             let line = out
                 .lines()
                 .rfind(|l| l.starts_with("% ") && l.contains(" messages produced "))
                 .ok_or("no summary from rdkafka_performance -P")?;
-            number_before(line, " msgs/s").ok_or_else(|| format!("unreadable: {line}"))
+            one(number_before(line, " msgs/s").ok_or_else(|| format!("unreadable: {line}"))?)
         }
         Workload::ConsumeRdkafka => {
-            let out = run(Command::new(perf).args([
-                "-C",
-                "-t",
-                "bench-r",
-                "-p",
-                "0",
-                "-o",
-                "beginning",
-                "-e",
-                "-c",
-                &count,
-                "-b",
-                bootstrap,
-            ]))?;
+            let out = run(Command::new(perf)
+                .args(["-C", "-t", "bench-r"])
+                .args(&partitions)
+                .args(["-o", "beginning", "-e", "-c", &count, "-b", bootstrap]))?;
             let line = out
                 .lines()
                 .rfind(|l| {
@@ -166,31 +238,19 @@ fn workload(
                         && !l.starts_with("% INTERVAL")
                 })
                 .ok_or("no summary from rdkafka_performance -C")?;
-            number_before(line, " msgs/s").ok_or_else(|| format!("unreadable: {line}"))
+            one(number_before(line, " msgs/s").ok_or_else(|| format!("unreadable: {line}"))?)
         }
         Workload::ProduceJava => {
             let out = run(Command::new(kafka_tool())
                 .env("STRAND_KAFKA_DIR", &dist.dir)
-                .args([
-                    "kafka-producer-perf-test",
-                    "--topic",
-                    "bench-j",
-                    "--num-records",
-                    &count,
-                    "--record-size",
-                    &size,
-                    "--throughput",
-                    "-1",
-                    "--bootstrap-server",
-                    bootstrap,
-                    "--command-property",
-                    "acks=all",
-                ]))?;
+                .args(java_producer_args(
+                    args, "bench-j", args.count, -1, bootstrap,
+                )))?;
             let line = out
                 .lines()
                 .rfind(|l| l.contains("records sent") && l.contains("th."))
                 .ok_or("no summary from kafka-producer-perf-test")?;
-            number_before(line, " records/sec").ok_or_else(|| format!("unreadable: {line}"))
+            one(number_before(line, " records/sec").ok_or_else(|| format!("unreadable: {line}"))?)
         }
         Workload::ConsumeJava => {
             let out = run(Command::new(kafka_tool())
@@ -211,15 +271,50 @@ fn workload(
                 .lines()
                 .rfind(|l| l.split(", ").count() >= 10 && !l.starts_with("start.time"))
                 .ok_or("no summary from kafka-consumer-perf-test")?;
-            row.split(", ")
+            one(row
+                .split(", ")
                 .nth(5)
                 .and_then(|v| v.trim().parse().ok())
-                .ok_or_else(|| format!("unreadable: {row}"))
+                .ok_or_else(|| format!("unreadable: {row}"))?)
+        }
+        Workload::LatencyP50 | Workload::LatencyP99 | Workload::LatencyP999 => {
+            let rate = args.latency_rate;
+            let out = run(Command::new(kafka_tool())
+                .env("STRAND_KAFKA_DIR", &dist.dir)
+                .args(java_producer_args(
+                    args,
+                    "bench-l",
+                    rate * 10,
+                    rate as i64,
+                    bootstrap,
+                )))?;
+            let line = out
+                .lines()
+                .rfind(|l| l.contains("records sent") && l.contains("99.9th"))
+                .ok_or("no summary from kafka-producer-perf-test at a fixed rate")?;
+            let at =
+                |pat: &str| number_before(line, pat).ok_or_else(|| format!("unreadable: {line}"));
+            Ok(vec![
+                (Workload::LatencyP50, at(" ms 50th")?),
+                (Workload::LatencyP99, at(" ms 99th")?),
+                (Workload::LatencyP999, at(" ms 99.9th")?),
+            ])
         }
     }
 }
 
-/// One fresh node of `server`: every workload once, then its peak RSS.
+/// The CPU seconds every node of `cluster` has used so far.
+fn cluster_cpu_seconds(cluster: &mut Cluster) -> f64 {
+    cluster
+        .node_ids()
+        .into_iter()
+        .filter_map(|id| cluster.pid(id))
+        .map(cpu_seconds)
+        .sum()
+}
+
+/// One fresh cluster of `server`: every workload once, then the largest
+/// peak RSS of its nodes.
 fn one_rep(
     server: Server,
     args: &Args,
@@ -227,18 +322,20 @@ fn one_rep(
     perf: &Path,
 ) -> Result<(Vec<(Workload, Sample)>, f64), String> {
     let name = server.name();
-    let spec = ClusterSpec::combined(1)
+    let rf = args.nodes.to_string();
+    let min_isr = if args.nodes >= 3 { "2" } else { "1" };
+    let spec = ClusterSpec::combined(usize::from(args.nodes))
         .with_override("num.partitions", "1")
-        .with_override("default.replication.factor", "1")
-        .with_override("offsets.topic.replication.factor", "1")
-        .with_override("transaction.state.log.replication.factor", "1")
-        .with_override("transaction.state.log.min.isr", "1")
+        .with_override("default.replication.factor", &rf)
+        .with_override("min.insync.replicas", min_isr)
+        .with_override("offsets.topic.replication.factor", &rf)
+        .with_override("transaction.state.log.replication.factor", &rf)
+        .with_override("transaction.state.log.min.isr", min_isr)
         .with_override("group.initial.rebalance.delay.ms", "0")
         .with_start_timeout(Duration::from_secs(90));
     let mut cluster = Cluster::start_server(server, spec).map_err(|e| format!("{name}: {e}"))?;
     let bootstrap = cluster.bootstrap();
-    let pid = cluster.pid(1).ok_or("no broker process")?;
-    for topic in ["bench-r", "bench-j"] {
+    for topic in ["bench-r", "bench-j", "bench-l"] {
         run(Command::new(kafka_tool())
             .env("STRAND_KAFKA_DIR", &dist.dir)
             .args([
@@ -249,29 +346,41 @@ fn one_rep(
                 "--topic",
                 topic,
                 "--partitions",
-                "1",
+                &args.partitions.to_string(),
                 "--replication-factor",
-                "1",
+                &rf,
             ]))?;
     }
-    let mut samples = Vec::new();
-    for w in Workload::ALL {
-        let before = cpu_seconds(pid);
-        let msgs_per_s = workload(w, args, dist, perf, &bootstrap)?;
-        let broker_cpu_s = cpu_seconds(pid) - before;
-        eprintln!(
-            "strand-vs-kafka: {name}: {}: {msgs_per_s:.0} msgs/s, broker {broker_cpu_s:.1} CPU s",
-            w.label()
-        );
-        samples.push((
-            w,
-            Sample {
-                msgs_per_s,
-                broker_cpu_s,
-            },
-        ));
+    let mut runs: Vec<Workload> = Workload::THROUGHPUT.to_vec();
+    if args.latency_rate > 0 {
+        // One run gives all three percentiles.
+        runs.push(Workload::LatencyP50);
     }
-    let rss = peak_rss_mib(pid);
+    let mut samples = Vec::new();
+    for w in runs {
+        let before = cluster_cpu_seconds(&mut cluster);
+        let figures = workload(w, args, dist, perf, &bootstrap)?;
+        let broker_cpu_s = cluster_cpu_seconds(&mut cluster) - before;
+        for (w, value) in figures {
+            eprintln!(
+                "strand-vs-kafka: {name}: {}: {value:.1}, brokers {broker_cpu_s:.1} CPU s",
+                w.label()
+            );
+            samples.push((
+                w,
+                Sample {
+                    value,
+                    broker_cpu_s,
+                },
+            ));
+        }
+    }
+    let rss = cluster
+        .node_ids()
+        .into_iter()
+        .filter_map(|id| cluster.pid(id))
+        .map(peak_rss_mib)
+        .fold(0.0, f64::max);
     cluster
         .shutdown()
         .map_err(|e| format!("{name}: stopping: {e}"))?;
@@ -286,7 +395,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn spread(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(0.0, f64::max);
-    format!("{lo:.0}-{hi:.0}")
+    format!("{lo:.1}-{hi:.1}")
 }
 
 fn main() -> std::process::ExitCode {
@@ -328,11 +437,15 @@ fn main() -> std::process::ExitCode {
         }
     }
     println!(
-        "| workload ({} msgs of {} B, one node) | Strand msgs/s median (range) | Kafka msgs/s median (range) | Strand / Kafka | broker CPU s per run, Strand / Kafka |",
-        args.count, args.size
+        "| workload ({} msgs of {} B, {} node(s), {} partition(s), compression {}) | Strand median (range) | Kafka median (range) | Strand / Kafka | brokers' CPU s per run, Strand / Kafka |",
+        args.count, args.size, args.nodes, args.partitions, args.compression
     );
     println!("|---|---:|---:|---:|---:|");
-    for w in Workload::ALL {
+    let mut shown: Vec<Workload> = Workload::THROUGHPUT.to_vec();
+    if args.latency_rate > 0 {
+        shown.extend(Workload::LATENCY);
+    }
+    for w in shown {
         let of = |sys: &str, f: fn(&Sample) -> f64| -> Vec<f64> {
             samples
                 .iter()
@@ -340,22 +453,23 @@ fn main() -> std::process::ExitCode {
                 .map(|(_, _, v)| f(v))
                 .collect()
         };
-        let (s, k) = (
-            of("Strand", |x| x.msgs_per_s),
-            of("Kafka", |x| x.msgs_per_s),
-        );
+        let (s, k) = (of("Strand", |x| x.value), of("Kafka", |x| x.value));
         let (sc, kc) = (
             of("Strand", |x| x.broker_cpu_s),
             of("Kafka", |x| x.broker_cpu_s),
         );
+        let label = if w.lower_is_better() {
+            format!("{} ({} msgs/s)", w.label(), args.latency_rate)
+        } else {
+            w.label().to_string()
+        };
         println!(
-            "| {} | {:.0} ({}) | {:.0} ({}) | {:.2} | {:.1} / {:.1} |",
-            w.label(),
+            "| {label} | {:.1} ({}) | {:.1} ({}) | {:.2} | {:.1} / {:.1} |",
             median(s.clone()),
             spread(&s),
             median(k.clone()),
             spread(&k),
-            median(s) / median(k).max(1.0),
+            median(s) / median(k).max(f64::MIN_POSITIVE),
             median(sc),
             median(kc)
         );
@@ -367,7 +481,7 @@ fn main() -> std::process::ExitCode {
             .collect()
     };
     println!(
-        "| peak RSS of the broker, MiB | {:.0} ({}) | {:.0} ({}) | {:.2} | |",
+        "| peak RSS of a broker, MiB | {:.0} ({}) | {:.0} ({}) | {:.2} | |",
         median(peak("Strand")),
         spread(&peak("Strand")),
         median(peak("Kafka")),
