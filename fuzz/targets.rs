@@ -66,7 +66,22 @@ pub fn record_batch(data: &[u8]) {
         let last_delta = i32::from(rest[4]);
         batch_around(&rest[6..], attributes, count, last_delta)
     };
-    let _ = batch::validate_record_set(&set);
+    let validated = batch::validate_record_set(&set);
+    // A topic's compression.type: whatever a validated batch holds, its
+    // transcode into any codec is refused or is a valid batch of as many
+    // records (the output bounded by the limit).
+    if let Ok(headers) = &validated {
+        use strand_protocol::transcode::{transcode_batch, TopicCompression};
+        let codec = ["uncompressed", "gzip", "snappy", "lz4", "zstd"][usize::from(mode / 2) % 5];
+        let topic = TopicCompression::from_topic_configs(codec, |_| None).expect("a codec");
+        let h = headers[0];
+        if let Ok(out) = transcode_batch(&set[..h.total_size()], topic, 1 << 20) {
+            assert!(out.len() <= 1 << 20);
+            let again = batch::validate_record_set(&out).expect("a transcoded batch is valid");
+            assert_eq!(again[0].records_count, h.records_count);
+            assert_eq!(again[0].compression(), topic.codec.attribute());
+        }
+    }
     let _ = batch::validate_batch_framing(&set);
     let _ = batch::has_compressed_batch(&set);
     let _ = batch::has_transactional_batch(&set);

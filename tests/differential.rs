@@ -654,6 +654,16 @@ fn idempotence(c: &mut Client, facts: &mut Facts) {
         .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
         .collect();
     note(facts, "idempotent: the log", values);
+    note(
+        facts,
+        "idempotent: DescribeProducers",
+        describe_producers(c, topic),
+    );
+    note(
+        facts,
+        "DescribeProducers of a missing topic",
+        describe_producers(c, "d-no-such-topic").0,
+    );
 }
 
 fn list_offset_isolated(c: &mut Client, topic: &str, isolation: i8) -> (i16, i64) {
@@ -737,6 +747,11 @@ fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
         facts,
         "txn: produce",
         produce_as(c, topic, (pid, epoch, 0), Some(txn), &["t1", "t2"]),
+    );
+    note(
+        facts,
+        "txn: DescribeProducers while it is open",
+        describe_producers(c, topic),
     );
     note(
         facts,
@@ -828,6 +843,40 @@ fn transactions(c: &mut Client, addr: &str, facts: &mut Facts) {
     note(facts, "txn: after the abort, read_committed latest", end);
     let committed = fetch_committed(c, topic);
     note(facts, "txn: read_committed reads", committed);
+    note(
+        facts,
+        "txn: DescribeProducers at the end",
+        describe_producers(c, topic),
+    );
+}
+
+/// DescribeProducers (v0) of `topic`/0: (error, each active producer's
+/// (epoch, last sequence, coordinator epoch, open transaction's first
+/// offset), sorted; producer ids and times differ between the servers).
+fn describe_producers(c: &mut Client, topic: &str) -> (i16, Vec<(i32, i32, i32, i64)>) {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse};
+    let req = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+        .with_partition_indexes(vec![0])]);
+    let r: DescribeProducersResponse = c
+        .call(ApiKey::DescribeProducers, 0, &req)
+        .expect("DescribeProducers");
+    let p = &r.topics[0].partitions[0];
+    let mut producers: Vec<(i32, i32, i32, i64)> = p
+        .active_producers
+        .iter()
+        .map(|s| {
+            (
+                s.producer_epoch,
+                s.last_sequence,
+                s.coordinator_epoch,
+                s.current_txn_start_offset,
+            )
+        })
+        .collect();
+    producers.sort_unstable();
+    (p.error_code, producers)
 }
 
 /// FindCoordinator of a transactional id (which creates the transaction
@@ -928,8 +977,37 @@ fn send_join(
     protocol_type: &str,
     session_timeout_ms: i32,
 ) {
+    let member = Member {
+        group,
+        member,
+        instance,
+        protocol_type,
+        protocols: &["range"],
+    };
+    send_join_as(c, &member, session_timeout_ms);
+}
+
+/// Who joins: group, member id, instance id, protocol type, and the
+/// assignors it offers in order of preference.
+struct Member<'a> {
+    group: &'a str,
+    member: &'a str,
+    instance: Option<&'a str>,
+    protocol_type: &'a str,
+    protocols: &'a [&'a str],
+}
+
+/// JoinGroup (v7) sent as `m`.
+fn send_join_as(c: &mut Client, m: &Member<'_>, session_timeout_ms: i32) {
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::{GroupId, JoinGroupRequest};
+    let Member {
+        group,
+        member,
+        instance,
+        protocol_type,
+        protocols,
+    } = *m;
     c.send(
         ApiKey::JoinGroup,
         7,
@@ -940,11 +1018,66 @@ fn send_join(
             .with_member_id(StrBytes::from_string(member.into()))
             .with_group_instance_id(instance.map(|i| StrBytes::from_string(i.into())))
             .with_protocol_type(StrBytes::from_string(protocol_type.into()))
-            .with_protocols(vec![JoinGroupRequestProtocol::default()
-                .with_name(StrBytes::from_static_str("range"))
-                .with_metadata(bytes::Bytes::from_static(b"subscription"))]),
+            .with_protocols(
+                protocols
+                    .iter()
+                    .map(|p| {
+                        JoinGroupRequestProtocol::default()
+                            .with_name(StrBytes::from_string(p.to_string()))
+                            .with_metadata(bytes::Bytes::from_static(b"subscription"))
+                    })
+                    .collect(),
+            ),
     )
     .expect("JoinGroup sent");
+}
+
+/// The protocol a group picks: the one every member offers, by the
+/// members' preferences (cooperative-sticky ahead of range, as the Java
+/// consumer offers them by default), and a member offering none of the
+/// group's.
+fn protocol_selection(c: &mut Client, facts: &mut Facts) {
+    let group = "d-proto";
+    let join = |c: &mut Client, member: &str, protocols: &[&str]| {
+        let m = Member {
+            group,
+            member,
+            instance: None,
+            protocol_type: "consumer",
+            protocols,
+        };
+        send_join_as(c, &m, 10_000);
+        let r: kafka_protocol::messages::JoinGroupResponse =
+            c.receive(ApiKey::JoinGroup, 7).expect("JoinGroup");
+        r
+    };
+    let offered = ["cooperative-sticky", "range"];
+    let first = join(c, "", &offered);
+    note(
+        facts,
+        "protocols: a first join without a member id",
+        first.error_code,
+    );
+    let joined = join(c, &first.member_id.to_string(), &offered);
+    note(
+        facts,
+        "protocols: the join (error, protocol chosen)",
+        (
+            joined.error_code,
+            joined.protocol_name.as_ref().map(|p| p.to_string()),
+        ),
+    );
+    let other = join(c, "", &["roundrobin"]);
+    note(
+        facts,
+        "protocols: a member offering none of the group's",
+        other.error_code,
+    );
+    note(
+        facts,
+        "protocols: the group described",
+        describe_group(c, group),
+    );
 }
 
 /// SyncGroup (v5): (error, the assignment this member got).
@@ -1527,6 +1660,11 @@ fn acks_zero_sizes_and_timeouts(c: &mut Client, addr: &str, facts: &mut Facts) {
     );
     note(
         facts,
+        "txn timeout: DescribeProducers",
+        describe_producers(c, topic),
+    );
+    note(
+        facts,
         "txn timeout: EndTxn commit at the old epoch",
         end_txn(c, txn, me, true),
     );
@@ -1555,6 +1693,7 @@ fn observe(cluster: &Cluster) -> Facts {
     groups(&mut c, &cluster.bootstrap(), &mut facts);
     compression(&mut c, &mut facts);
     acks_zero_sizes_and_timeouts(&mut c, &cluster.bootstrap(), &mut facts);
+    protocol_selection(&mut c, &mut facts);
     facts
 }
 

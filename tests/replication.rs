@@ -142,7 +142,14 @@ fn read_log(cluster: &Cluster, via: &[i32], topic: &str, min_end: i64) -> Vec<(i
         let mut offset = 0i64;
         let mut end: Option<i64> = None;
         loop {
-            let f: Fetched = match common::fetch_values(&mut c, topic, 0, offset, 500) {
+            let f: Fetched = match common::fetch_values_at_epoch(
+                &mut c,
+                topic,
+                0,
+                offset,
+                500,
+                leader.leader_epoch,
+            ) {
                 Ok(f) if f.error_code == 0 => f,
                 _ => {
                     std::thread::sleep(Duration::from_millis(100));
@@ -547,7 +554,10 @@ impl Reader {
         let topic = topic.to_string();
         let thread = std::thread::spawn(move || {
             let timeout = Duration::from_secs(1);
-            let mut conn: Option<(i32, Client)> = None;
+            // As a client: the leader and its epoch from metadata, the epoch
+            // sent with every fetch (KIP-320), so a broker that learned of a
+            // later leader answers FENCED_LEADER_EPOCH and the reader moves.
+            let mut conn: Option<(i32, i32, Client)> = None;
             let mut offset = 0i64;
             while !st.load(Ordering::SeqCst) {
                 if conn.is_none() {
@@ -555,21 +565,23 @@ impl Reader {
                         .iter()
                         .find_map(|(_, a)| partition_view(a, &topic, 0, timeout))
                         .filter(|v| v.leader >= 0)
-                        .map(|v| v.leader);
-                    let a = leader.and_then(|l| brokers.iter().find(|(id, _)| *id == l));
-                    conn = a.and_then(|(id, a)| {
+                        .map(|v| (v.leader, v.leader_epoch));
+                    let a = leader.and_then(|(l, epoch)| {
+                        brokers.iter().find(|(id, _)| *id == l).map(|b| (b, epoch))
+                    });
+                    conn = a.and_then(|((id, a), epoch)| {
                         Client::connect_timeout(a, Duration::from_secs(2))
                             .ok()
-                            .map(|c| (*id, c))
+                            .map(|c| (*id, epoch, c))
                     });
                     if conn.is_none() {
                         std::thread::sleep(Duration::from_millis(100));
                         continue;
                     }
                 }
-                let (id, c) = conn.as_mut().unwrap();
-                let id = *id;
-                match common::fetch_values(c, &topic, 0, offset, 100) {
+                let (id, epoch, c) = conn.as_mut().unwrap();
+                let (id, epoch) = (*id, *epoch);
+                match common::fetch_values_at_epoch(c, &topic, 0, offset, 100, epoch) {
                     Ok(fetched) if fetched.error_code == 0 => {
                         *f.lock().unwrap().entry(id).or_insert(0) += 1;
                         let mut served = s.lock().unwrap();

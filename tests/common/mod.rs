@@ -315,13 +315,28 @@ pub struct Fetched {
 }
 
 /// One consumer Fetch (v11, read_uncommitted, replica id -1) of
-/// `topic`/`partition` at `offset`.
+/// `topic`/`partition` at `offset`, with no current leader epoch (any
+/// replica may answer it, KIP-392).
 pub fn fetch_values(
     c: &mut Client,
     topic: &str,
     partition: i32,
     offset: i64,
     max_wait_ms: i32,
+) -> std::io::Result<Fetched> {
+    fetch_values_at_epoch(c, topic, partition, offset, max_wait_ms, -1)
+}
+
+/// [`fetch_values`] with the current leader epoch a client knows (KIP-320):
+/// a replica that knows a later epoch answers FENCED_LEADER_EPOCH, as a
+/// client that learned its leader from older metadata is told.
+pub fn fetch_values_at_epoch(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_wait_ms: i32,
+    current_leader_epoch: i32,
 ) -> std::io::Result<Fetched> {
     use kafka_protocol::messages::{
         fetch_request, BrokerId, FetchRequest, FetchResponse, TopicName,
@@ -336,7 +351,7 @@ pub fn fetch_values(
             .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(vec![fetch_request::FetchPartition::default()
                 .with_partition(partition)
-                .with_current_leader_epoch(-1)
+                .with_current_leader_epoch(current_leader_epoch)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(4 << 20)])]);
     let resp: FetchResponse = c.call(ApiKey::Fetch, 11, &req)?;
