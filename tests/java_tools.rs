@@ -157,6 +157,9 @@ const KNOWN: &[Known] = &[
     ),
 ];
 
+/// On three nodes: none yet known.
+const KNOWN_3_NODES: &[Known] = &[];
+
 /// One step: a tool, its arguments (`{B}` is the bootstrap address, `{DIR}` a
 /// scratch directory), its standard input, and whether its output lines are
 /// compared as a set (a consumer reads partitions in no fixed order).
@@ -332,11 +335,15 @@ fn mask(line: &str, bootstrap: &str) -> Option<String> {
         }
     }
     // kafka-log-dirs prints each node's directory.
-    if let Some(at) = out.find("\"logDir\":\"") {
-        let start = at + "\"logDir\":\"".len();
-        if let Some(len) = out[start..].find('"') {
-            out.replace_range(start..start + len, "DIR");
-        }
+    let key = "\"logDir\":\"";
+    let mut from = 0;
+    while let Some(at) = out[from..].find(key) {
+        let start = from + at + key.len();
+        let Some(len) = out[start..].find('"') else {
+            break;
+        };
+        out.replace_range(start..start + len, "DIR");
+        from = start + "DIR".len();
     }
     Some(out)
 }
@@ -359,16 +366,81 @@ fn mask_numbers(line: &str) -> String {
     out
 }
 
-fn session(server: Server, dist: &KafkaDist) -> Vec<(&'static str, Vec<String>)> {
+/// What a session runs on: how many nodes, and its steps.
+#[derive(Clone, Copy)]
+struct Layout {
+    nodes: usize,
+    steps: &'static [Step],
+}
+
+const ONE_NODE: Layout = Layout {
+    nodes: 1,
+    steps: SESSION,
+};
+
+/// Three combined nodes, replication factor 3: the steps whose answers a
+/// cluster changes (placement, in-sync replicas, leadership, the quorum);
+/// node ids are masked where placement picks them, which differs between
+/// any two clusters.
+const THREE_NODES: Layout = Layout {
+    nodes: 3,
+    steps: SESSION_3,
+};
+
+const SESSION_3: &[Step] = &[
+    step("create", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 3 --replication-factor 3 --config min.insync.replicas=2"),
+    step("create with too many replicas", "kafka-topics", "--bootstrap-server {B} --create --topic four --replication-factor 4"),
+    step_n("describe", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
+    step("under-replicated partitions", "kafka-topics", "--bootstrap-server {B} --describe --under-replicated-partitions"),
+    step("under min ISR partitions", "kafka-topics", "--bootstrap-server {B} --describe --under-min-isr-partitions"),
+    Step {
+        name: "produce",
+        tool: "kafka-console-producer",
+        args: "--bootstrap-server {B} --topic quick --producer-property acks=all --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\nk5:v5\nk6:v6\n",
+        unordered: false,
+        numbers_masked: false,
+        keep: None,
+    },
+    Step {
+        name: "consume",
+        tool: "kafka-console-consumer",
+        args: "--bootstrap-server {B} --topic quick --from-beginning --max-messages 6 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g3",
+        stdin: "",
+        unordered: true,
+        numbers_masked: false,
+        keep: None,
+    },
+    step("get offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick"),
+    step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g3 --offsets"),
+    step("preferred leader election", "kafka-leader-election", "--bootstrap-server {B} --election-type PREFERRED --all-topic-partitions"),
+    step_n("log dirs", "kafka-log-dirs", "--bootstrap-server {B} --describe --topic-list quick"),
+    step_n("metadata quorum", "kafka-metadata-quorum", "--bootstrap-server {B} describe --status"),
+    Step {
+        keep: Some("th."),
+        ..step_n("producer perf test", "kafka-producer-perf-test", "--topic perf --num-records 20000 --throughput -1 --record-size 100 --bootstrap-server {B} --command-property acks=all")
+    },
+    step_n("consumer perf test", "kafka-consumer-perf-test", "--bootstrap-server {B} --topic perf --num-records 20000 --timeout 60000"),
+    step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
+];
+
+fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static str, Vec<String>)> {
     let name = server.name();
-    let spec = ClusterSpec::combined(1)
+    let rf = layout.nodes.to_string();
+    let mut spec = ClusterSpec::combined(layout.nodes)
         .with_override("num.partitions", "1")
-        .with_override("default.replication.factor", "1")
+        .with_override("default.replication.factor", &rf)
         .with_override("group.initial.rebalance.delay.ms", "0");
+    if layout.nodes > 1 {
+        spec = spec
+            .with_override("offsets.topic.replication.factor", &rf)
+            .with_override("transaction.state.log.replication.factor", &rf);
+    }
     let cluster = Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     let dir = tempfile::tempdir().expect("a scratch directory");
     std::fs::write(dir.path().join("delete.json"), DELETE_JSON).expect("delete.json");
-    SESSION
+    layout
+        .steps
         .iter()
         .map(|s| (s.name, run_step(dist, &cluster, dir.path(), s)))
         .collect()
@@ -377,7 +449,14 @@ fn session(server: Server, dist: &KafkaDist) -> Vec<(&'static str, Vec<String>)>
 #[test]
 fn kafkas_tools_see_what_they_see_on_kafka() {
     let dist = KafkaDist::locate().expect("the reference Kafka");
-    side_by_side(&dist, &dist, KNOWN);
+    side_by_side(&dist, &dist, KNOWN, ONE_NODE);
+}
+
+/// The steps a cluster changes, on three nodes of each.
+#[test]
+fn kafkas_tools_on_three_nodes_see_what_they_see_on_kafka() {
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    side_by_side(&dist, &dist, KNOWN_3_NODES, THREE_NODES);
 }
 
 /// The same session with the tools (and Java client) of the 3.9 line, which
@@ -395,15 +474,15 @@ fn kafkas_3_9_tools_see_what_they_see_on_kafka() {
             _ => (step, side, line, why),
         })
         .collect();
-    side_by_side(&dist, &tools, &known);
+    side_by_side(&dist, &tools, &known, ONE_NODE);
 }
 
 /// Runs the session with `tools` against Strand and against the reference
 /// Kafka of `dist`; fails on a difference `known` does not list, and on a
 /// listed one that no longer shows.
-fn side_by_side(dist: &KafkaDist, tools: &KafkaDist, known: &[Known]) {
-    let strand = session(Server::Strand(common::strand_bin()), tools);
-    let kafka = session(Server::Kafka(dist.clone()), tools);
+fn side_by_side(dist: &KafkaDist, tools: &KafkaDist, known: &[Known], layout: Layout) {
+    let strand = session(Server::Strand(common::strand_bin()), tools, layout);
+    let kafka = session(Server::Kafka(dist.clone()), tools, layout);
     let mut unexpected = Vec::new();
     let mut seen_known = vec![false; known.len()];
     for ((name, k), (_, s)) in kafka.iter().zip(&strand) {

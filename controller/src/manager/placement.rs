@@ -95,7 +95,8 @@ pub fn place_on(
     let rf = replication_factor as usize;
     if rf > brokers.len() {
         return Err(invalid_rf(format!(
-            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+            // Kafka 4.4's words (it can also cordon log directories, KIP-1066).
+            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered or some brokers have all their log directories cordoned.",
             brokers.len()
         )));
     }
