@@ -197,6 +197,18 @@ const fn step_n(name: &'static str, tool: &'static str, args: &'static str) -> S
     }
 }
 
+/// Both perf tests: 20,000 records of 100 B, acks=all; the producer's
+/// summary line only.
+const PRODUCER_PERF: Step = Step {
+    keep: Some("th."),
+    ..step_n("producer perf test", "kafka-producer-perf-test", "--topic perf --num-records 20000 --throughput -1 --record-size 100 --bootstrap-server {B} --command-property acks=all")
+};
+const CONSUMER_PERF: Step = step_n(
+    "consumer perf test",
+    "kafka-consumer-perf-test",
+    "--bootstrap-server {B} --topic perf --num-records 20000 --timeout 60000",
+);
+
 const SESSION: &[Step] = &[
     step("create", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 3 --replication-factor 1"),
     step("create again", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 3 --replication-factor 1"),
@@ -247,11 +259,8 @@ const SESSION: &[Step] = &[
     step_n("metadata quorum replication", "kafka-metadata-quorum", "--bootstrap-server {B} describe --replication"),
     step("cluster id", "kafka-cluster", "cluster-id --bootstrap-server {B}"),
     step_n("features", "kafka-features", "--bootstrap-server {B} describe"),
-    Step {
-        keep: Some("th."),
-        ..step_n("producer perf test", "kafka-producer-perf-test", "--topic perf --num-records 20000 --throughput -1 --record-size 100 --bootstrap-server {B} --command-property acks=all")
-    },
-    step_n("consumer perf test", "kafka-consumer-perf-test", "--bootstrap-server {B} --topic perf --num-records 20000 --timeout 60000"),
+    PRODUCER_PERF,
+    CONSUMER_PERF,
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
     step("describe a missing topic", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
 ];
@@ -416,11 +425,8 @@ const SESSION_3: &[Step] = &[
     step("preferred leader election", "kafka-leader-election", "--bootstrap-server {B} --election-type PREFERRED --all-topic-partitions"),
     step_n("log dirs", "kafka-log-dirs", "--bootstrap-server {B} --describe --topic-list quick"),
     step_n("metadata quorum", "kafka-metadata-quorum", "--bootstrap-server {B} describe --status"),
-    Step {
-        keep: Some("th."),
-        ..step_n("producer perf test", "kafka-producer-perf-test", "--topic perf --num-records 20000 --throughput -1 --record-size 100 --bootstrap-server {B} --command-property acks=all")
-    },
-    step_n("consumer perf test", "kafka-consumer-perf-test", "--bootstrap-server {B} --topic perf --num-records 20000 --timeout 60000"),
+    PRODUCER_PERF,
+    CONSUMER_PERF,
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
 ];
 
