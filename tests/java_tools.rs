@@ -218,22 +218,12 @@ const SESSION: &[Step] = &[
     step("add partitions", "kafka-topics", "--bootstrap-server {B} --alter --topic quick --partitions 4"),
     step("fewer partitions", "kafka-topics", "--bootstrap-server {B} --alter --topic quick --partitions 2"),
     Step {
-        name: "produce",
-        tool: "kafka-console-producer",
-        args: "--bootstrap-server {B} --topic quick --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
         stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\n",
-        unordered: false,
-        numbers_masked: false,
-        keep: None,
+        ..step("produce", "kafka-console-producer", "--bootstrap-server {B} --topic quick --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner")
     },
     Step {
-        name: "consume",
-        tool: "kafka-console-consumer",
-        args: "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g1",
-        stdin: "",
         unordered: true,
-        numbers_masked: false,
-        keep: None,
+        ..step("consume", "kafka-console-consumer", "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g1")
     },
     step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1"),
     step("group list", "kafka-consumer-groups", "--bootstrap-server {B} --list"),
@@ -403,22 +393,12 @@ const SESSION_3: &[Step] = &[
     step("under-replicated partitions", "kafka-topics", "--bootstrap-server {B} --describe --under-replicated-partitions"),
     step("under min ISR partitions", "kafka-topics", "--bootstrap-server {B} --describe --under-min-isr-partitions"),
     Step {
-        name: "produce",
-        tool: "kafka-console-producer",
-        args: "--bootstrap-server {B} --topic quick --producer-property acks=all --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
         stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\nk5:v5\nk6:v6\n",
-        unordered: false,
-        numbers_masked: false,
-        keep: None,
+        ..step("produce", "kafka-console-producer", "--bootstrap-server {B} --topic quick --producer-property acks=all --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner")
     },
     Step {
-        name: "consume",
-        tool: "kafka-console-consumer",
-        args: "--bootstrap-server {B} --topic quick --from-beginning --max-messages 6 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g3",
-        stdin: "",
         unordered: true,
-        numbers_masked: false,
-        keep: None,
+        ..step("consume", "kafka-console-consumer", "--bootstrap-server {B} --topic quick --from-beginning --max-messages 6 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g3")
     },
     step("get offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick"),
     step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g3 --offsets"),
