@@ -5,11 +5,21 @@
 # for the same binary and inputs, whatever else the machine does: what the
 # A/B comparisons in BENCHMARKS.md use beside wall-clock throughput.
 #
-#   scripts/callgrind-produce.sh BIN [ACKS=1] [COUNT=100000] [SIZE=1024]
+#   scripts/callgrind-produce.sh BIN [ACKS=1] [COUNT=100000] [SIZE=1024] [MODE=produce]
+#
+# MODE=consume: the COUNT messages are produced first, uncounted, and only
+# their read from the log start by rdkafka_performance's consumer is
+# counted (callgrind's instrumentation is switched on for it alone).
 #
 # Needs valgrind, kcat and rdkafka_performance (compat-tests/scripts/build-librdkafka.sh).
 set -euo pipefail
 bin="$(realpath "$1")"; acks="${2:-1}"; count="${3:-100000}"; size="${4:-1024}"
+mode="${5:-produce}"
+case "$mode" in
+    produce) instr=yes ;;
+    consume) instr=no ;;
+    *) echo "callgrind-produce.sh: MODE is produce or consume, not $mode" >&2; exit 2 ;;
+esac
 cache="${STRAND_CACHE:-$HOME/.cache/strand}"
 perf="$cache/librdkafka-2.12.1/examples/rdkafka_performance"
 dir="$(mktemp -d)"
@@ -28,7 +38,7 @@ auto.create.topics.enable=true
 P
 "$bin" format --cluster-id callgrindcallgrindcall --node-id 1 \
     --initial-controllers "1@127.0.0.1:$cport" "$dir/server.properties" >/dev/null
-valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
+valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" --instr-atstart="$instr" \
     "$bin" "$dir/server.properties" >"$dir/broker.log" 2>&1 &
 pid=$!
 for _ in $(seq 240); do
@@ -37,6 +47,12 @@ for _ in $(seq 240); do
 done
 "$perf" -P -t callgrind -p 0 -s "$size" -c "$count" -b "127.0.0.1:$port" -X "acks=$acks" \
     2>&1 | grep 'msgs/s' | tail -1 >&2
+if [ "$mode" = consume ]; then
+    callgrind_control -i on "$pid" >/dev/null
+    "$perf" -C -t callgrind -p 0 -o beginning -e -c "$count" -b "127.0.0.1:$port" \
+        2>&1 | grep 'msgs/s' | tail -1 >&2
+    callgrind_control -i off "$pid" >/dev/null
+fi
 kill -INT "$pid"
 wait "$pid" || true
 callgrind_annotate "$dir/callgrind.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {print $1}'

@@ -42,3 +42,4 @@ pub mod replica_plan;
 pub mod server;
 pub mod transport;
 pub mod txn_coordinator;
+pub mod zero_copy;

@@ -18,6 +18,7 @@ use crate::handlers;
 use crate::handlers::api_versions_response;
 use crate::node::Node;
 use crate::transport::{Listener, ServerConn};
+use crate::zero_copy::{Chunk, SliceRegistry, SpliceBuf};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
@@ -181,8 +182,17 @@ async fn connection<S: ServerConn>(
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
         let from = (client_host.as_str(), &listener);
-        if Box::pin(handle_frame(&node, frame, bytes, &mut out, from)).await? {
-            stream.write_all(&out).await?;
+        match Box::pin(handle_frame(&node, frame, bytes, &mut out, from)).await? {
+            Answer::None => {}
+            Answer::Buffered => stream.write_all(&out).await?,
+            Answer::Spliced(chunks) => {
+                for chunk in &chunks {
+                    match chunk {
+                        Chunk::Mem(m) => stream.write_all(m).await?,
+                        Chunk::File(slice) => stream.send_file(slice).await?,
+                    }
+                }
+            }
         }
         if out.capacity() > KEPT_RESPONSE_BUFFER {
             out = BytesMut::new();
@@ -214,15 +224,26 @@ async fn read_frame<S: ServerConn>(stream: &mut S, len: usize) -> std::io::Resul
     Ok(frame)
 }
 
-/// Decodes one request frame, runs it and encodes the response into `out`.
-/// Returns false when no response is sent (acks=0 produce).
+/// What to write for a request.
+enum Answer {
+    /// Nothing (acks=0 produce).
+    None,
+    /// The response, encoded in the connection's buffer.
+    Buffered,
+    /// The response as memory chunks and file slices (a fetch: its
+    /// records are sent from the segment files).
+    Spliced(Vec<Chunk>),
+}
+
+/// Decodes one request frame, runs it and encodes the response into `out`
+/// (or, for records sent from files, into chunks that use its memory).
 async fn handle_frame(
     node: &Node,
     frame: Bytes,
     pool_bytes: Option<tokio::sync::SemaphorePermit<'_>>,
     out: &mut BytesMut,
     (client_host, listener): (&str, &Arc<str>),
-) -> Result<bool, Closed> {
+) -> Result<Answer, Closed> {
     let decoded = decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()));
     drop(pool_bytes);
     let (key, version, header, request) = match decoded? {
@@ -236,7 +257,7 @@ async fn handle_frame(
             // KIP-511: answer in v0 with our ranges so the client can pick a version.
             let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
             encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
-            return Ok(true);
+            return Ok(Answer::Buffered);
         }
     };
     let correlation_id = header.correlation_id;
@@ -249,22 +270,51 @@ async fn handle_frame(
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default(),
+        slices: SliceRegistry::default(),
     };
     let Some(response) = handlers::dispatch(node, &ctx, request)
         .await
         .map_err(Closed::Protocol)?
     else {
-        return Ok(false);
+        return Ok(Answer::None);
     };
     let response_header_version = key.response_header_version(version);
-    encode_response(
-        out,
-        correlation_id,
-        response_header_version,
-        version,
-        &response,
-    );
-    Ok(true)
+    let slices = ctx.slices.take();
+    if slices.is_empty() {
+        encode_response(
+            out,
+            correlation_id,
+            response_header_version,
+            version,
+            &response,
+        );
+        return Ok(Answer::Buffered);
+    }
+    // Only fetches hand out slices.
+    let ResponseKind::Fetch(fetch) = &response else {
+        tracing::error!(?key, "file slices in a response other than a fetch; closing");
+        return Err(Closed::Protocol("unplaced records in a response".into()));
+    };
+    let mut buf = SpliceBuf::new(std::mem::take(out), slices);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    if let Err(e) = header
+        .encode(&mut buf, response_header_version)
+        .and_then(|()| fetch.encode(&mut buf, version))
+    {
+        tracing::error!(error = %e, "fetch response encode failed; closing");
+        return Err(Closed::Protocol(e.to_string()));
+    }
+    match buf.finish(0..4) {
+        Some((chunks, rest)) => {
+            *out = rest;
+            Ok(Answer::Spliced(chunks))
+        }
+        None => {
+            tracing::error!(?key, "a response's records could not be placed; closing");
+            Err(Closed::Protocol("unplaced records in a response".into()))
+        }
+    }
 }
 
 fn encode_response(
@@ -276,6 +326,19 @@ fn encode_response(
 ) {
     out.put_i32(0);
     let start = out.len();
+    encode_body(out, correlation_id, header_version, version, response);
+    let len = (out.len() - start) as i32;
+    out[start - 4..start].copy_from_slice(&len.to_be_bytes());
+}
+
+/// The response header and body (after the size prefix).
+fn encode_body(
+    out: &mut BytesMut,
+    correlation_id: i32,
+    header_version: i16,
+    version: i16,
+    response: &ResponseKind,
+) {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     // Encoding our own well-formed structs cannot fail except on a bug; a
     // failure is logged and the frame left empty-bodied rather than panicking.
@@ -285,8 +348,6 @@ fn encode_response(
     if let Err(e) = response.encode(out, version) {
         tracing::error!(error = %e, "response encode failed");
     }
-    let len = (out.len() - start) as i32;
-    out[start - 4..start].copy_from_slice(&len.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use tokio::io::{AsyncRead, AsyncWrite};
+use std::os::fd::AsRawFd;
+use strand_log::FileSlice;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 
 /// A byte stream to another host.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -26,6 +28,23 @@ pub trait ServerConn: Stream + 'static {
     /// nothing: cancel-safe, so a connection can wait for its next request
     /// and a timer at once.
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
+
+    /// Writes a slice of a segment file (a fetch response's records). By
+    /// default its bytes are read and written; TCP sends them from the
+    /// page cache (`sendfile`).
+    fn send_file<'a>(
+        &'a mut self,
+        slice: &'a FileSlice,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
+        copy_file_slice(self, slice)
+    }
+}
+
+/// Reads `slice` into memory and writes it to `stream`.
+async fn copy_file_slice<S: Stream + ?Sized>(stream: &mut S, slice: &FileSlice) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(slice.len);
+    slice.read_into(&mut buf)?;
+    stream.write_all(&buf).await
 }
 
 /// Where the server accepts connections.
@@ -48,6 +67,43 @@ pub trait Transport: Send + Sync + 'static {
 impl ServerConn for tokio::net::TcpStream {
     fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
         tokio::net::TcpStream::readable(self)
+    }
+
+    async fn send_file(&mut self, slice: &FileSlice) -> io::Result<()> {
+        let Some(file) = slice.file.raw_fd() else {
+            return copy_file_slice(self, slice).await;
+        };
+        let socket = self.as_raw_fd();
+        let end = slice.pos + slice.len as u64;
+        let mut at = libc::off_t::try_from(slice.pos).map_err(io::Error::other)?;
+        loop {
+            let left = end.saturating_sub(at as u64) as usize;
+            if left == 0 {
+                return Ok(());
+            }
+            self.writable().await?;
+            let sent = self.try_io(Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the call: the socket
+                // is `self`'s, the file is held open by `slice`; `at` is a
+                // valid off_t the kernel advances by what it sent.
+                let n = unsafe { libc::sendfile(socket, file, &mut at, left) };
+                usize::try_from(n).map_err(|_| io::Error::last_os_error())
+            });
+            match sent {
+                // The file ends before the slice: it was truncated under
+                // the fetch (a deposed leader). The response cannot be
+                // completed; the client retries on a new connection.
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "segment file shorter than the fetched slice",
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 

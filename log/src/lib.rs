@@ -91,6 +91,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use storage::FileSlice;
 use storage::{FileStorage, Storage};
 
 use bytes::Bytes;
@@ -171,6 +172,32 @@ pub struct ReadResult {
     pub records: Bytes,
     pub log_start_offset: Offset,
     pub log_end_offset: Offset,
+}
+
+/// Result of [`PartitionLog::read_slices`]: whole batches, as file slices.
+#[derive(Debug, Clone)]
+pub struct FileSlices {
+    pub slices: Vec<FileSlice>,
+    /// The slices' total length.
+    pub len: usize,
+    /// The offset after the last batch, `None` when nothing was read.
+    pub next_offset: Option<Offset>,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
+}
+
+impl FileSlices {
+    /// The batches' bytes, read from the files.
+    pub fn to_bytes(&self) -> Result<Bytes, LogError> {
+        if self.slices.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let mut out = Vec::with_capacity(self.len);
+        for s in &self.slices {
+            s.read_into(&mut out)?;
+        }
+        Ok(Bytes::from(out))
+    }
 }
 
 /// The durable log of one partition. Not internally synchronised: callers hold
@@ -755,59 +782,92 @@ impl PartitionLog {
         max_offset: Offset,
         min_one: bool,
     ) -> Result<ReadResult, LogError> {
+        let slices = self.read_slices(fetch_offset, max_bytes, max_offset, min_one)?;
+        Ok(ReadResult {
+            records: slices.to_bytes()?,
+            log_start_offset: slices.log_start_offset,
+            log_end_offset: slices.log_end_offset,
+        })
+    }
+
+    /// What [`read`](Self::read) returns, as slices of the segment files
+    /// instead of their bytes: the batches are not read here, and a fetch
+    /// response sends them from the files (`sendfile`). The bytes under
+    /// the slices never change while they are handed out below the HW
+    /// (the log only appends there); a slice keeps its file open.
+    pub fn read_slices(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        max_offset: Offset,
+        min_one: bool,
+    ) -> Result<FileSlices, LogError> {
         if fetch_offset < self.log_start || fetch_offset > self.leo {
             return Err(self.out_of_range(fetch_offset));
         }
         let max_offset = max_offset.min(self.leo).get();
-        let mut out: Vec<u8> = Vec::new();
-        if fetch_offset.get() < max_offset {
-            let start_base = self.floor_base(fetch_offset);
-            let mut first_seg = true;
-            for seg in self.segments.range(start_base..).map(|(_, s)| s) {
-                let start = if first_seg {
-                    first_seg = false;
-                    match seg.find_batch(fetch_offset.get())? {
-                        Some((pos, _)) => pos,
-                        None => continue,
-                    }
-                } else {
-                    0
-                };
-                let mut end = start;
-                let mut done = false;
-                let taken = out.len();
-                let (_, stop) = seg.walk(start, |pos, h| {
-                    if h.last_offset() >= max_offset {
-                        done = true;
-                        return Ok(false);
-                    }
-                    let size = h.total_size();
-                    let first_batch = taken == 0 && end == start;
-                    if taken + (end - start) as usize + size > max_bytes
-                        && !(min_one && first_batch)
-                    {
-                        done = true;
-                        return Ok(false);
-                    }
-                    end = pos + size as u64;
-                    Ok(true)
-                })?;
-                if matches!(stop, Stop::Invalid | Stop::Incomplete) {
-                    return Err(seg.corrupt(stop));
-                }
-                if end > start {
-                    seg.read_bytes(start, (end - start) as usize, &mut out)?;
-                }
-                if done {
-                    break;
-                }
-            }
-        }
-        Ok(ReadResult {
-            records: Bytes::from(out),
+        let mut out = FileSlices {
+            slices: Vec::new(),
+            len: 0,
+            next_offset: None,
             log_start_offset: self.log_start,
             log_end_offset: self.leo,
-        })
+        };
+        if fetch_offset.get() >= max_offset {
+            return Ok(out);
+        }
+        let start_base = self.floor_base(fetch_offset);
+        let mut first_seg = true;
+        for seg in self.segments.range(start_base..).map(|(_, s)| s) {
+            let start = if first_seg {
+                first_seg = false;
+                match seg.find_batch(fetch_offset.get())? {
+                    Some((pos, _)) => pos,
+                    None => continue,
+                }
+            } else {
+                0
+            };
+            let taken = out.len;
+            // Whole batches up to the index entry nearest the limits need
+            // no header read.
+            let (skip, mut next_offset) = seg.skip_to(
+                start,
+                start.saturating_add(max_bytes.saturating_sub(taken) as u64),
+                max_offset,
+            );
+            let mut end = skip;
+            let mut done = false;
+            let (_, stop) = seg.walk(skip, |pos, h| {
+                if h.last_offset() >= max_offset {
+                    done = true;
+                    return Ok(false);
+                }
+                let size = h.total_size();
+                let first_batch = taken == 0 && end == start;
+                if taken + (end - start) as usize + size > max_bytes && !(min_one && first_batch)
+                {
+                    done = true;
+                    return Ok(false);
+                }
+                end = pos + size as u64;
+                next_offset = Some(h.next_offset());
+                Ok(true)
+            })?;
+            if matches!(stop, Stop::Invalid | Stop::Incomplete) {
+                return Err(seg.corrupt(stop));
+            }
+            if end > start {
+                let len = (end - start) as usize;
+                out.slices.push(seg.slice(start, len));
+                out.len += len;
+                out.next_offset = next_offset.map(Offset::new);
+            }
+            if done {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn out_of_range(&self, offset: Offset) -> LogError {

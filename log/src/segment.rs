@@ -12,7 +12,7 @@ use crate::index::{
     lookup_offset, lookup_time, offset_entries_sane, time_entries_sane, IndexFile, OffsetEntry,
     TimeEntry,
 };
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{FileSlice, Storage, StorageFile};
 use crate::txn_index::TxnIndex;
 use strand_types::Offset;
 
@@ -415,6 +415,27 @@ impl Segment {
         Ok(found)
     }
 
+    /// Where a read from `start` can skip to without reading the headers
+    /// in between: the last indexed batch at or before `end_limit` whose
+    /// base offset is at most `max_offset` (so every batch before it ends
+    /// below both limits), with its base offset; `(start, None)` when no
+    /// index entry lies after `start`. A 1 MiB fetch then reads the
+    /// headers of the last index interval only, not the whole MiB.
+    pub fn skip_to(&self, start: u64, end_limit: u64, max_offset: i64) -> (u64, Option<i64>) {
+        let entries = &self.oi.entries;
+        let n = entries.partition_point(|e| {
+            (e.position as u64) <= end_limit.min(self.size)
+                && self.base + i64::from(e.rel_offset) <= max_offset
+        });
+        match n.checked_sub(1).map(|i| entries[i]) {
+            Some(e) if e.position as u64 > start => (
+                e.position as u64,
+                Some(self.base + i64::from(e.rel_offset)),
+            ),
+            _ => (start, None),
+        }
+    }
+
     /// Position to start a timestamp search from.
     pub fn position_for_timestamp(&self, ts: i64) -> u64 {
         match lookup_time(&self.ti.entries, ts) {
@@ -436,6 +457,16 @@ impl Segment {
         f: impl FnMut(u64, &BatchHeader) -> Result<bool, LogError>,
     ) -> Result<(u64, Stop), LogError> {
         walk(&*self.log, start, self.size, false, f)
+    }
+
+    /// `len` bytes of the segment's file from `pos`, unread: the file stays
+    /// open while the slice lives, even if the segment is deleted.
+    pub fn slice(&self, pos: u64, len: usize) -> FileSlice {
+        FileSlice {
+            file: self.log.clone(),
+            pos,
+            len,
+        }
     }
 
     pub fn read_bytes(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<(), LogError> {

@@ -30,6 +30,36 @@ pub trait StorageFile: Send + Sync {
     fn sync(&self) -> io::Result<()>;
     /// When the file was last written, in milliseconds since the epoch.
     fn modified_ms(&self) -> io::Result<i64>;
+    /// The open file descriptor, when the file is a real one: a fetch
+    /// response sends its bytes with `sendfile` from it (zero-copy).
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+}
+
+/// A run of bytes of a segment file, not read yet. The file stays open
+/// while the slice lives (a deleted segment's bytes stay readable).
+#[derive(Clone)]
+pub struct FileSlice {
+    pub file: Arc<dyn StorageFile>,
+    pub pos: u64,
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// Appends the slice's bytes to `out`.
+    pub fn read_into(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let at = out.len();
+        out.resize(at + self.len, 0);
+        self.file.read_exact_at(&mut out[at..], self.pos)?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for FileSlice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileSlice({}..+{})", self.pos, self.len)
+    }
 }
 
 /// A file system: opening files and the directory operations the log uses.
@@ -114,6 +144,9 @@ impl StorageFile for RealFile {
     }
     fn sync(&self) -> io::Result<()> {
         self.0.sync_all()
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(&self.0))
     }
     fn modified_ms(&self) -> io::Result<i64> {
         let t = self.0.metadata()?.modified()?;

@@ -717,3 +717,79 @@ fn checkpoint_files_are_kafkas_text() {
         b"five"
     );
 }
+
+mod read_model {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a read must return, from the list of batches (base offset,
+    /// next offset, size): whole batches from the one holding
+    /// `fetch_offset`, stopping before a batch whose last offset reaches
+    /// `max_offset` or that would pass `max_bytes` (unless it is the first
+    /// and `min_one`).
+    fn model(
+        batches: &[(i64, i64, usize)],
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one: bool,
+    ) -> Vec<i64> {
+        let mut out = Vec::new();
+        let mut taken = 0;
+        for &(base, next, size) in batches.iter().filter(|b| b.1 > fetch_offset) {
+            // The batch's last offset is next - 1.
+            if next > max_offset {
+                break;
+            }
+            if taken + size > max_bytes && !(min_one && out.is_empty()) {
+                break;
+            }
+            taken += size;
+            out.push(base);
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The slices a fetch sends from the files are the batches the
+        /// model names, whatever the index lets the read skip: batch sizes
+        /// below and above the index interval, several segments, any
+        /// limits; the bytes are the log's and the next offset follows the
+        /// last batch.
+        #[test]
+        fn read_slices_is_the_model(
+            sizes in proptest::collection::vec(1usize..12, 1..60),
+            interval in 64u64..2048,
+            segment in 2_000u64..20_000,
+            fetch in 0i64..400,
+            max_bytes in 0usize..30_000,
+            upper in 0i64..400,
+            min_one: bool,
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut config = small_segments(segment);
+            config.index_interval_bytes = interval;
+            let mut log = PartitionLog::open(tmp.path(), config).unwrap();
+            let mut batches = Vec::new();
+            for n in &sizes {
+                let info = append(&mut log, *n);
+                let size = batch(*n).len();
+                batches.push((info.first_offset.get(), info.last_offset.get() + 1, size));
+            }
+            let leo = log.log_end_offset().get();
+            let fetch = fetch.min(leo);
+            let want = model(&batches, fetch, max_bytes, upper, min_one);
+            let slices = log.read_slices(o(fetch), max_bytes, o(upper), min_one).unwrap();
+            let bytes = slices.to_bytes().unwrap();
+            let got: Vec<i64> = headers(&bytes).iter().map(|h| h.base_offset).collect();
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(slices.len, bytes.len());
+            let next = want.last().map(|b| batches.iter().find(|x| x.0 == *b).unwrap().1);
+            prop_assert_eq!(slices.next_offset.map(|o| o.get()), next);
+            let read = log.read(o(fetch), max_bytes, o(upper), min_one).unwrap();
+            prop_assert_eq!(read.records, bytes);
+        }
+    }
+}

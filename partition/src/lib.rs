@@ -889,6 +889,20 @@ impl Partition {
             .read(fetch_offset, max_bytes, upper, min_one)
     }
 
+    /// [`read`](Self::read) as slices of the segment files, unread (sent
+    /// with `sendfile` by the server).
+    pub fn read_slices(
+        &self,
+        fetch_offset: Offset,
+        max_bytes: usize,
+        upper: Offset,
+        min_one: bool,
+    ) -> Result<strand_log::FileSlices, LogError> {
+        self.log
+            .read()
+            .read_slices(fetch_offset, max_bytes, upper, min_one)
+    }
+
     /// Whether a write holds the log right now: a [`read`](Self::read)
     /// would wait for it (and for the disk, if the write waits on one).
     pub fn log_busy(&self) -> bool {

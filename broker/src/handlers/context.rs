@@ -8,4 +8,7 @@ pub struct RequestContext {
     /// The listener the request came in on: brokers are described by
     /// their address on it.
     pub listener: std::sync::Arc<str>,
+    /// The file slices the response's records are sent from (zero-copy
+    /// fetch: `crate::zero_copy`).
+    pub slices: crate::zero_copy::SliceRegistry,
 }

@@ -8,6 +8,8 @@
 //! ISR expansion) before reading.
 
 use crate::replica_manager::ReplicaManager;
+use crate::zero_copy::SliceRegistry;
+use strand_log::FileSlices;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
@@ -16,7 +18,6 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicNam
 use std::sync::Arc;
 use std::time::Duration;
 use strand_partition::Partition;
-use strand_protocol::batch::BatchIter;
 use strand_protocol::{extensions, ErrorCode};
 use strand_replication::rules::{self, fetch_can_complete, DivergingEpoch, FetchOrigin};
 use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset};
@@ -35,7 +36,15 @@ struct Target {
     partition: Result<Arc<Partition>, ErrorCode>,
 }
 
-pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) -> FetchResponse {
+/// Answers a fetch. Records are handed out as file slices: each partition's
+/// records field is a placeholder registered in `slices`, which the server
+/// sends from the segment files (`crate::zero_copy`).
+pub async fn handle(
+    broker: &ReplicaManager,
+    req: FetchRequest,
+    version: i16,
+    slices: &SliceRegistry,
+) -> FetchResponse {
     let image = broker.image();
     let read_committed = req.isolation_level == 1;
     // A follower names itself and its broker epoch in ReplicaState (v15+,
@@ -188,7 +197,21 @@ pub async fn handle(broker: &ReplicaManager, req: FetchRequest, version: i16) ->
                 .with_topic_id(id)
         })
         .collect();
-    for (t, pd) in parts {
+    for (t, mut pd, read) in parts {
+        if let Some(read) = read {
+            pd.records = Some(match slices.placeholder(read.slices.clone(), read.len) {
+                Some(placeholder) => placeholder,
+                // Past what a placeholder covers: read the bytes here.
+                None => match read.to_bytes() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::error!(partition = pd.partition_index, error = %e, "fetch read failed");
+                        pd.error_code = ErrorCode::KafkaStorageError.code();
+                        Bytes::new()
+                    }
+                },
+            });
+        }
         responses[t].partitions.push(pd);
     }
     FetchResponse::default()
@@ -204,13 +227,17 @@ async fn futures_any_changed(
     let _ = futures_util::future::select_all(futs).await;
 }
 
+/// One partition's answer: its topic's index in the response, the
+/// partition data, and the records read (placed once the fetch is answered).
+type PartitionRead = (usize, PartitionData, Option<FileSlices>);
+
 fn read_all(
     targets: &[(i32, i32, Target)],
     max_bytes: usize,
     read_committed: bool,
     follower: Option<BrokerId>,
     any_replica: bool,
-) -> (Vec<(usize, PartitionData)>, usize, bool) {
+) -> (Vec<PartitionRead>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
     let mut errors = false;
@@ -244,7 +271,7 @@ fn read_all(
                     pd.error_code = code.code();
                     pd.records = Some(Bytes::new());
                     errors = true;
-                    out.push((t.topic, pd));
+                    out.push((t.topic, pd, None));
                     continue;
                 }
                 pd.high_watermark = offsets.high_watermark.get();
@@ -258,7 +285,7 @@ fn read_all(
                     pd.error_code = ErrorCode::OffsetOutOfRange.code();
                     pd.records = Some(Bytes::new());
                     errors = true;
-                    out.push((t.topic, pd));
+                    out.push((t.topic, pd, None));
                     continue;
                 };
                 if let Some(diverging) = p.diverging_epoch(t.last_fetched_epoch, fetch_offset) {
@@ -267,7 +294,7 @@ fn read_all(
                         .with_epoch(epoch)
                         .with_end_offset(end_offset);
                     pd.records = Some(Bytes::new());
-                    out.push((t.topic, pd));
+                    out.push((t.topic, pd, None));
                     continue;
                 }
                 // Followers read to the LEO; consumers to the HW (or LSO),
@@ -287,15 +314,21 @@ fn read_all(
                 // The log's read guard must be gone before the aborted
                 // transactions are looked up (a second read lock behind a
                 // waiting writer deadlocks: parking_lot is writer-fair).
-                let read = p.read(fetch_offset, limit, upper, min_one);
+                let read = p.read_slices(fetch_offset, limit, upper, min_one);
                 match read {
                     Ok(r) => {
-                        total += r.records.len();
+                        total += r.len;
                         if read_committed && follower.is_none() {
                             pd.aborted_transactions =
-                                Some(aborted_transactions(p, fetch_offset, &r.records));
+                                Some(aborted_transactions(p, fetch_offset, r.next_offset));
                         }
-                        pd.records = Some(r.records);
+                        // Placed once the fetch is answered (not on a read
+                        // that goes on waiting).
+                        pd.records = Some(Bytes::new());
+                        if r.len > 0 {
+                            out.push((t.topic, pd, Some(r)));
+                            continue;
+                        }
                     }
                     Err(strand_log::LogError::OffsetOutOfRange { .. }) => {
                         pd.error_code = ErrorCode::OffsetOutOfRange.code();
@@ -310,7 +343,7 @@ fn read_all(
                 }
             }
         }
-        out.push((t.topic, pd));
+        out.push((t.topic, pd, None));
     }
     (out, total, errors)
 }
@@ -321,12 +354,9 @@ fn read_all(
 fn aborted_transactions(
     p: &Partition,
     fetch_offset: Offset,
-    records: &[u8],
+    next_offset: Option<Offset>,
 ) -> Vec<AbortedTransaction> {
-    let Some(end) = BatchIter::new(records)
-        .last()
-        .and_then(|(_, h)| Offset::from_wire(h.next_offset()))
-    else {
+    let Some(end) = next_offset else {
         return Vec::new();
     };
     p.aborted_transactions(fetch_offset, end)

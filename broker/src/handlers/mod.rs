@@ -38,7 +38,9 @@ pub async fn dispatch(
                 .await?
                 .map(ResponseKind::Produce))
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
+        RequestKind::Fetch(r) => {
+            ResponseKind::Fetch(fetch::handle(broker, r, v, &ctx.slices).await)
+        }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(offsets::list_offsets(broker, r, v))
         }
