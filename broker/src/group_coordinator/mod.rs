@@ -288,28 +288,42 @@ impl GroupCoordinator {
     /// Fires the timers of every group whose deadline has come (initial
     /// rebalance delay, rebalance and session timeouts).
     pub async fn tick(&self, partition_of: impl Fn(i32) -> Option<Arc<Partition>>) {
-        let now = self.clock.now_ms();
         for entry in self.all_groups() {
             let mut slot = entry.slot.lock().await;
-            let due = slot
-                .group
-                .as_ref()
-                .and_then(|g| g.next_deadline())
-                .is_some_and(|d| d <= now);
-            if !due || slot.unloaded {
-                continue;
-            }
-            // Checked just above.
-            let outcome = slot.group.as_mut().expect("group present").tick(now);
-            act(
+            fire_due_timers(
                 &entry,
                 &mut slot,
-                outcome,
-                partition_of(entry.partition),
+                || partition_of(entry.partition),
                 self.commit_timeout(),
             );
         }
     }
+}
+
+/// Fires the group's timers whose deadline has come, if any. The tick
+/// calls it for every group; a JoinGroup calls it once its answer is held,
+/// so a join phase with no initial delay (`group.initial.rebalance.delay.ms=0`)
+/// completes at once, as Kafka's purgatory completes it, not at the next tick.
+pub fn fire_due_timers(
+    entry: &Arc<GroupEntry>,
+    slot: &mut GroupSlot,
+    partition: impl FnOnce() -> Option<Arc<Partition>>,
+    timeout: Duration,
+) {
+    let now = entry.clock.now_ms();
+    let due = slot
+        .group
+        .as_ref()
+        .and_then(|g| g.next_deadline())
+        .is_some_and(|d| d <= now);
+    if !due || slot.unloaded {
+        return;
+    }
+    let Some(group) = slot.group.as_mut() else {
+        return;
+    };
+    let outcome = group.tick(now);
+    act(entry, slot, outcome, partition(), timeout);
 }
 
 impl GroupCoordinator {

@@ -3,7 +3,7 @@
 //! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete).
 
 use crate::coordinator_runtime::append_committed;
-use crate::group_coordinator::{act, GroupCoordinator, GroupEntry, OFFSETS_TOPIC};
+use crate::group_coordinator::{act, fire_due_timers, GroupCoordinator, GroupEntry, OFFSETS_TOPIC};
 use crate::handlers::context::RequestContext;
 use crate::node::Node;
 use crate::replica_manager::ReplicaManager;
@@ -808,11 +808,14 @@ pub async fn join_group(
             )
         };
         let (reply, outcome) = group.join(request, new_id, now);
-        act(&entry, &mut slot, outcome, partition, timeout);
-        match reply {
+        act(&entry, &mut slot, outcome, partition.clone(), timeout);
+        let rx = match reply {
             Reply::Now(r) => return join_response(r),
             Reply::Held { member_id } => slot.hold_join(member_id),
-        }
+        };
+        // The join phase may already be due (no initial delay).
+        fire_due_timers(&entry, &mut slot, || partition, timeout);
+        rx
     };
     match rx.await {
         Ok(r) => join_response(r),
