@@ -25,6 +25,7 @@ case "$tool" in
     kafka-verifiable-consumer) main=org.apache.kafka.tools.VerifiableConsumer ;;
     kafka-producer-perf-test) main=org.apache.kafka.tools.ProducerPerformance ;;
     kafka-consumer-perf-test) main=org.apache.kafka.tools.ConsumerPerformance ;;
+    kafka-e2e-latency) main=org.apache.kafka.tools.EndToEndLatency ;;
     kafka-storage) main=kafka.tools.StorageTool ;;
     *) echo "kafka-tool.sh: unknown tool $tool" >&2; exit 2 ;;
 esac
