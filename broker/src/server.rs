@@ -292,7 +292,10 @@ async fn handle_frame(
     }
     // Only fetches hand out slices.
     let ResponseKind::Fetch(fetch) = &response else {
-        tracing::error!(?key, "file slices in a response other than a fetch; closing");
+        tracing::error!(
+            ?key,
+            "file slices in a response other than a fetch; closing"
+        );
         return Err(Closed::Protocol("unplaced records in a response".into()));
     };
     let mut buf = SpliceBuf::new(std::mem::take(out), slices);

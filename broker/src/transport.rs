@@ -12,8 +12,8 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use strand_log::FileSlice;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest};
 

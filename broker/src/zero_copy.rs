@@ -261,11 +261,7 @@ mod tests {
                 wanted
                     .iter()
                     .map(|(s, r)| {
-                        Some(
-                            registry
-                                .placeholder(s.clone(), r.len())
-                                .unwrap_or_default(),
-                        )
+                        Some(registry.placeholder(s.clone(), r.len()).unwrap_or_default())
                     })
                     .collect(),
             );

@@ -845,8 +845,7 @@ impl PartitionLog {
                 }
                 let size = h.total_size();
                 let first_batch = taken == 0 && end == start;
-                if taken + (end - start) as usize + size > max_bytes && !(min_one && first_batch)
-                {
+                if taken + (end - start) as usize + size > max_bytes && !(min_one && first_batch) {
                     done = true;
                     return Ok(false);
                 }

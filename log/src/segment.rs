@@ -428,10 +428,9 @@ impl Segment {
                 && self.base + i64::from(e.rel_offset) <= max_offset
         });
         match n.checked_sub(1).map(|i| entries[i]) {
-            Some(e) if e.position as u64 > start => (
-                e.position as u64,
-                Some(self.base + i64::from(e.rel_offset)),
-            ),
+            Some(e) if e.position as u64 > start => {
+                (e.position as u64, Some(self.base + i64::from(e.rel_offset)))
+            }
             _ => (start, None),
         }
     }

@@ -9,7 +9,6 @@
 
 use crate::replica_manager::ReplicaManager;
 use crate::zero_copy::SliceRegistry;
-use strand_log::FileSlices;
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
@@ -17,6 +16,7 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_log::FileSlices;
 use strand_partition::Partition;
 use strand_protocol::{extensions, ErrorCode};
 use strand_replication::rules::{self, fetch_can_complete, DivergingEpoch, FetchOrigin};

@@ -474,13 +474,8 @@ fn workload(
             // Two messages into every partition, as fast as they go, before
             // the timed run: that measures a running topic, not the
             // partitions' creation catching up.
-            let mut prime = java_producer_args(
-                args,
-                "bench-many",
-                args.many_partitions * 2,
-                -1,
-                bootstrap,
-            );
+            let mut prime =
+                java_producer_args(args, "bench-many", args.many_partitions * 2, -1, bootstrap);
             prime.extend([
                 "--command-property".to_string(),
                 "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"
@@ -541,7 +536,15 @@ fn recovery(
     let count = (args.recovery_gib << 30) / args.size.max(1);
     let bootstrap = cluster.bootstrap();
     let out = run(Command::new(perf)
-        .args(["-P", "-t", "bench-rec", "-p", "0", "-s", &args.size.to_string()])
+        .args([
+            "-P",
+            "-t",
+            "bench-rec",
+            "-p",
+            "0",
+            "-s",
+            &args.size.to_string(),
+        ])
         .args(["-c", &count.to_string(), "-b", &bootstrap, "-X", "acks=1"]))?;
     let line = out
         .lines()
@@ -553,7 +556,9 @@ fn recovery(
         if kill {
             cluster.kill9(node).map_err(|e| e.to_string())?;
         } else {
-            cluster.terminate_timeout(node, Duration::from_secs(600)).map_err(|e| e.to_string())?;
+            cluster
+                .terminate_timeout(node, Duration::from_secs(600))
+                .map_err(|e| e.to_string())?;
         }
         let started = std::time::Instant::now();
         cluster.respawn(node).map_err(|e| e.to_string())?;
@@ -596,8 +601,12 @@ fn recovery(
 /// the time from starting the node again until every group's committed
 /// offset is answered.
 fn coordinator_load(args: &Args, cluster: &mut Cluster) -> Result<Vec<(Workload, f64)>, String> {
-    let python = std::env::var("STRAND_PYTHON")
-        .unwrap_or_else(|_| format!("{}/python/bin/python3", strand_compat_tests::harness::strand_cache().display()));
+    let python = std::env::var("STRAND_PYTHON").unwrap_or_else(|_| {
+        format!(
+            "{}/python/bin/python3",
+            strand_compat_tests::harness::strand_cache().display()
+        )
+    });
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compat-tests/clients/offsets_load.py");
     let (groups, commits) = (
