@@ -47,14 +47,22 @@ impl Node {
                     if b.log_dir_failures.is_offline() {
                         return;
                     }
-                    for p in b.all_partitions() {
-                        p.housekeeping(
-                            now,
-                            retention,
-                            checkpoint_hw,
-                            b.config.producer_id_expiration_ms,
-                        );
-                    }
+                    // Each partition's HW checkpoint and snapshot are fsyncs
+                    // of its own files: with thousands of partitions, done in
+                    // parallel, as opens are.
+                    let partitions = b.all_partitions();
+                    crate::replica_manager::parallel_map(
+                        &partitions,
+                        crate::replica_manager::DISK_WORKERS,
+                        |p| {
+                            p.housekeeping(
+                                now,
+                                retention,
+                                checkpoint_hw,
+                                b.config.producer_id_expiration_ms,
+                            )
+                        },
+                    );
                 })
                 .await;
             }

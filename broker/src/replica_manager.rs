@@ -400,7 +400,11 @@ impl ReplicaManager {
                 failed.remove(tp);
             }
         }
-        for tp in &changes.opens {
+        // Opening is mostly waiting on the disk (directory creation, the
+        // partition.metadata fsync): several at once overlap those waits
+        // (each partition is its own state: no order among them matters),
+        // so creating thousands of partitions takes seconds, not minutes.
+        let opened = parallel_map(&changes.opens, DISK_WORKERS, |tp| {
             let a = &changes.assigned[tp];
             let dir = self.partition_dir(&tp.topic, tp.partition);
             // A directory left by an earlier topic of the same name is stale.
@@ -415,7 +419,7 @@ impl ReplicaManager {
                 clock: self.clock.clone(),
                 lease: self.lease.clone(),
             };
-            let opened = Partition::open_in(
+            Partition::open_in(
                 io,
                 &dir,
                 &tp.topic,
@@ -423,31 +427,42 @@ impl ReplicaManager {
                 tp.partition,
                 a.replica.clone(),
                 a.settings.clone(),
-            );
-            match opened.map(|p| p.report_failures_to(&self.log_dir_failures)) {
+            )
+            .map(|p| p.report_failures_to(&self.log_dir_failures))
+            .map_err(|e| (dir, e))
+        });
+        for (tp, opened) in changes.opens.iter().zip(opened) {
+            match opened {
                 Ok(p) => {
                     self.partitions.write().insert(tp.clone(), Arc::new(p));
                 }
-                Err(e) => {
+                Err((dir, e)) => {
                     tracing::error!(dir = %dir.display(), error = %e, "cannot open partition; it is offline on this broker");
-                    self.failed.lock().insert(tp.clone(), a.topic_id);
+                    self.failed
+                        .lock()
+                        .insert(tp.clone(), changes.assigned[tp].topic_id);
                 }
             }
         }
         let opened_in = started.elapsed();
         // Lead or follow as the image says; followers fetch from their leader.
         let eligible = |r: BrokerId| image.is_active(r);
-        let mut follow: HashMap<BrokerId, Vec<Arc<Partition>>> = HashMap::new();
-        for (tp, a) in &changes.assigned {
-            let Some(part) = self.partition_by_key(tp) else {
-                continue; // Failed to open: offline here.
-            };
+        // Becoming leader writes the leader-epoch checkpoint: in parallel too.
+        let assigned: Vec<_> = changes.assigned.iter().collect();
+        let followed = parallel_map(&assigned, DISK_WORKERS, |(tp, a)| {
+            // None: failed to open, offline here.
+            let part = self.partition_by_key(tp)?;
             part.update_settings(a.settings.clone());
             let config = self.leader_config(&a.settings);
             let following = part.apply_registration(a.replica.clone(), config, &eligible, me);
-            if let (true, replica_plan::Role::Follower(leader)) = (following, a.role(me)) {
-                follow.entry(leader).or_default().push(part);
+            match (following, a.role(me)) {
+                (true, replica_plan::Role::Follower(leader)) => Some((leader, part)),
+                _ => None,
             }
+        });
+        let mut follow: HashMap<BrokerId, Vec<Arc<Partition>>> = HashMap::new();
+        for (leader, part) in followed.into_iter().flatten() {
+            follow.entry(leader).or_default().push(part);
         }
         self.fetchers.update(follow);
         // The group and transaction coordinators follow leadership of
@@ -539,16 +554,69 @@ impl ReplicaManager {
     /// Clean shutdown of every partition.
     pub fn shutdown(&self) {
         self.fetchers.shutdown();
-        for p in self.all_partitions() {
+        // Each close is a few fsyncs of its own files: in parallel, as opens.
+        parallel_map(&self.all_partitions(), DISK_WORKERS, |p| {
             if let Err(e) = p.close() {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "clean close failed");
             }
-        }
+        });
     }
+}
+
+/// Partitions whose files are opened, closed or checkpointed at once: each
+/// is mostly a wait on the disk (fsync), and the waits overlap.
+pub(crate) const DISK_WORKERS: usize = 8;
+
+/// `items.iter().map(f)` on up to `workers` threads (scoped: `f` may borrow),
+/// results in the order of `items`. Few items run on the calling thread.
+pub(crate) fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    const PER_WORKER_MIN: usize = 16;
+    let workers = workers.min(items.len() / PER_WORKER_MIN).max(1);
+    if workers == 1 {
+        return items.iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(workers);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(results) => results,
+                // A panic in `f` is a bug; it is the caller's panic too.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parallel_map_keeps_the_order_of_its_items() {
+        for n in [0usize, 1, 15, 16, 17, 100, 1001] {
+            let items: Vec<usize> = (0..n).collect();
+            let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+            let out = super::parallel_map(&items, 8, |i| {
+                threads.lock().unwrap().insert(std::thread::current().id());
+                i * 3
+            });
+            assert_eq!(out, items.iter().map(|i| i * 3).collect::<Vec<_>>());
+            let used = threads.lock().unwrap().len();
+            assert!(
+                used <= 8 && used <= (n / 16).max(1),
+                "n {n}: {used} threads"
+            );
+        }
+    }
+
     use super::*;
 
     /// Retention by time and size applies only where cleanup.policy includes

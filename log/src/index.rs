@@ -2,11 +2,13 @@
 //!
 //! Both are append-only files of fixed-size big-endian entries, kept fully in
 //! memory for lookups (they are small: one entry per `index_interval_bytes` of
-//! log). The lookup functions are pure and binary-search the entries.
+//! log). The lookup functions are pure and binary-search the entries. The
+//! files hold no descriptor between writes (see [`IndexFile`]).
 
 use crate::storage::{Storage, StorageFile};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes of one offset-index entry: relative offset u32 + file position u32.
 pub const OFFSET_ENTRY_LEN: usize = 8;
@@ -111,27 +113,51 @@ impl Entry for TimeEntry {
     }
 }
 
-/// An index file: entries in memory, appended to the file as they are added.
+/// Entries held in memory before they are written out: at most one
+/// open-write-close per this many entries, so an index keeps no descriptor
+/// between writes (Kafka maps its index files; a held descriptor per index
+/// file would triple the descriptors of every partition).
+const PENDING_WRITE: usize = 128;
+
+/// An index file: entries in memory, written to the file in runs and on
+/// `flush`. No descriptor is held: the file is opened for each write.
+///
+/// Entries not yet written are lost with the process, which is harmless:
+/// a segment past the recovery point is rebuilt whole after an unclean
+/// stop, and one before it was flushed (a roll flushes); `Segment::load`
+/// walks the batches after the last entry on disk, however far back it is.
 pub struct IndexFile<E: Entry> {
     path: PathBuf,
-    file: Box<dyn StorageFile>,
+    storage: Arc<dyn Storage>,
     pub entries: Vec<E>,
+    /// How many of `entries` are in the file (the rest are pending).
+    written: usize,
     /// The file length was not a whole number of entries when loaded.
     pub torn: bool,
+    /// The file has writes not yet fsynced.
     dirty: bool,
 }
 
 impl<E: Entry> IndexFile<E> {
-    /// Opens (creating if missing) and loads the index file.
-    pub fn open(storage: &dyn Storage, path: &Path) -> io::Result<Self> {
-        let file = storage.open(path, true)?;
-        let len = file.len()? as usize;
-        let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, 0)?;
-        let entries = buf.chunks_exact(E::LEN).map(E::decode).collect();
+    /// Loads the index file; a missing one is empty, and is created by the
+    /// first write (an empty log has no index files: fewer files to create
+    /// for a new partition).
+    pub fn open(storage: &Arc<dyn Storage>, path: &Path) -> io::Result<Self> {
+        let mut buf = Vec::new();
+        match storage.open(path, false) {
+            Ok(file) => {
+                buf.resize(file.len()? as usize, 0);
+                file.read_exact_at(&mut buf, 0)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let len = buf.len();
+        let entries: Vec<E> = buf.chunks_exact(E::LEN).map(E::decode).collect();
         Ok(IndexFile {
             path: path.to_path_buf(),
-            file,
+            storage: storage.clone(),
+            written: entries.len(),
             entries,
             torn: !len.is_multiple_of(E::LEN),
             dirty: false,
@@ -147,11 +173,24 @@ impl<E: Entry> IndexFile<E> {
     }
 
     pub fn append(&mut self, e: E) -> io::Result<()> {
-        let mut b = Vec::with_capacity(E::LEN);
-        e.encode(&mut b);
-        self.file
-            .write_all_at(&b, (self.entries.len() * E::LEN) as u64)?;
         self.entries.push(e);
+        if self.entries.len() - self.written >= PENDING_WRITE {
+            self.write_pending(&*self.storage.open(&self.path, true)?)?;
+        }
+        Ok(())
+    }
+
+    fn write_pending(&mut self, file: &dyn StorageFile) -> io::Result<()> {
+        let pending = &self.entries[self.written..];
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut b = Vec::with_capacity(pending.len() * E::LEN);
+        for e in pending {
+            e.encode(&mut b);
+        }
+        file.write_all_at(&b, (self.written * E::LEN) as u64)?;
+        self.written = self.entries.len();
         self.dirty = true;
         Ok(())
     }
@@ -160,9 +199,14 @@ impl<E: Entry> IndexFile<E> {
     pub fn truncate_entries(&mut self, n: usize) -> io::Result<()> {
         if n < self.entries.len() || self.torn {
             self.entries.truncate(n);
-            self.file.set_len((n * E::LEN) as u64)?;
-            self.torn = false;
-            self.dirty = true;
+            if n < self.written || self.torn {
+                self.written = self.written.min(n);
+                self.storage
+                    .open(&self.path, true)?
+                    .set_len((self.written * E::LEN) as u64)?;
+                self.torn = false;
+                self.dirty = true;
+            }
         }
         Ok(())
     }
@@ -170,15 +214,29 @@ impl<E: Entry> IndexFile<E> {
     /// Drops every entry.
     pub fn reset(&mut self) -> io::Result<()> {
         self.entries.clear();
-        self.file.set_len(0)?;
+        self.written = 0;
+        match self.storage.open(&self.path, false) {
+            Ok(file) => file.set_len(0)?,
+            // Nothing to cut, and no file needed for no entries.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         self.torn = false;
         self.dirty = true;
         Ok(())
     }
 
+    /// Writes the pending entries and fsyncs the file (none while there
+    /// are no entries and no file).
     pub fn flush(&mut self) -> io::Result<()> {
-        if self.dirty {
-            self.file.sync()?;
+        if self.entries.is_empty() && !self.storage.exists(&self.path) {
+            self.dirty = false;
+            return Ok(());
+        }
+        if self.written < self.entries.len() || self.dirty {
+            let file = self.storage.open(&self.path, true)?;
+            self.write_pending(&*file)?;
+            file.sync()?;
             self.dirty = false;
         }
         Ok(())
@@ -260,17 +318,19 @@ mod tests {
     fn file_roundtrip_and_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.index");
-        let mut f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
+        let storage = crate::storage::FileStorage::shared();
+        let mut f = IndexFile::<OffsetEntry>::open(&storage, &p).unwrap();
         f.append(oe(1, 2)).unwrap();
         f.append(oe(3, 4)).unwrap();
+        f.flush().unwrap();
         drop(f);
-        let f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
+        let f = IndexFile::<OffsetEntry>::open(&storage, &p).unwrap();
         assert_eq!(f.entries, vec![oe(1, 2), oe(3, 4)]);
         assert!(!f.torn);
         drop(f);
         let raw = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
         std::os::unix::fs::FileExt::write_all_at(&raw, &[1, 2, 3], 16).unwrap();
-        let mut f = IndexFile::<OffsetEntry>::open(&crate::storage::FileStorage, &p).unwrap();
+        let mut f = IndexFile::<OffsetEntry>::open(&storage, &p).unwrap();
         assert!(f.torn);
         assert_eq!(f.entries.len(), 2);
         f.truncate_entries(1).unwrap();

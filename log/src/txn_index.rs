@@ -78,12 +78,12 @@ pub fn txn_index_path(dir: &Path, base: Offset) -> PathBuf {
 }
 
 /// A segment's aborted-transaction index: entries in memory, the file
-/// appended to as they are added.
+/// appended to as they are added. The file is opened for each change and
+/// closed after it (aborts are rare; a held descriptor per segment is not).
 pub struct TxnIndex {
     path: PathBuf,
     base: Offset,
     storage: Arc<dyn Storage>,
-    file: Option<Box<dyn StorageFile>>,
     entries: Vec<AbortedTxn>,
     /// Smallest `first_offset` of the entries (`None` when none): lets a
     /// search skip segments with nothing that starts below its upper bound.
@@ -106,7 +106,6 @@ impl TxnIndex {
             path,
             base,
             storage: storage.clone(),
-            file: None,
             entries: Vec::new(),
             min_first: None,
             dirty: false,
@@ -142,7 +141,6 @@ impl TxnIndex {
             file.set_len(valid)?;
             index.dirty = true;
         }
-        index.file = Some(file);
         index.recompute_min();
         Ok(index)
     }
@@ -159,11 +157,8 @@ impl TxnIndex {
         self.min_first = self.entries.iter().map(|e| e.first_offset).min();
     }
 
-    fn file(&mut self) -> io::Result<&dyn StorageFile> {
-        if self.file.is_none() {
-            self.file = Some(self.storage.open(&self.path, true)?);
-        }
-        Ok(self.file.as_deref().expect("opened above"))
+    fn file(&self) -> io::Result<Box<dyn StorageFile>> {
+        self.storage.open(&self.path, true)
     }
 
     /// Adds an entry; `Ok(false)` if an entry with the same producer id and
@@ -242,9 +237,7 @@ impl TxnIndex {
 
     pub fn flush(&mut self) -> io::Result<()> {
         if self.dirty {
-            if let Some(f) = &self.file {
-                f.sync()?;
-            }
+            self.file()?.sync()?;
             self.dirty = false;
         }
         Ok(())

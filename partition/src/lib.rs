@@ -1279,8 +1279,12 @@ impl Partition {
                 .copied()
                 .unwrap_or(Offset::ZERO);
             let mut last = self.snapshot_segment.lock();
-            if *last != Some(active_base) {
-                let leo = log.log_end_offset();
+            let leo = log.log_end_offset();
+            // An empty log with no producers needs no snapshot: without one,
+            // the (empty) state is rebuilt from the log start. Skipping it
+            // saves a new partition two fsyncs.
+            let nothing_to_keep = producers.is_empty() && leo == log.log_start_offset();
+            if *last != Some(active_base) && !nothing_to_keep {
                 match log.write_producer_snapshot(leo, &producers.snapshot()) {
                     Ok(()) => *last = Some(active_base),
                     Err(e) => {
@@ -1317,8 +1321,12 @@ impl Partition {
             return Ok(());
         }
         let leo = log.log_end_offset();
-        let snapshot = self.producers.lock().snapshot();
-        log.write_producer_snapshot(leo, &snapshot)?;
+        let producers = self.producers.lock();
+        // As in the background tick: an empty log needs no snapshot.
+        if !(producers.is_empty() && leo == log.log_start_offset()) {
+            log.write_producer_snapshot(leo, &producers.snapshot())?;
+        }
+        drop(producers);
         log.checkpoint_high_watermark(self.offsets().high_watermark)?;
         log.flush()?;
         log.close_clean()
