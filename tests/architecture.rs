@@ -17,6 +17,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("strand-txn", &["strand-types", "strand-protocol"]),
     ("strand-replication", &["strand-types", "strand-protocol"]),
     ("strand-group", &["strand-types", "strand-protocol"]),
+    ("strand-security", &["strand-protocol"]),
     (
         "strand-partition",
         &[

@@ -141,7 +141,8 @@ pub struct Segment {
     /// Wall-clock time the segment was created or loaded (for log.roll.ms).
     pub created_ms: i64,
     log_dirty: bool,
-    /// An index file did not exist when the segment was opened.
+    /// An index file did not exist when the segment was opened (they are
+    /// made by their first entry: see `load`).
     index_missing: bool,
 }
 
@@ -331,12 +332,16 @@ impl Segment {
     /// back to `recover` when anything does not fit. Returns truncated bytes.
     pub fn load(&mut self, interval: u64) -> Result<u64, LogError> {
         self.size = self.log.len()?;
-        let sane = !self.index_missing
+        // Index files are made by their first entry, so a missing one is
+        // right for a segment too small to have had an offset-index entry
+        // (checked after the walk below); missing beside offset-index
+        // entries (made together with time entries), it was lost.
+        let missing = std::mem::take(&mut self.index_missing);
+        let sane = (!missing || self.oi.entries.is_empty())
             && !self.oi.torn
             && !self.ti.torn
             && offset_entries_sane(&self.oi.entries, self.size)
             && time_entries_sane(&self.ti.entries);
-        self.index_missing = false;
         if !sane {
             return self.recover(interval);
         }
@@ -348,6 +353,7 @@ impl Segment {
         let mut since = 0u64;
         let mut first = true;
         let mut monotonic = true;
+        let mut last_len = 0u64;
         let (end, stop) = walk(&*self.log, start, self.size, false, |_, h| {
             if first && expected_first.is_some_and(|o| o != h.base_offset) {
                 monotonic = false;
@@ -363,13 +369,17 @@ impl Segment {
                 tail_max = Some((h.max_timestamp, h.last_offset()));
             }
             since += h.total_size() as u64;
+            last_len = h.total_size() as u64;
             Ok(true)
         })?;
+        // Without an offset-index entry, every batch but the last came
+        // before the first interval was full (as `index_batch` rules).
+        let entry_was_due = self.oi.entries.is_empty() && since - last_len >= interval;
         let ti_beyond_end = self
             .ti
             .last()
             .is_some_and(|e| self.base + e.rel_offset as i64 >= next);
-        if stop != Stop::End || !monotonic || end != self.size || ti_beyond_end {
+        if stop != Stop::End || !monotonic || end != self.size || ti_beyond_end || entry_was_due {
             return self.recover(interval);
         }
         if let Some(last) = self.ti.last() {

@@ -19,11 +19,13 @@ use strand_types::SystemClock;
 struct Counting {
     inner: Arc<dyn Storage>,
     open: Arc<AtomicIsize>,
+    syncs: Arc<AtomicIsize>,
 }
 
 struct CountedFile {
     inner: Box<dyn StorageFile>,
     open: Arc<AtomicIsize>,
+    syncs: Arc<AtomicIsize>,
 }
 
 impl Drop for CountedFile {
@@ -46,6 +48,7 @@ impl StorageFile for CountedFile {
         self.inner.set_len(len)
     }
     fn sync(&self) -> io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
         self.inner.sync()
     }
     fn modified_ms(&self) -> io::Result<i64> {
@@ -60,6 +63,7 @@ impl Storage for Counting {
         Ok(Box::new(CountedFile {
             inner,
             open: self.open.clone(),
+            syncs: self.syncs.clone(),
         }))
     }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -108,6 +112,7 @@ fn a_log_holds_one_descriptor_per_segment() {
     let storage: Arc<dyn Storage> = Arc::new(Counting {
         inner: FileStorage::shared(),
         open: open_files.clone(),
+        syncs: Arc::default(),
     });
     let dir = tmp.path().join("t-0");
     let mut log = open(&storage, &dir);
@@ -155,4 +160,40 @@ fn a_log_holds_one_descriptor_per_segment() {
         let len = std::fs::metadata(&index).unwrap().len();
         assert!(len > 0, "{} was written", index.display());
     }
+}
+
+/// Index files are made by their first entry, so a segment too small for
+/// an offset-index entry has no offset index. Reopened after a clean
+/// close, such a segment is loaded as it is (a rebuild would fsync it
+/// again: thousands of small partitions would pay that at every start),
+/// while a segment whose index file is lost though entries were due is
+/// rebuilt (`recovery.rs::missing_or_inconsistent_indexes_are_rebuilt`).
+#[test]
+fn a_small_segment_without_index_files_loads_without_a_rebuild() {
+    let tmp = tempfile::tempdir().unwrap();
+    let syncs = Arc::new(AtomicIsize::new(0));
+    let storage: Arc<dyn Storage> = Arc::new(Counting {
+        inner: FileStorage::shared(),
+        open: Arc::default(),
+        syncs: syncs.clone(),
+    });
+    let dir = tmp.path().join("t-0");
+    let config = strand_log::LogConfig::default();
+    let mut log =
+        PartitionLog::open_in(storage.clone(), SystemClock::shared(), &dir, config.clone())
+            .unwrap();
+    append(&mut log, 3);
+    append(&mut log, 2);
+    let before = read_all(&log);
+    log.close_clean().unwrap();
+    drop(log);
+    assert!(
+        !segment_file(&dir, 0, "index").exists(),
+        "no entry, no file"
+    );
+    syncs.store(0, Ordering::SeqCst);
+    let log = PartitionLog::open_in(storage, SystemClock::shared(), &dir, config).unwrap();
+    assert_eq!(read_all(&log), before);
+    assert_eq!(log.log_end_offset(), o(5));
+    assert_eq!(syncs.load(Ordering::SeqCst), 0, "loaded, not rebuilt");
 }

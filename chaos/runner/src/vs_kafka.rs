@@ -767,9 +767,11 @@ fn one_rep(
         .filter_map(|id| cluster.pid(id))
         .map(peak_rss_mib)
         .fold(0.0, f64::max);
-    cluster
-        .shutdown()
-        .map_err(|e| format!("{name}: stopping: {e}"))?;
+    // A broker slower to stop than the harness waits is killed: reported,
+    // not a failed run (its figures were taken; the next run starts fresh).
+    if let Err(e) = cluster.shutdown() {
+        eprintln!("strand-vs-kafka: {name}: stopping: {e}");
+    }
     Ok((samples, rss))
 }
 
