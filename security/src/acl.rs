@@ -113,10 +113,12 @@ pub enum Operation {
     IdempotentWrite,
     CreateTokens,
     DescribeTokens,
+    /// KIP-939's, on transactional ids (Kafka 4.x).
+    TwoPhaseCommit,
 }
 
 impl Operation {
-    pub const EVERY: [Operation; 13] = [
+    pub const EVERY: [Operation; 14] = [
         Operation::All,
         Operation::Read,
         Operation::Write,
@@ -130,6 +132,7 @@ impl Operation {
         Operation::IdempotentWrite,
         Operation::CreateTokens,
         Operation::DescribeTokens,
+        Operation::TwoPhaseCommit,
     ];
 
     pub fn wire(self) -> i8 {
@@ -147,6 +150,7 @@ impl Operation {
             Operation::IdempotentWrite => 12,
             Operation::CreateTokens => 13,
             Operation::DescribeTokens => 14,
+            Operation::TwoPhaseCommit => 15,
         }
     }
 

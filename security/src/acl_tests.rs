@@ -275,7 +275,7 @@ fn wire_codes_round_trip_and_refuse_any_and_unknown() {
     for o in Operation::EVERY {
         assert_eq!(Operation::from_wire(o.wire()), Some(o));
     }
-    for code in [0i8, 1, -1, 100] {
+    for code in [0i8, 1, -1, 16, 100] {
         assert_eq!(Operation::from_wire(code), None, "{code}");
     }
     for code in [0i8, 1, 8, -3] {
