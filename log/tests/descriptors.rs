@@ -95,6 +95,18 @@ impl Storage for Counting {
     }
 }
 
+/// Real files through a [`Counting`] storage, with its counters of open
+/// handles and fsyncs.
+fn counting() -> (Arc<dyn Storage>, Arc<AtomicIsize>, Arc<AtomicIsize>) {
+    let (open, syncs) = (Arc::new(AtomicIsize::new(0)), Arc::new(AtomicIsize::new(0)));
+    let storage = Arc::new(Counting {
+        inner: FileStorage::shared(),
+        open: open.clone(),
+        syncs: syncs.clone(),
+    });
+    (storage, open, syncs)
+}
+
 fn open(storage: &Arc<dyn Storage>, dir: &Path) -> PartitionLog {
     PartitionLog::open_in(
         storage.clone(),
@@ -108,12 +120,7 @@ fn open(storage: &Arc<dyn Storage>, dir: &Path) -> PartitionLog {
 #[test]
 fn a_log_holds_one_descriptor_per_segment() {
     let tmp = tempfile::tempdir().unwrap();
-    let open_files = Arc::new(AtomicIsize::new(0));
-    let storage: Arc<dyn Storage> = Arc::new(Counting {
-        inner: FileStorage::shared(),
-        open: open_files.clone(),
-        syncs: Arc::default(),
-    });
+    let (storage, open_files, _) = counting();
     let dir = tmp.path().join("t-0");
     let mut log = open(&storage, &dir);
     // Every batch gets index entries (interval 1 byte), segments roll at
@@ -171,12 +178,7 @@ fn a_log_holds_one_descriptor_per_segment() {
 #[test]
 fn a_small_segment_without_index_files_loads_without_a_rebuild() {
     let tmp = tempfile::tempdir().unwrap();
-    let syncs = Arc::new(AtomicIsize::new(0));
-    let storage: Arc<dyn Storage> = Arc::new(Counting {
-        inner: FileStorage::shared(),
-        open: Arc::default(),
-        syncs: syncs.clone(),
-    });
+    let (storage, _, syncs) = counting();
     let dir = tmp.path().join("t-0");
     let config = strand_log::LogConfig::default();
     let mut log =

@@ -1280,11 +1280,7 @@ impl Partition {
                 .unwrap_or(Offset::ZERO);
             let mut last = self.snapshot_segment.lock();
             let leo = log.log_end_offset();
-            // An empty log with no producers needs no snapshot: without one,
-            // the (empty) state is rebuilt from the log start. Skipping it
-            // saves a new partition two fsyncs.
-            let nothing_to_keep = producers.is_empty() && leo == log.log_start_offset();
-            if *last != Some(active_base) && !nothing_to_keep {
+            if *last != Some(active_base) && snapshot_needed(&producers, &log) {
                 match log.write_producer_snapshot(leo, &producers.snapshot()) {
                     Ok(()) => *last = Some(active_base),
                     Err(e) => {
@@ -1322,8 +1318,7 @@ impl Partition {
         }
         let leo = log.log_end_offset();
         let producers = self.producers.lock();
-        // As in the background tick: an empty log needs no snapshot.
-        if !(producers.is_empty() && leo == log.log_start_offset()) {
+        if snapshot_needed(&producers, &log) {
             log.write_producer_snapshot(leo, &producers.snapshot())?;
         }
         drop(producers);
@@ -1331,6 +1326,13 @@ impl Partition {
         log.flush()?;
         log.close_clean()
     }
+}
+
+/// Whether a producer snapshot has anything to keep: an empty log with no
+/// producers needs none (without one, the empty state is rebuilt from the
+/// log start), which saves a new partition two fsyncs.
+fn snapshot_needed(producers: &ProducerStateManager, log: &PartitionLog) -> bool {
+    !(producers.is_empty() && log.log_end_offset() == log.log_start_offset())
 }
 
 impl Partition {
