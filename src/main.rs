@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use strand_broker::config::BrokerConfig;
 use strand_broker::controller_link::ControllerLink;
+use strand_broker::listener_security::ListenerSecurity;
 use strand_broker::replica_manager::ReplicaManager;
 use strand_broker::{lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
@@ -156,6 +157,19 @@ fn halt(why: &str) -> ! {
 }
 
 async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
+    // Key stores, trust stores and SASL settings are read first: a listener
+    // that cannot be secured as configured stops start-up before anything
+    // else happens.
+    let securities = config
+        .client_listeners()
+        .map(|l| {
+            Ok((
+                l.name.clone(),
+                Arc::new(ListenerSecurity::build(&config, &l.name)?),
+            ))
+        })
+        .collect::<Result<BTreeMap<String, Arc<ListenerSecurity>>, String>>()?;
+    let inter_broker = strand_broker::inter_broker::transport(&config)?;
     let log_dir = config.log_dirs[0].clone();
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
@@ -257,7 +271,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         controller.clone(),
         registration.broker_epoch,
         clock,
-        strand_broker::transport::TcpTransport::shared(),
+        inter_broker,
         lease,
     ));
     let node = node::Node::new(broker.clone());
@@ -280,16 +294,18 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = Vec::new();
     for listener_cfg in config.client_listeners() {
+        let security = securities[&listener_cfg.name].clone();
         let addr = listener_cfg
             .bind_addr()
             .map_err(|e| format!("invalid listener address: {e}"))?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        tracing::info!(%addr, listener = %listener_cfg.name, node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
-        servers.push(tokio::spawn(server::serve(
+        tracing::info!(%addr, listener = %listener_cfg.name, security_protocol = security.protocol.name(), node_id = config.node_id, cluster_id = %image.cluster_id, "strand is serving");
+        servers.push(tokio::spawn(server::serve_secured(
             listener,
             listener_cfg.name.as_str().into(),
+            security,
             node.clone(),
             shutdown_rx.clone(),
         )));

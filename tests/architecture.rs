@@ -67,6 +67,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "strand-replication",
             "strand-group",
             "strand-partition",
+            "strand-security",
         ],
     ),
     // The binary: starts the controller and the broker.

@@ -386,18 +386,46 @@ fn committed_offsets_survive_retention_and_restart() {
     );
 }
 
-/// A listener whose security protocol Strand does not implement (SSL,
-/// SASL_*) refuses start-up with a message naming it, instead of serving
+/// A listener that cannot be secured as configured (SSL without a key
+/// store, SASL with a mechanism Strand does not implement, such as Kafka's
+/// default GSSAPI, PLAIN without its users, a key store in a format rustls
+/// cannot read, a controller listener other than PLAINTEXT) refuses
+/// start-up with a message naming the setting, instead of serving
 /// plaintext where the operator asked for encryption or authentication.
 #[test]
-fn unimplemented_security_protocols_refuse_to_start() {
+fn unsecurable_listeners_refuse_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    for (listeners, map) in [
-        ("SSL://127.0.0.1:0", None),
-        ("SASL_SSL://127.0.0.1:0", None),
+    let jks = dir.path().join("broker.jks");
+    std::fs::write(&jks, b"not PEM").unwrap();
+    let jks = jks.display().to_string();
+    for (listeners, extra, says) in [
+        ("SSL://127.0.0.1:0", vec![], "needs a key store"),
+        ("SASL_SSL://127.0.0.1:0", vec![], "needs a key store"),
+        (
+            "SSL://127.0.0.1:0",
+            vec![("ssl.keystore.location", jks.as_str())],
+            "JKS key stores are not supported by Strand: set ssl.keystore.type=PEM",
+        ),
         (
             "SECURE://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-            Some("SECURE:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"),
+            vec![(
+                "listener.security.protocol.map",
+                "SECURE:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            )],
+            "SASL mechanism GSSAPI (sasl.enabled.mechanisms) is not implemented by Strand",
+        ),
+        (
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            vec![("sasl.enabled.mechanisms", "PLAIN")],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",
+        ),
+        (
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            vec![(
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            )],
+            "on the controller listener CONTROLLER is not implemented by Strand",
         ),
     ] {
         let mut cmd = std::process::Command::new(common::strand_bin());
@@ -405,17 +433,13 @@ fn unimplemented_security_protocols_refuse_to_start() {
             .arg(format!("log.dirs={}", dir.path().join("data").display()))
             .arg("--override")
             .arg(format!("listeners={listeners}"));
-        if let Some(m) = map {
-            cmd.arg("--override")
-                .arg(format!("listener.security.protocol.map={m}"));
+        for (k, v) in &extra {
+            cmd.arg("--override").arg(format!("{k}={v}"));
         }
         let out = cmd.output().expect("strand runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{listeners}: started");
-        assert!(
-            stderr.contains("is not implemented by Strand"),
-            "{listeners}: {stderr}"
-        );
+        assert!(!out.status.success(), "{listeners} {extra:?}: started");
+        assert!(stderr.contains(says), "{listeners} {extra:?}: {stderr}");
     }
 }
 

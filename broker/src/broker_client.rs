@@ -2,12 +2,17 @@
 //! time: follower fetches, transaction markers to partition leaders, and
 //! KIP-890 verification requests to transaction coordinators.
 
-use crate::transport::{Stream, Transport};
+use crate::transport::{SaslCredentials, Stream, Transport};
 use bytes::{BufMut, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rand::distributions::{Alphanumeric, DistString};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_security::scram::{Mechanism, ScramClient};
 use strand_types::BrokerId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -31,11 +36,80 @@ impl BrokerConn {
             .map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")
             })??;
-        Ok(BrokerConn {
+        let mut conn = BrokerConn {
             stream,
             correlation: 0,
             client_id: StrBytes::from_string(client_id),
-        })
+        };
+        if let Some(creds) = transport.sasl() {
+            tokio::time::timeout(Duration::from_secs(10), conn.authenticate(creds))
+                .await
+                .map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "SASL authentication timed out",
+                    )
+                })??;
+        }
+        Ok(conn)
+    }
+
+    /// SaslHandshake and SaslAuthenticate with this broker's inter-broker
+    /// credentials.
+    async fn authenticate(&mut self, creds: &SaslCredentials) -> std::io::Result<()> {
+        let refused =
+            |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
+        let handshake: SaslHandshakeResponse = self
+            .send(
+                ApiKey::SaslHandshake,
+                1,
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_string(creds.mechanism.clone())),
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            return Err(refused(format!(
+                "SaslHandshake for {}: error {}",
+                creds.mechanism, handshake.error_code
+            )));
+        }
+        let Some(mechanism) = Mechanism::from_name(&creds.mechanism) else {
+            // PLAIN: one message.
+            let token = format!("\0{}\0{}", creds.username, creds.password);
+            self.sasl_step(token.into_bytes()).await?;
+            return Ok(());
+        };
+        let nonce = Alphanumeric.sample_string(&mut rand::thread_rng(), 32);
+        let mut client = ScramClient::new(mechanism, &creds.username, &creds.password, &nonce);
+        let server_first = self.sasl_step(client.client_first()).await?;
+        let client_final = client
+            .client_final(&server_first)
+            .map_err(|e| refused(format!("SCRAM server-first message: {e}")))?;
+        let server_final = self.sasl_step(client_final).await?;
+        client
+            .server_final(&server_final)
+            .map_err(|e| refused(format!("SCRAM server-final message: {e}")))
+    }
+
+    async fn sasl_step(&mut self, token: Vec<u8>) -> std::io::Result<bytes::Bytes> {
+        let r: SaslAuthenticateResponse = self
+            .send(
+                ApiKey::SaslAuthenticate,
+                2,
+                &SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(token)),
+            )
+            .await?;
+        if r.error_code != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "SASL authentication refused (error {}): {}",
+                    r.error_code,
+                    r.error_message.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        Ok(r.auth_bytes)
     }
 
     /// Sends `req` as `key` at `version` and reads its response. An error

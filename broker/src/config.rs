@@ -63,6 +63,10 @@ impl Listener {
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
     pub node_id: i32,
+    /// Each listener's security protocol.
+    pub listener_protocols: BTreeMap<String, SecurityProtocol>,
+    /// Settings for one listener (`listener.name.<listener>.<key>`), as given.
+    pub listener_props: BTreeMap<String, String>,
     pub listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
     pub log_dirs: Vec<PathBuf>,
@@ -138,6 +142,10 @@ pub struct BrokerConfig {
     pub unused_keys: Vec<String>,
 }
 
+/// The prefix of a setting for one listener: `listener.name.<listener>.`
+/// (the listener's name in lower case) before the setting's name.
+pub const LISTENER_PREFIX: &str = "listener.name.";
+
 /// Broker properties that are not topic-config synonyms, with defaults.
 const BROKER_KEYS: &[(&str, &str)] = &[
     ("node.id", "1"),
@@ -211,6 +219,27 @@ const BROKER_KEYS: &[(&str, &str)] = &[
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "3600000",
     ),
+    // Security (README, "Security"). Per listener, Kafka's prefix
+    // `listener.name.<listener>.` overrides each (see `listener_setting`).
+    ("ssl.keystore.type", "JKS"),
+    ("ssl.keystore.location", ""),
+    ("ssl.keystore.password", ""),
+    ("ssl.keystore.key", ""),
+    ("ssl.keystore.certificate.chain", ""),
+    ("ssl.key.password", ""),
+    ("ssl.truststore.type", "JKS"),
+    ("ssl.truststore.location", ""),
+    ("ssl.truststore.password", ""),
+    ("ssl.truststore.certificates", ""),
+    ("ssl.client.auth", "none"),
+    ("ssl.principal.mapping.rules", "DEFAULT"),
+    ("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"),
+    ("ssl.protocol", "TLSv1.3"),
+    ("ssl.endpoint.identification.algorithm", "https"),
+    ("sasl.enabled.mechanisms", "GSSAPI"),
+    ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
+    ("sasl.mechanism.controller.protocol", "GSSAPI"),
+    ("connections.max.reauth.ms", "0"),
     // Strand's own (README, "Write leases"): not Kafka settings.
     ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
     // Empty: derived from broker.session.timeout.ms (two thirds of it), and
@@ -330,6 +359,11 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
             }
         }
         "max.connections" | "max.connections.per.ip" => int(0),
+        "connections.max.reauth.ms" => int(0),
+        "ssl.client.auth" => match value {
+            "none" | "requested" | "required" => Ok(()),
+            _ => Err(invalid(key, value, "expected none, requested or required")),
+        },
         "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
         "log.retention.check.interval.ms" => int(1),
         "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
@@ -343,6 +377,14 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         k if ALWAYS_POSITIVE_INT.contains(&k) => int(1),
         _ => Ok(()),
     }
+}
+
+/// Kafka's PASSWORD settings (and the private key given inline): never
+/// described or logged with their values.
+pub fn is_sensitive(key: &str) -> bool {
+    key.ends_with(".password")
+        || key.ends_with("sasl.jaas.config")
+        || key.ends_with("ssl.keystore.key")
 }
 
 /// A controller quorum voter: node id and controller listener address.
@@ -376,14 +418,38 @@ pub fn parse_voters(value: &str) -> Result<Vec<Voter>, String> {
     Ok(out)
 }
 
-/// The security protocols Kafka names; Strand serves PLAINTEXT only.
+/// The security protocols Kafka names.
 const SECURITY_PROTOCOLS: [&str; 4] = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
-/// A listener's security protocol (from `listener.security.protocol.map`, or
-/// its name when that is a protocol, as Kafka resolves it) must be one Strand
-/// implements: a listener that looks encrypted or authenticated but is not
-/// must never start.
-fn check_security_protocol(listener: &str, protocol_map: &str) -> Result<(), ConfigError> {
+/// A listener's security protocol (`listener.security.protocol.map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn name(self) -> &'static str {
+        SECURITY_PROTOCOLS[self as usize]
+    }
+
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+/// A listener's security protocol: from `listener.security.protocol.map`,
+/// or its name when that is a protocol, as Kafka resolves it.
+fn security_protocol(listener: &str, protocol_map: &str) -> Result<SecurityProtocol, ConfigError> {
     let mapped = protocol_map
         .split(',')
         .filter_map(|pair| pair.trim().split_once(':'))
@@ -401,12 +467,10 @@ fn check_security_protocol(listener: &str, protocol_map: &str) -> Result<(), Con
         }
     };
     match protocol.as_str() {
-        "PLAINTEXT" => Ok(()),
-        p if SECURITY_PROTOCOLS.contains(&p) => Err(invalid(
-            "listeners",
-            listener,
-            format!("security protocol {p} is not implemented by Strand (only PLAINTEXT)"),
-        )),
+        "PLAINTEXT" => Ok(SecurityProtocol::Plaintext),
+        "SSL" => Ok(SecurityProtocol::Ssl),
+        "SASL_PLAINTEXT" => Ok(SecurityProtocol::SaslPlaintext),
+        "SASL_SSL" => Ok(SecurityProtocol::SaslSsl),
         p => Err(invalid(
             "listener.security.protocol.map",
             protocol_map,
@@ -485,7 +549,13 @@ impl BrokerConfig {
     pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<BrokerConfig, ConfigError> {
         let mut props = BTreeMap::new();
         let mut unused_keys = Vec::new();
+        let mut listener_props = BTreeMap::new();
         for (k, v) in pairs {
+            if k.starts_with(LISTENER_PREFIX) {
+                // Checked where the listener's security is built.
+                listener_props.insert(k, v);
+                continue;
+            }
             if !is_known_key(&k)? {
                 if !unused_keys.contains(&k) {
                     unused_keys.push(k);
@@ -534,8 +604,29 @@ impl BrokerConfig {
             max_connections_per_ip: limit("max.connections.per.ip"),
         };
         let protocol_map = get("listener.security.protocol.map");
+        let mut listener_protocols = BTreeMap::new();
         for l in &listeners {
-            check_security_protocol(&l.name, &protocol_map)?;
+            listener_protocols.insert(l.name.clone(), security_protocol(&l.name, &protocol_map)?);
+        }
+        // The controller's connections (Raft, registrations, heartbeats)
+        // speak PLAINTEXT only so far: a controller listener with another
+        // protocol must not start half-working.
+        let controller_names = get("controller.listener.names");
+        for l in &listeners {
+            let p = listener_protocols[&l.name];
+            if controller_names.split(',').any(|c| c.trim() == l.name)
+                && p != SecurityProtocol::Plaintext
+            {
+                return Err(invalid(
+                    "listener.security.protocol.map",
+                    &protocol_map,
+                    format!(
+                        "{} on the controller listener {} is not implemented by Strand yet (controller connections are PLAINTEXT)",
+                        p.name(),
+                        l.name
+                    ),
+                ));
+            }
         }
         let mut advertised = parse_listeners("advertised.listeners", &get("advertised.listeners"))?;
         if advertised.is_empty() {
@@ -632,6 +723,8 @@ impl BrokerConfig {
         }
         Ok(BrokerConfig {
             node_id,
+            listener_protocols,
+            listener_props,
             listeners,
             advertised_listeners: advertised,
             log_dirs,
@@ -750,6 +843,34 @@ impl BrokerConfig {
         })
     }
 
+    /// `key` for listener `listener`: its `listener.name.<listener>.<key>`
+    /// when given, else the broker-wide setting (or its default), as Kafka
+    /// resolves listener settings. None when neither is set and there is no
+    /// default.
+    pub fn listener_setting(&self, listener: &str, key: &str) -> Option<String> {
+        let prefixed = format!("{LISTENER_PREFIX}{}.{key}", listener.to_lowercase());
+        self.listener_props
+            .get(&prefixed)
+            .or_else(|| self.static_props.get(key))
+            .cloned()
+            .or_else(|| {
+                BROKER_KEYS
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, d)| d.to_string())
+            })
+            .filter(|v| !v.is_empty())
+    }
+
+    /// A listener's security protocol (PLAINTEXT for one not configured,
+    /// which only tests build).
+    pub fn security_protocol(&self, listener: &str) -> SecurityProtocol {
+        self.listener_protocols
+            .get(listener)
+            .copied()
+            .unwrap_or(SecurityProtocol::Plaintext)
+    }
+
     /// The listener clients connect to (the first non-controller one).
     /// Every listener clients connect to (all but the controller's).
     pub fn client_listeners(&self) -> impl Iterator<Item = &Listener> {
@@ -841,16 +962,48 @@ mod tests {
     }
 
     #[test]
-    fn unimplemented_security_protocols_refuse_to_start() {
-        for (listeners, map) in [
-            ("SSL://127.0.0.1:9093", None),
-            ("SASL_PLAINTEXT://127.0.0.1:9093", None),
-            ("SASL_SSL://127.0.0.1:9093", None),
+    fn security_protocols_of_listeners() {
+        let c = cfg(&[
             (
-                "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
-                Some("PLAINTEXT:PLAINTEXT,SECURE:SSL,CONTROLLER:PLAINTEXT"),
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094,SECURE://127.0.0.1:9095",
             ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,SECURE:SASL_PLAINTEXT",
+            ),
+            ("listener.name.sasl_ssl.sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            ("sasl.enabled.mechanisms", "PLAIN"),
+        ])
+        .unwrap();
+        use SecurityProtocol::*;
+        for (name, p) in [
+            ("PLAINTEXT", Plaintext),
+            ("SSL", Ssl),
+            ("SASL_SSL", SaslSsl),
+            ("SECURE", SaslPlaintext),
+        ] {
+            assert_eq!(c.security_protocol(name), p, "{name}");
+        }
+        // Kafka's resolution: the listener's own setting, else the broker's.
+        assert_eq!(
+            c.listener_setting("SASL_SSL", "sasl.enabled.mechanisms")
+                .as_deref(),
+            Some("SCRAM-SHA-512")
+        );
+        assert_eq!(
+            c.listener_setting("SECURE", "sasl.enabled.mechanisms")
+                .as_deref(),
+            Some("PLAIN")
+        );
+        assert_eq!(
+            c.listener_setting("SSL", "ssl.client.auth").as_deref(),
+            Some("none")
+        );
+        assert_eq!(c.listener_setting("SSL", "ssl.keystore.location"), None);
+        for (listeners, map) in [
             ("INTERNAL://127.0.0.1:9093", None),
+            ("A://127.0.0.1:9093", Some("A:TLS")),
         ] {
             let mut pairs = vec![("listeners", listeners)];
             if let Some(m) = map {
@@ -858,14 +1011,53 @@ mod tests {
             }
             let err = cfg(&pairs).expect_err(listeners).to_string();
             assert!(
-                err.contains("not implemented") || err.contains("no security protocol"),
+                err.contains("unknown security protocol") || err.contains("no security protocol"),
                 "{listeners}: {err}"
             );
         }
+        assert!(cfg(&[
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("ssl.client.auth", "always")
+        ])
+        .is_err());
+        // Controller connections speak PLAINTEXT only so far.
+        for pairs in [
+            vec![
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+                ),
+                (
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                ),
+            ],
+            vec![
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
+                ),
+                ("controller.listener.names", "CTRL"),
+                (
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,CTRL:SASL_PLAINTEXT",
+                ),
+            ],
+        ] {
+            let err = cfg(&pairs)
+                .expect_err("needs secure inter-node connections")
+                .to_string();
+            assert!(err.contains("not implemented"), "{err}");
+        }
         let ok = cfg(&[
-            ("listeners", "INTERNAL://127.0.0.1:9092"),
-            ("listener.security.protocol.map", "INTERNAL:PLAINTEXT"),
-            ("advertised.listeners", "INTERNAL://127.0.0.1:9092"),
+            (
+                "listeners",
+                "INTERNAL://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL",
+            ),
             ("inter.broker.listener.name", "INTERNAL"),
         ]);
         assert!(ok.is_ok(), "{ok:?}");

@@ -24,6 +24,7 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod authentication;
 pub mod background;
 pub mod broker_client;
 pub mod config;
@@ -33,7 +34,9 @@ pub mod coordinator_runtime;
 pub mod disk;
 pub mod group_coordinator;
 pub mod handlers;
+pub mod inter_broker;
 pub mod lifecycle;
+pub mod listener_security;
 pub mod meta;
 pub mod node;
 pub mod replica_fetcher;

@@ -13,11 +13,13 @@
 //! idle connection holds no buffers: they are taken per request and a large
 //! response's buffer is given back once it is written.
 
+use crate::authentication::{Admission, ConnAuth};
 use crate::connection_quotas::{ConnectionQuotas, ConnectionSlot};
 use crate::handlers;
 use crate::handlers::api_versions_response;
+use crate::listener_security::ListenerSecurity;
 use crate::node::Node;
-use crate::transport::{Listener, ServerConn};
+use crate::transport::{Listener, ServerConn, TlsConn};
 use crate::zero_copy::{Chunk, SliceRegistry, SpliceBuf};
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ResponseHeader, ResponseKind};
@@ -27,6 +29,7 @@ use std::time::Duration;
 use strand_protocol::frame::check_frame_len;
 use strand_protocol::request::{decode_request, Decoded};
 use strand_protocol::ErrorCode;
+use strand_security::principal::KafkaPrincipal;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{watch, Semaphore};
 
@@ -53,8 +56,77 @@ pub async fn serve<L: Listener>(
     listener: L,
     listener_name: Arc<str>,
     node: Arc<Node>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    let security = Arc::new(ListenerSecurity::plaintext());
+    serve_with(
+        listener,
+        listener_name,
+        security,
+        node,
+        shutdown,
+        |stream, _| async move { Ok(Accepted::Plain(stream)) },
+    )
+    .await
+}
+
+/// [`serve`] with the listener's security protocol: TLS over TCP
+/// connections (SSL, SASL_SSL) and SASL authentication (SASL_*).
+pub async fn serve_secured<L: Listener<Conn = tokio::net::TcpStream>>(
+    listener: L,
+    listener_name: Arc<str>,
+    security: Arc<ListenerSecurity>,
+    node: Arc<Node>,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve_with(
+        listener,
+        listener_name,
+        security,
+        node,
+        shutdown,
+        |stream, security| async move {
+            let Some(acceptor) = &security.tls else {
+                return Ok(Accepted::Plain(stream));
+            };
+            let stream = acceptor.accept(stream).await?;
+            let conn = TlsConn::new(stream);
+            // On SSL listeners the client certificate names the principal;
+            // SASL_SSL takes it from SASL.
+            let principal = match conn.peer_certificate() {
+                Some(der) if !security.protocol.uses_sasl() => {
+                    let name = strand_security::principal::subject_dn(der)
+                        .and_then(|dn| security.principal_mapper.user_name(&dn))
+                        .map_err(std::io::Error::other)?;
+                    tracing::debug!(principal = %name, "TLS client authenticated");
+                    KafkaPrincipal::user(name)
+                }
+                _ => KafkaPrincipal::anonymous(),
+            };
+            Ok(Accepted::Tls(conn, principal))
+        },
+    )
+    .await
+}
+
+/// A connection after its TLS handshake, if its listener has TLS.
+enum Accepted<S> {
+    Plain(S),
+    Tls(TlsConn, KafkaPrincipal),
+}
+
+async fn serve_with<L, F, Fut>(
+    listener: L,
+    listener_name: Arc<str>,
+    security: Arc<ListenerSecurity>,
+    node: Arc<Node>,
+    mut shutdown: watch::Receiver<bool>,
+    secure: F,
+) where
+    L: Listener,
+    F: Fn(L::Conn, Arc<ListenerSecurity>) -> Fut + Send + Sync + 'static + Clone,
+    Fut: std::future::Future<Output = std::io::Result<Accepted<L::Conn>>> + Send + 'static,
+{
     let quotas = ConnectionQuotas::new(node.broker.config.connection_limits);
     // The request memory pool; unbounded when queued.max.request.bytes <= 0.
     let pool = usize::try_from(node.broker.config.queued_max_request_bytes)
@@ -92,8 +164,40 @@ pub async fn serve<L: Listener>(
         let shutdown = shutdown.clone();
         let pool = pool.clone();
         let name = listener_name.clone();
+        let security = security.clone();
+        let secure = secure.clone();
         tokio::spawn(async move {
-            if let Err(reason) = connection(stream, peer, name, node, shutdown, pool, slot).await {
+            // The TLS handshake is the connection's first read: a peer that
+            // stalls in it is idle like any other.
+            let idle = idle_limit(&node);
+            let handshake = secure(stream, security.clone());
+            let accepted = match idle {
+                Some(d) => tokio::time::timeout(d, handshake)
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+                None => handshake.await,
+            };
+            let result = match accepted {
+                Ok(Accepted::Plain(stream)) => {
+                    let auth = ConnAuth::new(&security, KafkaPrincipal::anonymous());
+                    connection(
+                        stream, peer, name, security, auth, node, shutdown, pool, slot,
+                    )
+                    .await
+                }
+                Ok(Accepted::Tls(stream, principal)) => {
+                    let auth = ConnAuth::new(&security, principal);
+                    connection(
+                        stream, peer, name, security, auth, node, shutdown, pool, slot,
+                    )
+                    .await
+                }
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            if let Err(reason) = result {
                 tracing::debug!(%peer, %reason, "connection closed");
             }
         });
@@ -111,22 +215,37 @@ enum Closed {
     Shutdown,
     #[error("idle for connections.max.idle.ms")]
     Idle,
+    #[error("{0}")]
+    Authentication(String),
 }
 
+/// `connections.max.idle.ms`; negative: never closed for idleness
+/// (Kafka's convention).
+fn idle_limit(node: &Node) -> Option<Duration> {
+    u64::try_from(node.broker.config.connections_max_idle_ms)
+        .ok()
+        .map(Duration::from_millis)
+}
+
+/// How long a failed authentication's answer waits (Kafka's
+/// `connection.failed.authentication.delay.ms` default): a client guessing
+/// passwords gets one try per connection and per delay.
+const FAILED_AUTHENTICATION_DELAY: Duration = Duration::from_millis(100);
+
+#[allow(clippy::too_many_arguments)]
 async fn connection<S: ServerConn>(
     mut stream: S,
     peer: std::net::SocketAddr,
     listener: Arc<str>,
+    security: Arc<ListenerSecurity>,
+    mut auth: ConnAuth,
     node: Arc<Node>,
     mut shutdown: watch::Receiver<bool>,
     pool: Option<Arc<Semaphore>>,
     _slot: ConnectionSlot,
 ) -> Result<(), Closed> {
     let max = node.broker.config.socket_request_max_bytes;
-    // Negative: never closed for idleness (Kafka's convention).
-    let idle = u64::try_from(node.broker.config.connections_max_idle_ms)
-        .ok()
-        .map(Duration::from_millis);
+    let idle = idle_limit(&node);
     // Kafka reports a member's host as "/<address>".
     let client_host = format!("/{}", peer.ip());
     let mut out = BytesMut::new();
@@ -182,9 +301,24 @@ async fn connection<S: ServerConn>(
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
         let from = (client_host.as_str(), &listener);
-        match Box::pin(handle_frame(&node, frame, bytes, &mut out, from)).await? {
+        let answer = Box::pin(handle_frame(
+            &node,
+            frame,
+            bytes,
+            &mut out,
+            from,
+            (&security, &mut auth),
+        ))
+        .await?;
+        match answer {
             Answer::None => {}
             Answer::Buffered => stream.write_all(&out).await?,
+            Answer::BufferedThenClose(why) => {
+                tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                stream.write_all(&out).await?;
+                stream.flush().await?;
+                return Err(Closed::Authentication(why));
+            }
             Answer::Spliced(chunks) => {
                 for chunk in &chunks {
                     match chunk {
@@ -194,6 +328,8 @@ async fn connection<S: ServerConn>(
                 }
             }
         }
+        // TLS may hold the end of the response until flushed.
+        stream.flush().await?;
         if out.capacity() > KEPT_RESPONSE_BUFFER {
             out = BytesMut::new();
         }
@@ -230,6 +366,8 @@ enum Answer {
     None,
     /// The response, encoded in the connection's buffer.
     Buffered,
+    /// The response, then the connection closes (authentication refused).
+    BufferedThenClose(String),
     /// The response as memory chunks and file slices (a fetch: its
     /// records are sent from the segment files).
     Spliced(Vec<Chunk>),
@@ -243,7 +381,19 @@ async fn handle_frame(
     pool_bytes: Option<tokio::sync::SemaphorePermit<'_>>,
     out: &mut BytesMut,
     (client_host, listener): (&str, &Arc<str>),
+    (security, auth): (&ListenerSecurity, &mut ConnAuth),
 ) -> Result<Answer, Closed> {
+    if auth.wants_raw_token() {
+        drop(pool_bytes);
+        return match auth.raw_token(node, security, &frame) {
+            crate::authentication::RawAnswer::Token(token) => {
+                out.put_i32(token.len() as i32);
+                out.put_slice(&token);
+                Ok(Answer::Buffered)
+            }
+            crate::authentication::RawAnswer::Close(why) => Err(Closed::Authentication(why)),
+        };
+    }
     let decoded = decode_request(frame).map_err(|e| Closed::Protocol(e.to_string()));
     drop(pool_bytes);
     let (key, version, header, request) = match decoded? {
@@ -261,7 +411,33 @@ async fn handle_frame(
         }
     };
     let correlation_id = header.correlation_id;
+    let response_header_version = key.response_header_version(version);
+    let mut encode = |response: &ResponseKind| {
+        encode_response(
+            out,
+            correlation_id,
+            response_header_version,
+            version,
+            response,
+        )
+    };
+    match auth.admit(node, security, key, version, &request) {
+        Admission::Serve => {}
+        Admission::Answer(response) => {
+            encode(&response);
+            return Ok(Answer::Buffered);
+        }
+        Admission::AnswerThenClose(response) => {
+            encode(&response);
+            return Ok(Answer::BufferedThenClose("authentication failed".into()));
+        }
+        Admission::Close(why) => {
+            tracing::info!(%why, "closing connection");
+            return Err(Closed::Authentication(why));
+        }
+    }
     let ctx = handlers::RequestContext {
+        principal: auth.principal.clone(),
         version,
         client_host: client_host.to_string(),
         listener: listener.clone(),
@@ -278,7 +454,6 @@ async fn handle_frame(
     else {
         return Ok(Answer::None);
     };
-    let response_header_version = key.response_header_version(version);
     let slices = ctx.slices.take();
     if slices.is_empty() {
         encode_response(

@@ -24,10 +24,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
 /// A connection the server accepted.
 pub trait ServerConn: Stream + 'static {
-    /// Resolves once bytes can be read (or the peer closed), reading
+    /// Resolves once bytes can be read (or the peer closed), consuming
     /// nothing: cancel-safe, so a connection can wait for its next request
     /// and a timer at once.
-    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_;
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_;
 
     /// Writes a slice of a segment file (a fetch response's records). By
     /// default its bytes are read and written; TCP sends them from the
@@ -62,10 +62,31 @@ pub type Connecting = Pin<Box<dyn Future<Output = io::Result<Box<dyn Stream>>> +
 pub trait Transport: Send + Sync + 'static {
     /// Connects to the listener at `addr` (`host:port`, as registered).
     fn connect(&self, addr: &str) -> Connecting;
+
+    /// The SASL credentials to authenticate with once connected (the
+    /// inter-broker listener's), if it uses SASL.
+    fn sasl(&self) -> Option<&SaslCredentials> {
+        None
+    }
+}
+
+/// The SASL credentials a broker presents to another.
+#[derive(Clone)]
+pub struct SaslCredentials {
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    pub mechanism: String,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} as {}", self.mechanism, self.username)
+    }
 }
 
 impl ServerConn for tokio::net::TcpStream {
-    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
         tokio::net::TcpStream::readable(self)
     }
 
@@ -104,6 +125,74 @@ impl ServerConn for tokio::net::TcpStream {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// A TLS connection the server accepted. Reads go through a small buffer:
+/// the socket's readiness says nothing of the plaintext TLS already holds,
+/// so waiting for the next request fills the buffer instead (which is
+/// cancel-safe: what it read stays there). Records of a fetch are copied
+/// through TLS (no `sendfile`).
+pub struct TlsConn {
+    // Boxed: a TLS session is over a kilobyte, and connection tasks move it.
+    inner: Box<tokio::io::BufReader<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>,
+}
+
+impl TlsConn {
+    pub fn new(stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> TlsConn {
+        TlsConn {
+            inner: Box::new(tokio::io::BufReader::new(stream)),
+        }
+    }
+
+    /// The client's certificate (the end of its chain), when it sent one.
+    pub fn peer_certificate(&self) -> Option<&[u8]> {
+        let (_, session) = self.inner.get_ref().get_ref();
+        session
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|c| c.as_ref())
+    }
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        Pin::new(&mut *self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_shutdown(cx)
+    }
+}
+
+impl ServerConn for TlsConn {
+    async fn readable(&mut self) -> io::Result<()> {
+        use tokio::io::AsyncBufReadExt;
+        self.inner.fill_buf().await.map(|_| ())
     }
 }
 

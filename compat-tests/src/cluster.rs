@@ -88,6 +88,11 @@ pub struct ClusterSpec {
     /// network namespace, a host of its own that a test can cut off. Empty:
     /// every node on 127.0.0.1 with free ports.
     pub hosts: Vec<NodeHost>,
+    /// A second broker listener of this name on every broker (loopback
+    /// only: a free port each), listened on and advertised after the
+    /// PLAINTEXT one; its security protocol and settings come from
+    /// `overrides` (e.g. `inter.broker.listener.name` naming it).
+    pub extra_listener: Option<String>,
 }
 
 /// A node's own host: an address in a network namespace (`ip netns`). The
@@ -126,6 +131,7 @@ impl ClusterSpec {
             start_timeout: None,
             parent_death_signal: None,
             hosts: Vec::new(),
+            extra_listener: None,
         }
     }
 
@@ -147,6 +153,12 @@ impl ClusterSpec {
 
     pub fn with_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.dir = Some(dir.into());
+        self
+    }
+
+    /// Every broker also listens on listener `name` ([`ClusterSpec::extra_listener`]).
+    pub fn with_extra_listener(mut self, name: impl Into<String>) -> Self {
+        self.extra_listener = Some(name.into());
         self
     }
 
@@ -200,6 +212,8 @@ struct Node {
     netns: Option<String>,
     broker_port: Option<u16>,
     controller_port: Option<u16>,
+    /// The extra listener's port (`ClusterSpec::extra_listener`).
+    extra_port: Option<u16>,
     child: Option<Child>,
     pid: u32,
     state: NodeState,
@@ -379,6 +393,7 @@ pub struct Cluster {
     env: Vec<(String, String)>,
     start_timeout: Duration,
     parent_death_signal: Option<i32>,
+    extra_listener: Option<String>,
     nodes: Vec<Node>,
     correlation: i32,
 }
@@ -426,10 +441,16 @@ impl Cluster {
             )));
         }
         // All ports up front, held open together so that none is handed out twice.
+        if spec.extra_listener.is_some() && !spec.hosts.is_empty() {
+            return Err(io::Error::other(
+                "an extra listener is only supported on loopback",
+            ));
+        }
+        let extra = spec.extra_listener.is_some() as usize;
         let wanted: usize = if spec.hosts.is_empty() {
             roles
                 .iter()
-                .map(|r| r.is_broker() as usize + r.is_controller() as usize)
+                .map(|r| r.is_broker() as usize * (1 + extra) + r.is_controller() as usize)
                 .sum()
         } else {
             0
@@ -448,6 +469,7 @@ impl Cluster {
             };
             let broker_port = role.is_broker().then(|| port(HOST_BROKER_PORT));
             let controller_port = role.is_controller().then(|| port(HOST_CONTROLLER_PORT));
+            let extra_port = (role.is_broker() && extra == 1).then(|| port(0));
             nodes.push(Node {
                 id: i as i32 + 1,
                 role: *role,
@@ -455,6 +477,7 @@ impl Cluster {
                 netns: host.map(|h| h.netns.clone()),
                 broker_port,
                 controller_port,
+                extra_port,
                 child: None,
                 pid: 0,
                 state: NodeState::Down,
@@ -483,6 +506,7 @@ impl Cluster {
             env: spec.env,
             start_timeout,
             parent_death_signal: spec.parent_death_signal,
+            extra_listener: spec.extra_listener,
             nodes,
             correlation: 0,
         };
@@ -540,6 +564,13 @@ impl Cluster {
     }
 
     /// `127.0.0.1:PORT` of the node's CONTROLLER listener (`None` for broker-only nodes).
+    /// `127.0.0.1:PORT` of the node's extra listener
+    /// ([`ClusterSpec::with_extra_listener`]).
+    pub fn extra_listener_addr(&self, id: i32) -> Option<String> {
+        let n = self.nodes.iter().find(|n| n.id == id)?;
+        n.extra_port.map(|p| format!("{}:{p}", n.host))
+    }
+
     pub fn controller_addr(&self, id: i32) -> Option<String> {
         self.node(id).ok().and_then(|n| n.controller_addr())
     }
@@ -846,8 +877,14 @@ impl Cluster {
     pub fn properties(&self, id: i32) -> io::Result<String> {
         let n = self.node(id)?;
         let mut listeners = Vec::new();
+        let mut advertised = Vec::new();
         if let Some(a) = n.broker_addr() {
             listeners.push(format!("PLAINTEXT://{a}"));
+            advertised.push(format!("PLAINTEXT://{a}"));
+        }
+        if let (Some(name), Some(p)) = (&self.extra_listener, n.extra_port) {
+            listeners.push(format!("{name}://{}:{p}", n.host));
+            advertised.push(format!("{name}://{}:{p}", n.host));
         }
         if let Some(a) = n.controller_addr() {
             listeners.push(format!("CONTROLLER://{a}"));
@@ -861,8 +898,8 @@ impl Cluster {
             n.role.process_roles(),
             listeners.join(",")
         );
-        if let Some(a) = n.broker_addr() {
-            text.push_str(&format!("advertised.listeners=PLAINTEXT://{a}\n"));
+        if !advertised.is_empty() {
+            text.push_str(&format!("advertised.listeners={}\n", advertised.join(",")));
         }
         text.push_str(&format!(
             "controller.listener.names=CONTROLLER\n\
@@ -930,16 +967,23 @@ impl Cluster {
             .open(self.log_path(id))
     }
 
-    /// `strand format --cluster-id ID --node-id N --initial-controllers VOTERS
-    /// --override log.dirs=DIR nodeN.properties` (Kafka: `StorageTool format -t ID -c
+    /// `strand format [--override K=V (the spec's)]... --cluster-id ID --node-id N
+    /// --initial-controllers VOTERS --override log.dirs=DIR nodeN.properties` (Kafka: `StorageTool format -t ID -c
     /// nodeN.properties`, the quorum being the properties' static
     /// `controller.quorum.voters`), bounded by [`FORMAT_TIMEOUT`].
     fn format(&self, id: i32) -> io::Result<()> {
         let mut log = self.open_log(id)?;
         let mut cmd = self.server_command(None, "kafka.tools.StorageTool");
         match self.server {
+            // The overrides too: the configuration is checked whole (a
+            // listener's protocol may come from them).
             Server::Strand(_) => cmd
                 .arg("format")
+                .args(
+                    self.overrides
+                        .iter()
+                        .flat_map(|(k, v)| ["--override".to_string(), format!("{k}={v}")]),
+                )
                 .arg("--cluster-id")
                 .arg(&self.cluster_id)
                 .arg("--node-id")

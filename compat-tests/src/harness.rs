@@ -28,6 +28,8 @@ const PROPS_FILE: &str = "server.properties";
 pub struct Broker {
     bin: PathBuf,
     overrides: Vec<(String, String)>,
+    /// Listeners beside the PLAINTEXT one: (name, host:port).
+    extra_listeners: Vec<(String, String)>,
     port: u16,
     dir: Option<tempfile::TempDir>,
     dir_path: PathBuf,
@@ -44,6 +46,18 @@ impl Broker {
     /// `log.dirs`; every entry of `overrides` is passed as `--override key=value` (and
     /// therefore wins over the file).
     pub fn start(bin: &Path, overrides: &[(&str, &str)]) -> io::Result<Broker> {
+        Self::start_with_listeners(bin, &[], overrides)
+    }
+
+    /// [`Broker::start`] with more listeners after the PLAINTEXT one (which
+    /// stays the inter-broker listener the harness probes): each
+    /// `(name, host:port)` is listened on and advertised as given; its
+    /// security protocol is its name's unless `overrides` map it.
+    pub fn start_with_listeners(
+        bin: &Path,
+        listeners: &[(&str, &str)],
+        overrides: &[(&str, &str)],
+    ) -> io::Result<Broker> {
         let bin = if bin.components().count() > 1 && bin.is_relative() {
             std::env::current_dir()?.join(bin)
         } else {
@@ -68,6 +82,10 @@ impl Broker {
             overrides: overrides
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            extra_listeners: listeners
+                .iter()
+                .map(|(n, a)| (n.to_string(), a.to_string()))
                 .collect(),
             port,
             dir: Some(dir),
@@ -196,12 +214,15 @@ impl Broker {
     fn write_properties(&self) -> io::Result<()> {
         let data = self.dir_path.join("data");
         std::fs::create_dir_all(&data)?;
-        let addr = self.addr();
+        let mut listeners = format!("PLAINTEXT://{}", self.addr());
+        for (name, addr) in &self.extra_listeners {
+            listeners.push_str(&format!(",{name}://{addr}"));
+        }
         let text = format!(
             "# written by strand-compat-tests harness\n\
              node.id=1\n\
-             listeners=PLAINTEXT://{addr}\n\
-             advertised.listeners=PLAINTEXT://{addr}\n\
+             listeners={listeners}\n\
+             advertised.listeners={listeners}\n\
              log.dirs={}\n",
             data.display()
         );

@@ -839,6 +839,14 @@ impl Controller {
                     .await;
                 ControllerReply::Each(r)
             }
+            ControllerRequest::AlterUserScramCredentials { users } => {
+                let r = self
+                    .decide_each(users, false, |img, (name, ops)| {
+                        manager::alter_user_scram_credentials(img, &name, &ops).map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
             ControllerRequest::AllocateProducerIds {
                 broker_id,
                 broker_epoch,

@@ -23,7 +23,7 @@ use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, ProducerI
 use uuid::Uuid;
 
 use crate::image::MetadataImage;
-use crate::records::{leader_wire, MetadataRecord, PartitionRecord};
+use crate::records::{leader_wire, MetadataRecord, PartitionRecord, ScramCredentialRecord};
 
 /// A controller's node id (`node.id` of a controller, the Raft node id).
 pub type NodeId = u64;
@@ -225,6 +225,18 @@ pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
 /// AlterConfigs for one topic: name and (config, operation) pairs.
 pub type TopicConfigOps = (String, Vec<(String, ConfigOp)>);
 
+/// One change to a user's SCRAM credentials (AlterUserScramCredentials).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScramOp {
+    /// Removes the credential of this mechanism (Kafka's code).
+    Delete { mechanism: i8 },
+    /// Sets the credential (its keys already derived by the broker).
+    Upsert(ScramCredentialRecord),
+}
+
+/// A user's changes, all applied or none.
+pub type ScramUserOps = (String, Vec<ScramOp>);
+
 /// A request to the controller, local or forwarded over the controller RPC.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ControllerRequest {
@@ -267,6 +279,10 @@ pub enum ControllerRequest {
     },
     /// The active controller's view of the quorum (DescribeQuorum).
     DescribeQuorum,
+    /// AlterUserScramCredentials, per user.
+    AlterUserScramCredentials {
+        users: Vec<ScramUserOps>,
+    },
 }
 
 /// The metadata quorum as the active controller sees it.
@@ -403,6 +419,16 @@ impl ControllerClient {
             n,
         )
         .await
+    }
+
+    /// AlterUserScramCredentials: one result per user, in order.
+    pub async fn alter_user_scram_credentials(
+        &self,
+        users: Vec<ScramUserOps>,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = users.len();
+        self.call_each(ControllerRequest::AlterUserScramCredentials { users }, n)
+            .await
     }
 
     pub async fn allocate_producer_ids(

@@ -1,7 +1,9 @@
 //! The metadata image: what replaying the committed records builds. Brokers
 //! read topics, partitions, configs and brokers from here and from nowhere else.
 
-use crate::records::{BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord};
+use crate::records::{
+    BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord, ScramCredentialRecord,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use strand_types::{BrokerEpoch, BrokerId, ProducerId};
@@ -27,6 +29,9 @@ pub struct MetadataImage {
     pub next_producer_id: ProducerId,
     /// Number of records applied: the image's position in the metadata log.
     pub applied: u64,
+    /// SCRAM credentials by user name, then mechanism code.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialRecord>>,
 }
 
 impl MetadataImage {
@@ -131,6 +136,20 @@ impl MetadataImage {
                 next_producer_id, ..
             } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+            MetadataRecord::UserScramCredential(c) => {
+                self.scram_credentials
+                    .entry(c.name.clone())
+                    .or_default()
+                    .insert(c.mechanism, c.clone());
+            }
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                if let Some(user) = self.scram_credentials.get_mut(name) {
+                    user.remove(mechanism);
+                    if user.is_empty() {
+                        self.scram_credentials.remove(name);
+                    }
+                }
             }
         }
     }

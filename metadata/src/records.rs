@@ -75,6 +75,27 @@ pub enum MetadataRecord {
         broker_id: BrokerId,
         next_producer_id: ProducerId,
     },
+    /// Sets a user's SCRAM credential for one mechanism (KIP-554's
+    /// UserScramCredentialRecord): replaces any previous one.
+    UserScramCredential(ScramCredentialRecord),
+    /// Removes a user's SCRAM credential for one mechanism.
+    RemoveUserScramCredential {
+        name: String,
+        /// Kafka's ScramMechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+        mechanism: i8,
+    },
+}
+
+/// A user's SCRAM credential (never the password: the salted keys, RFC 5802).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredentialRecord {
+    pub name: String,
+    /// Kafka's ScramMechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    pub mechanism: i8,
+    pub salt: Vec<u8>,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+    pub iterations: i32,
 }
 
 /// A broker's registration. `broker_epoch` is the position (0-based) of the

@@ -56,6 +56,12 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // v0), which is what coordinators send.
     (ApiKey::WriteTxnMarkers, 1, 2),
     (ApiKey::DescribeProducers, 0, 0),
+    // v0: the SASL tokens follow as bare frames (Kafka 4.4 still serves it;
+    // librdkafka up to 2.x needs v0 in the range to use SASL at all).
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// The advertised range for `key`, if we serve it.

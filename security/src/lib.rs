@@ -6,7 +6,10 @@
 //! checks of every API); the I/O will be the broker's.
 
 pub mod acl;
+pub mod jaas;
 pub mod plain;
+pub mod principal;
+pub mod sasl;
 pub mod scram;
 
 #[cfg(test)]

@@ -76,6 +76,25 @@ impl Mechanism {
         }
     }
 
+    /// The client's ClientProof and the ServerSignature it expects, for
+    /// `auth_message` (RFC 5802, section 3).
+    fn proof_and_signature(
+        self,
+        salted_password: &[u8],
+        auth_message: &[u8],
+    ) -> (Vec<u8>, Vec<u8>) {
+        let client_key = self.hmac(salted_password, &[b"Client Key"]);
+        let stored_key = self.hash(&client_key);
+        let signature = self.hmac(&stored_key, &[auth_message]);
+        let proof = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
+        let server_key = self.hmac(salted_password, &[b"Server Key"]);
+        (proof, self.hmac(&server_key, &[auth_message]))
+    }
+
     /// Hi(password, salt, i) of RFC 5802: PBKDF2 with this HMAC.
     fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         match self {
@@ -120,6 +139,74 @@ impl ScramCredential {
             iterations,
             stored_key: mechanism.hash(&client_key),
             server_key: mechanism.hmac(salted_password, &[b"Server Key"]),
+        }
+    }
+}
+
+/// The client side, for a broker authenticating to another (inter-broker
+/// SASL): the client-first message, then the client-final message from the
+/// server-first one, then the server-final message's check (the server
+/// proves it knows the credential too).
+pub struct ScramClient {
+    mechanism: Mechanism,
+    password: Vec<u8>,
+    client_first_bare: String,
+    nonce: String,
+    /// ServerSignature expected in the server-final message.
+    expected_server_final: Option<Vec<u8>>,
+}
+
+impl ScramClient {
+    /// `nonce`: fresh printable randomness without `,`.
+    pub fn new(mechanism: Mechanism, user: &str, password: &str, nonce: &str) -> ScramClient {
+        let name = user.replace('=', "=3D").replace(',', "=2C");
+        ScramClient {
+            mechanism,
+            password: password.as_bytes().to_vec(),
+            client_first_bare: format!("n={name},r={nonce}"),
+            nonce: nonce.to_string(),
+            expected_server_final: None,
+        }
+    }
+
+    pub fn client_first(&self) -> Vec<u8> {
+        format!("n,,{}", self.client_first_bare).into_bytes()
+    }
+
+    /// The client-final message for the server-first one.
+    pub fn client_final(&mut self, server_first: &[u8]) -> Result<Vec<u8>, ScramError> {
+        let server_first =
+            std::str::from_utf8(server_first).map_err(|_| ScramError::Malformed("utf-8"))?;
+        let mut attrs = server_first.split(',');
+        let nonce = attr(attrs.next(), 'r')?;
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err(ScramError::Nonce);
+        }
+        let salt = BASE64
+            .decode(attr(attrs.next(), 's')?)
+            .map_err(|_| ScramError::Malformed("salt"))?;
+        let iterations: u32 = attr(attrs.next(), 'i')?
+            .parse()
+            .map_err(|_| ScramError::Malformed("iterations"))?;
+        if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+            return Err(ScramError::Malformed("iterations"));
+        }
+        let m = self.mechanism;
+        let salted = m.salted_password(&self.password, &salt, iterations);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth = format!("{},{server_first},{without_proof}", self.client_first_bare);
+        let (proof, server_signature) = m.proof_and_signature(&salted, auth.as_bytes());
+        self.expected_server_final =
+            Some(format!("v={}", BASE64.encode(server_signature)).into_bytes());
+        Ok(format!("{without_proof},p={}", BASE64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message: the server knew the credential.
+    pub fn server_final(&self, message: &[u8]) -> Result<(), ScramError> {
+        match &self.expected_server_final {
+            Some(expected) if bool::from(expected.as_slice().ct_eq(message)) => Ok(()),
+            Some(_) => Err(ScramError::InvalidProof),
+            None => Err(ScramError::OutOfOrder),
         }
     }
 }
@@ -203,6 +290,11 @@ impl ScramServer {
 
     pub fn mechanism(&self) -> Mechanism {
         self.mechanism
+    }
+
+    /// Whether the next message is the client-first one.
+    pub fn expects_client_first(&self) -> bool {
+        matches!(self.state, State::ClientFirst)
     }
 
     /// Answers the client-first message with the server-first message.
@@ -300,7 +392,10 @@ impl ScramServer {
         if binding != "biws" {
             return Err(ScramError::ChannelBinding);
         }
-        if attr(fields.next(), 'r')? != nonce {
+        // Kafka accepts a nonce that ends with the server-first one:
+        // librdkafka before 2.1 sends its own nonce in front of it again.
+        // The server's fresh part is still there, so a replay still fails.
+        if !attr(fields.next(), 'r')?.ends_with(&nonce) {
             return Err(ScramError::Nonce);
         }
         if fields.next().is_some() {
@@ -341,8 +436,21 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
     ) -> (String, Vec<u8>) {
+        client_final_with_prefix(m, password, client_first_bare, server_first, "")
+    }
+
+    /// `nonce_prefix` before the nonce: librdkafka before 2.1 repeats its
+    /// own nonce there.
+    fn client_final_with_prefix(
+        m: Mechanism,
+        password: &str,
+        client_first_bare: &str,
+        server_first: &str,
+        nonce_prefix: &str,
+    ) -> (String, Vec<u8>) {
         let mut attrs = server_first.split(',');
         let nonce = attrs.next().unwrap().strip_prefix("r=").unwrap();
+        let nonce = format!("{nonce_prefix}{nonce}");
         let salt = BASE64
             .decode(attrs.next().unwrap().strip_prefix("s=").unwrap())
             .unwrap();
@@ -354,21 +462,10 @@ mod tests {
             .parse()
             .unwrap();
         let salted = m.salted_password(password.as_bytes(), &salt, i);
-        let client_key = m.hmac(&salted, &[b"Client Key"]);
-        let stored_key = m.hash(&client_key);
         let without_proof = format!("c=biws,r={nonce}");
         let auth = format!("{client_first_bare},{server_first},{without_proof}");
-        let signature = m.hmac(&stored_key, &[auth.as_bytes()]);
-        let proof: Vec<u8> = client_key
-            .iter()
-            .zip(&signature)
-            .map(|(a, b)| a ^ b)
-            .collect();
-        let server_key = m.hmac(&salted, &[b"Server Key"]);
-        let expected_server_final = format!(
-            "v={}",
-            BASE64.encode(m.hmac(&server_key, &[auth.as_bytes()]))
-        );
+        let (proof, signature) = m.proof_and_signature(&salted, auth.as_bytes());
+        let expected_server_final = format!("v={}", BASE64.encode(signature));
         (
             format!("{without_proof},p={}", BASE64.encode(proof)),
             expected_server_final.into_bytes(),
@@ -482,6 +579,49 @@ mod tests {
         );
     }
 
+    /// The client and the server agree with each other, and with RFC
+    /// 7677's example message for message.
+    #[test]
+    fn client_against_the_server() {
+        let b64 = |s: &str| BASE64.decode(s).unwrap();
+        let salt = b64("W22ZaJ0SNY7soEsUEjb6gQ==");
+        let cred = ScramCredential::derive(Mechanism::Sha256, b"pencil", &salt, 4096);
+        let mut client =
+            ScramClient::new(Mechanism::Sha256, "user", "pencil", "rOprNGfwEbeRWgbNEkqO");
+        assert_eq!(client.client_first(), b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+        let mut server = ScramServer::new(Mechanism::Sha256);
+        let first = server
+            .client_first(
+                &client.client_first(),
+                |_| Some(cred.clone()),
+                "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+            )
+            .unwrap();
+        let last = client.client_final(&first).unwrap();
+        assert_eq!(
+            last,
+            b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+        );
+        let (server_final, user) = server.client_final(&last).unwrap();
+        assert_eq!(user, "user");
+        assert_eq!(client.server_final(&server_final), Ok(()));
+        assert_eq!(
+            client.server_final(b"v=AAAA"),
+            Err(ScramError::InvalidProof)
+        );
+        // A server that does not extend the client's nonce is refused.
+        let mut c = ScramClient::new(Mechanism::Sha512, "u,=", "p", "abc");
+        assert_eq!(c.client_first(), b"n,,n=u=2C=3D,r=abc");
+        assert_eq!(
+            c.client_final(b"r=abc,s=AAAA,i=4096"),
+            Err(ScramError::Nonce)
+        );
+        assert_eq!(
+            c.client_final(b"r=xyzq,s=AAAA,i=4096"),
+            Err(ScramError::Nonce)
+        );
+    }
+
     #[test]
     fn final_message_checks() {
         let cred = ScramCredential::derive(Mechanism::Sha256, b"pw", b"salt", 4096);
@@ -496,6 +636,16 @@ mod tests {
         let (good, _) = client_final(Mechanism::Sha256, "pw", "n=u,r=cn", &first);
         let bad_nonce = good.replace("r=cnsn", "r=cnsX");
         assert_eq!(s.client_final(bad_nonce.as_bytes()), Err(ScramError::Nonce));
+        // librdkafka 2.0's final nonce (its own again, then the server's):
+        // accepted, as Kafka accepts it, with a proof over what it sent.
+        let (mut s, first) = start();
+        let (doubled, _) =
+            client_final_with_prefix(Mechanism::Sha256, "pw", "n=u,r=cn", &first, "cn");
+        assert!(doubled.contains("r=cncnsn"));
+        assert_eq!(
+            s.client_final(doubled.as_bytes()).map(|(_, u)| u),
+            Ok("u".to_string())
+        );
         let (mut s, _) = start();
         let bad_cb = good.replace("c=biws", "c=cD10bHMtdW5pcXVlLCw=");
         assert_eq!(

@@ -23,6 +23,8 @@ use strand_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+/// DescribeConfigs' config type of a password (Kafka's `ConfigType.PASSWORD`).
+const PASSWORD_CONFIG_TYPE: i8 = 9;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
@@ -316,14 +318,24 @@ pub fn describe_configs(
                             .find(|d| d.broker_synonym == Some(k.as_str()))
                             .map(|d| d.kind)
                             .unwrap_or(ConfigType::String);
+                        // Kafka's PASSWORD configs: never shown.
+                        let sensitive = crate::config::is_sensitive(&k);
+                        let value = (!sensitive).then(|| s(&v));
                         let mut c = DescribeConfigsResourceResult::default()
                             .with_name(s(&k))
-                            .with_value(Some(s(&v)))
+                            .with_value(value.clone())
                             .with_config_source(source as i8)
                             .with_read_only(true)
-                            .with_config_type(kind as i8);
+                            .with_is_sensitive(sensitive)
+                            .with_config_type(if sensitive {
+                                PASSWORD_CONFIG_TYPE
+                            } else {
+                                kind as i8
+                            });
                         if req.include_synonyms {
-                            c.synonyms.push(synonym(&k, &v, source));
+                            let mut syn = synonym(&k, &v, source);
+                            syn.value = value;
+                            c.synonyms.push(syn);
                         }
                         r.configs.push(c);
                     }

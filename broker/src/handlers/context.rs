@@ -2,6 +2,9 @@
 
 pub struct RequestContext {
     pub version: i16,
+    /// Who sent it (`User:ANONYMOUS` unless TLS or SASL authenticated the
+    /// connection).
+    pub principal: strand_security::principal::KafkaPrincipal,
     pub client_id: String,
     /// The client's address as Kafka reports it ("/127.0.0.1").
     pub client_host: String,

@@ -12,6 +12,7 @@ mod offsets;
 mod produce;
 mod txn;
 mod txn_markers;
+mod users;
 
 use crate::node::Node;
 pub use api_versions::api_versions_response;
@@ -131,6 +132,16 @@ pub async fn dispatch(
         }
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn_markers::describe_producers(broker, r))
+        }
+        RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
+            users::describe_user_scram_credentials(broker, r),
+        ),
+        RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
+            users::alter_user_scram_credentials(broker, r).await,
+        ),
+        // The connection's authentication answers these (`authentication`).
+        RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => {
+            return Err("SASL request reached the handlers".into())
         }
         // `is_served` admits only the kinds above.
         _ => return Err("request kind not served".into()),

@@ -283,6 +283,7 @@ fn main() -> ExitCode {
         // node processes get SIGTERM if this process dies without `quit`
         parent_death_signal: Some(libc::SIGTERM),
         hosts: Vec::new(),
+        extra_listener: None,
     };
     let mut stdout = io::stdout().lock();
     eprintln!(

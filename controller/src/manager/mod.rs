@@ -11,6 +11,7 @@
 //! - `cluster`: broker registration, heartbeats, session expiry.
 //! - `configs`: AlterConfigs / IncrementalAlterConfigs.
 //! - `producer_ids`: AllocateProducerIds.
+//! - `scram`: AlterUserScramCredentials.
 
 pub mod cluster;
 mod common;
@@ -18,6 +19,7 @@ pub mod configs;
 pub mod placement;
 pub mod producer_ids;
 pub mod replication;
+pub mod scram;
 pub mod topics;
 
 pub use cluster::{
@@ -30,6 +32,7 @@ pub use replication::{
     alter_partition, elect_leaders, elect_preferred, AlterPartitionRequest, AlterPartitionState,
     ElectionResult, ElectionType,
 };
+pub use scram::alter_user_scram_credentials;
 pub use topics::{
     create_partitions, create_topic, delete_topic, validate_topic_name, CreatedTopic, NewTopic,
 };

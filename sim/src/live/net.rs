@@ -335,7 +335,7 @@ impl AsyncWrite for SimConn {
 }
 
 impl ServerConn for SimConn {
-    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+    fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
         std::future::poll_fn(move |cx| self.poll_ready(cx).map(Ok))
     }
 }
