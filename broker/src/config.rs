@@ -142,6 +142,13 @@ pub struct BrokerConfig {
     pub unused_keys: Vec<String>,
 }
 
+/// The `authorizer.class.name` values that turn authorization on: Kafka's
+/// KRaft authorizer, and its ZooKeeper-era one (same ACL semantics).
+pub const AUTHORIZERS: [&str; 2] = [
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
+
 /// The prefix of a setting for one listener: `listener.name.<listener>.`
 /// (the listener's name in lower case) before the setting's name.
 pub const LISTENER_PREFIX: &str = "listener.name.";
@@ -240,6 +247,11 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
     ("sasl.mechanism.controller.protocol", "GSSAPI"),
     ("connections.max.reauth.ms", "0"),
+    // Authorization (StandardAuthorizer semantics; empty: none, everything
+    // is allowed, as in Kafka).
+    ("authorizer.class.name", ""),
+    ("super.users", ""),
+    ("allow.everyone.if.no.acl.found", "false"),
     // Strand's own (README, "Write leases"): not Kafka settings.
     ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
     // Empty: derived from broker.session.timeout.ms (two thirds of it), and
@@ -360,6 +372,19 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         }
         "max.connections" | "max.connections.per.ip" => int(0),
         "connections.max.reauth.ms" => int(0),
+        "allow.everyone.if.no.acl.found" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid(key, value, "expected true or false")),
+        },
+        "authorizer.class.name" => match value.trim() {
+            "" => Ok(()),
+            v if AUTHORIZERS.contains(&v) => Ok(()),
+            _ => Err(invalid(
+                key,
+                value,
+                format!("Strand's authorizer has Kafka's StandardAuthorizer semantics: set one of {AUTHORIZERS:?} or leave it empty"),
+            )),
+        },
         "ssl.client.auth" => match value {
             "none" | "requested" | "required" => Ok(()),
             _ => Err(invalid(key, value, "expected none, requested or required")),
@@ -849,9 +874,16 @@ impl BrokerConfig {
     /// default.
     pub fn listener_setting(&self, listener: &str, key: &str) -> Option<String> {
         let prefixed = format!("{LISTENER_PREFIX}{}.{key}", listener.to_lowercase());
-        self.listener_props
-            .get(&prefixed)
-            .or_else(|| self.static_props.get(key))
+        match self.listener_props.get(&prefixed) {
+            Some(v) => Some(v.clone()).filter(|v| !v.is_empty()),
+            None => self.setting(key),
+        }
+    }
+
+    /// A broker-wide setting as given, else its default (None if empty).
+    pub fn setting(&self, key: &str) -> Option<String> {
+        self.static_props
+            .get(key)
             .cloned()
             .or_else(|| {
                 BROKER_KEYS

@@ -25,6 +25,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod authentication;
+pub mod authorizer;
 pub mod background;
 pub mod broker_client;
 pub mod config;

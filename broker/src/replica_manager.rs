@@ -134,6 +134,8 @@ pub struct ReplicaManager {
     listeners: RwLock<Vec<Arc<dyn PartitionListener>>>,
     /// Set by the first failed write, fsync or checkpoint of any log.
     pub log_dir_failures: Arc<strand_partition::log_dir_failure::LogDirFailures>,
+    /// ACL decisions (`authorizer.class.name`).
+    pub authorizer: crate::authorizer::Authorizer,
 }
 
 impl ReplicaManager {
@@ -151,6 +153,7 @@ impl ReplicaManager {
             broker_epoch,
             transport.clone(),
         );
+        let authorizer = crate::authorizer::Authorizer::new(&config);
         ReplicaManager {
             config,
             controller,
@@ -166,6 +169,7 @@ impl ReplicaManager {
             runtime: tokio::runtime::Handle::current(),
             listeners: RwLock::new(Vec::new()),
             log_dir_failures: strand_partition::log_dir_failure::LogDirFailures::new(),
+            authorizer,
         }
     }
 

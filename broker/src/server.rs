@@ -438,6 +438,7 @@ async fn handle_frame(
     }
     let ctx = handlers::RequestContext {
         principal: auth.principal.clone(),
+        client_ip: client_host.trim_start_matches('/').to_string(),
         version,
         client_host: client_host.to_string(),
         listener: listener.clone(),

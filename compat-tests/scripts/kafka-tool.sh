@@ -10,6 +10,7 @@ tool="${1:?usage: kafka-tool.sh TOOL [ARGS...]}"; shift
 case "$tool" in
     kafka-topics) main=org.apache.kafka.tools.TopicCommand ;;
     kafka-configs) main=org.apache.kafka.tools.ConfigCommand ;;
+    kafka-acls) main=org.apache.kafka.tools.AclCommand ;;
     kafka-console-producer) main=org.apache.kafka.tools.ConsoleProducer ;;
     kafka-console-consumer) main=org.apache.kafka.tools.consumer.ConsoleConsumer ;;
     kafka-consumer-groups) main=org.apache.kafka.tools.consumer.group.ConsumerGroupCommand ;;

@@ -839,6 +839,19 @@ impl Controller {
                     .await;
                 ControllerReply::Each(r)
             }
+            ControllerRequest::CreateAcls { bindings } => {
+                let r = self
+                    .decide_each(bindings, false, |img, binding| {
+                        let id = uuid::Builder::from_random_bytes(rng.gen()).into_uuid();
+                        manager::acls::create_acl(img, &binding, id).map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
+            ControllerRequest::RemoveAcls { ids } => {
+                let records = manager::acls::remove_acls(&self.sm.image(), &ids);
+                ControllerReply::Each(vec![self.commit(records).await.map(|_| ())])
+            }
             ControllerRequest::AlterUserScramCredentials { users } => {
                 let r = self
                     .decide_each(users, false, |img, (name, ops)| {

@@ -23,7 +23,9 @@ use strand_types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, ProducerI
 use uuid::Uuid;
 
 use crate::image::MetadataImage;
-use crate::records::{leader_wire, MetadataRecord, PartitionRecord, ScramCredentialRecord};
+use crate::records::{
+    leader_wire, AclRecord, MetadataRecord, PartitionRecord, ScramCredentialRecord,
+};
 
 /// A controller's node id (`node.id` of a controller, the Raft node id).
 pub type NodeId = u64;
@@ -283,6 +285,16 @@ pub enum ControllerRequest {
     AlterUserScramCredentials {
         users: Vec<ScramUserOps>,
     },
+    /// CreateAcls: each binding (its id given by the controller) is added
+    /// unless the same binding exists.
+    CreateAcls {
+        bindings: Vec<AclRecord>,
+    },
+    /// DeleteAcls: the bindings of these ids that still exist are removed
+    /// (the broker matched the request's filters against its image).
+    RemoveAcls {
+        ids: Vec<Uuid>,
+    },
 }
 
 /// The metadata quorum as the active controller sees it.
@@ -419,6 +431,21 @@ impl ControllerClient {
             n,
         )
         .await
+    }
+
+    /// CreateAcls: one result per binding, in order.
+    pub async fn create_acls(&self, bindings: Vec<AclRecord>) -> Vec<Result<(), ApiError>> {
+        let n = bindings.len();
+        self.call_each(ControllerRequest::CreateAcls { bindings }, n)
+            .await
+    }
+
+    /// Removes the ACL bindings of these ids (those that still exist).
+    pub async fn remove_acls(&self, ids: Vec<Uuid>) -> Result<(), ApiError> {
+        self.call_each(ControllerRequest::RemoveAcls { ids }, 1)
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::not_controller()))
     }
 
     /// AlterUserScramCredentials: one result per user, in order.

@@ -2,7 +2,8 @@
 //! read topics, partitions, configs and brokers from here and from nowhere else.
 
 use crate::records::{
-    BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord, ScramCredentialRecord,
+    AclRecord, BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord,
+    ScramCredentialRecord,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -32,6 +33,9 @@ pub struct MetadataImage {
     /// SCRAM credentials by user name, then mechanism code.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, ScramCredentialRecord>>,
+    /// ACL bindings by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub acls: BTreeMap<Uuid, AclRecord>,
 }
 
 impl MetadataImage {
@@ -142,6 +146,12 @@ impl MetadataImage {
                     .entry(c.name.clone())
                     .or_default()
                     .insert(c.mechanism, c.clone());
+            }
+            MetadataRecord::AccessControlEntry(acl) => {
+                self.acls.insert(acl.id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                self.acls.remove(id);
             }
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 if let Some(user) = self.scram_credentials.get_mut(name) {

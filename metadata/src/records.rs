@@ -78,12 +78,55 @@ pub enum MetadataRecord {
     /// Sets a user's SCRAM credential for one mechanism (KIP-554's
     /// UserScramCredentialRecord): replaces any previous one.
     UserScramCredential(ScramCredentialRecord),
+    /// An ACL binding (Kafka's AccessControlEntryRecord).
+    AccessControlEntry(AclRecord),
+    /// Removes the ACL binding of this id.
+    RemoveAccessControlEntry {
+        id: Uuid,
+    },
     /// Removes a user's SCRAM credential for one mechanism.
     RemoveUserScramCredential {
         name: String,
         /// Kafka's ScramMechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
         mechanism: i8,
     },
+}
+
+/// One ACL binding, with Kafka's wire codes (resource type, pattern type,
+/// operation, permission).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AclRecord {
+    pub id: Uuid,
+    pub resource_type: i8,
+    pub resource_name: String,
+    pub pattern_type: i8,
+    pub principal: String,
+    pub host: String,
+    pub operation: i8,
+    pub permission_type: i8,
+}
+
+impl AclRecord {
+    /// The same binding (whatever its id).
+    pub fn same_binding(&self, other: &AclRecord) -> bool {
+        (
+            self.resource_type,
+            &self.resource_name,
+            self.pattern_type,
+            &self.principal,
+            &self.host,
+            self.operation,
+            self.permission_type,
+        ) == (
+            other.resource_type,
+            &other.resource_name,
+            other.pattern_type,
+            &other.principal,
+            &other.host,
+            other.operation,
+            other.permission_type,
+        )
+    }
 }
 
 /// A user's SCRAM credential (never the password: the salted keys, RFC 5802).

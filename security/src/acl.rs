@@ -494,6 +494,51 @@ impl AclSet {
     }
 }
 
+impl AclSet {
+    /// Whether `principal` may do `operation` on some resource of
+    /// `resource_type` (Kafka's `authorizeByResourceType`, used for an
+    /// idempotent producer's InitProducerId: WRITE on any topic): an ALLOW
+    /// of any pattern that no DENY of the same, a wider or the wildcard
+    /// pattern overrides.
+    pub fn authorize_any(
+        &self,
+        config: &AuthorizerConfig,
+        principal: &str,
+        host: &str,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        if config.super_users.contains(principal) {
+            return true;
+        }
+        let bindings: Vec<AclBinding> = self
+            .iter()
+            .filter(|b| {
+                b.pattern.resource_type == resource_type && b.entry.applies_to(principal, host)
+            })
+            .collect();
+        let denied = |p: &ResourcePattern| {
+            bindings.iter().any(|d| {
+                d.entry.permission == Permission::Deny
+                    && d.entry.operation.deny_refuses(operation)
+                    && match d.pattern.pattern_type {
+                        PatternType::Literal => {
+                            d.pattern.name == WILDCARD_RESOURCE
+                                || (p.pattern_type == PatternType::Literal
+                                    && d.pattern.name == p.name)
+                        }
+                        PatternType::Prefixed => p.name.starts_with(d.pattern.name.as_str()),
+                    }
+            })
+        };
+        bindings.iter().any(|a| {
+            a.entry.permission == Permission::Allow
+                && a.entry.operation.allow_grants(operation)
+                && !denied(&a.pattern)
+        })
+    }
+}
+
 /// A filter's resource type: ANY or one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResourceTypeFilter {
@@ -590,6 +635,47 @@ impl AclBindingFilter {
     }
 }
 
+/// A DescribeAcls / DeleteAcls filter as it came off the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireAclFilter<'a> {
+    pub resource_type: i8,
+    pub name: Option<&'a str>,
+    pub pattern_type: i8,
+    pub principal: Option<&'a str>,
+    pub host: Option<&'a str>,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+/// The wire code of ANY in every ACL enum.
+const ANY_CODE: i8 = 1;
+
+/// Checks a filter: ANY (1) is "anything" for every field; UNKNOWN (0)
+/// and codes Kafka does not define are INVALID_REQUEST.
+pub fn parse_filter(f: &WireAclFilter<'_>) -> Result<AclBindingFilter, AclError> {
+    let resource_type = ResourceTypeFilter::from_wire(f.resource_type)
+        .ok_or(AclError::InvalidResourceType(f.resource_type))?;
+    let pattern_type = PatternTypeFilter::from_wire(f.pattern_type)
+        .ok_or(AclError::InvalidPatternType(f.pattern_type))?;
+    let operation = match f.operation {
+        ANY_CODE => None,
+        code => Some(Operation::from_wire(code).ok_or(AclError::InvalidOperation(code))?),
+    };
+    let permission = match f.permission {
+        ANY_CODE => None,
+        code => Some(Permission::from_wire(code).ok_or(AclError::InvalidPermission(code))?),
+    };
+    Ok(AclBindingFilter {
+        resource_type,
+        name: f.name.map(str::to_string),
+        pattern_type,
+        principal: f.principal.map(str::to_string),
+        host: f.host.map(str::to_string),
+        operation,
+        permission,
+    })
+}
+
 /// Why CreateAcls refuses a binding: Kafka answers INVALID_REQUEST for each
 /// (the messages are this crate's; their wording against the reference
 /// Kafka is still to be checked).
@@ -605,6 +691,8 @@ pub enum AclError {
     InvalidPermission(i8),
     #[error("Resource name should not be empty")]
     EmptyResourceName,
+    #[error("The only valid name for the CLUSTER resource is kafka-cluster, not {0}")]
+    InvalidClusterName(String),
     #[error("Could not parse principal from `{0}`: expected Type:name")]
     InvalidPrincipal(String),
 }
@@ -640,6 +728,9 @@ pub fn validate_new_binding(c: &WireAclCreation<'_>) -> Result<AclBinding, AclEr
         Permission::from_wire(c.permission).ok_or(AclError::InvalidPermission(c.permission))?;
     if c.name.is_empty() {
         return Err(AclError::EmptyResourceName);
+    }
+    if resource_type == ResourceType::Cluster && c.name != CLUSTER_NAME {
+        return Err(AclError::InvalidClusterName(c.name.to_string()));
     }
     if !c.principal.contains(':') {
         return Err(AclError::InvalidPrincipal(c.principal.to_string()));

@@ -428,6 +428,14 @@ fn creations_are_validated() {
             },
             AclError::InvalidPrincipal("alice".into()),
         ),
+        (
+            WireAclCreation {
+                resource_type: 4,
+                name: "my-cluster",
+                ..ok.clone()
+            },
+            AclError::InvalidClusterName("my-cluster".into()),
+        ),
     ];
     for (creation, err) in bad {
         assert_eq!(validate_new_binding(&creation), Err(err));
@@ -556,4 +564,104 @@ proptest! {
         listed.sort();
         prop_assert_eq!(listed, model.into_iter().collect::<Vec<_>>());
     }
+}
+
+/// Kafka's authorizeByResourceType: some topic may be written unless every
+/// allowing pattern is overridden by a deny.
+#[test]
+fn authorize_any_table() {
+    let cfg = AuthorizerConfig::default();
+    let b = |name: &str, pattern: PatternType, op: Operation, perm: Permission| AclBinding {
+        pattern: ResourcePattern {
+            resource_type: ResourceType::Topic,
+            name: name.into(),
+            pattern_type: pattern,
+        },
+        entry: AccessControlEntry {
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        },
+    };
+    use Operation::*;
+    use PatternType::*;
+    use Permission::*;
+    let cases: Vec<(Vec<AclBinding>, bool)> = vec![
+        (vec![], false),
+        (vec![b("t", Literal, Write, Allow)], true),
+        (vec![b("t", Literal, Read, Allow)], false),
+        (vec![b("t", Literal, All, Allow)], true),
+        (
+            vec![b("t", Literal, Write, Allow), b("t", Literal, Write, Deny)],
+            false,
+        ),
+        (
+            vec![b("t", Literal, Write, Allow), b("u", Literal, Write, Deny)],
+            true,
+        ),
+        (
+            vec![b("t", Literal, Write, Allow), b("*", Literal, All, Deny)],
+            false,
+        ),
+        (
+            vec![
+                b("app-x", Literal, Write, Allow),
+                b("app-", Prefixed, Write, Deny),
+            ],
+            false,
+        ),
+        (
+            vec![
+                b("app-", Prefixed, Write, Allow),
+                b("app-x", Literal, Write, Deny),
+            ],
+            true,
+        ),
+        (
+            vec![
+                b("app-", Prefixed, Write, Allow),
+                b("app", Prefixed, Write, Deny),
+            ],
+            false,
+        ),
+    ];
+    for (bindings, expected) in cases {
+        let mut set = AclSet::new();
+        for x in &bindings {
+            set.add(x.clone());
+        }
+        assert_eq!(
+            set.authorize_any(
+                &cfg,
+                "User:alice",
+                "10.0.0.1",
+                Operation::Write,
+                ResourceType::Topic
+            ),
+            expected,
+            "{bindings:?}"
+        );
+        assert!(
+            !set.authorize_any(
+                &cfg,
+                "User:bob",
+                "10.0.0.1",
+                Operation::Write,
+                ResourceType::Topic
+            ),
+            "alice's bindings grant bob nothing"
+        );
+    }
+    let sup = AuthorizerConfig {
+        super_users: ["User:root".to_string()].into(),
+        allow_everyone_if_no_acl_found: false,
+    };
+    assert!(AclSet::new().authorize_any(
+        &sup,
+        "User:root",
+        "h",
+        Operation::Write,
+        ResourceType::Topic
+    ));
 }

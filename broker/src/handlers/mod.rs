@@ -2,8 +2,10 @@
 //! body, `None` when no response is sent (acks=0), or an error string when the
 //! connection must be closed.
 
+mod acls;
 mod admin;
 mod api_versions;
+mod authorize;
 mod context;
 mod fetch;
 mod groups;
@@ -26,7 +28,12 @@ pub async fn dispatch(
 ) -> Result<Option<ResponseKind>, String> {
     let broker = &*node.broker;
     let v = ctx.version;
-    let response = match request {
+    let (request, deferred) = match authorize::before(broker, ctx, request) {
+        authorize::Gate::Go(request, deferred) => (request, deferred),
+        authorize::Gate::Answer(response) => return Ok(Some(response)),
+        authorize::Gate::Close(why) => return Err(why),
+    };
+    let mut response = match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(broker, r, v, &ctx.listener).await)
@@ -34,11 +41,12 @@ pub async fn dispatch(
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(metadata::describe_topic_partitions(broker, r))
         }
-        RequestKind::Produce(r) => {
-            return Ok(produce::handle(node, r, v)
-                .await?
-                .map(ResponseKind::Produce))
-        }
+        RequestKind::Produce(r) => match produce::handle(node, r, v).await? {
+            Some(produced) => ResponseKind::Produce(produced),
+            // acks=0: nothing to answer (refused topics closed the
+            // connection in `authorize::before`).
+            None => return Ok(None),
+        },
         RequestKind::Fetch(r) => {
             ResponseKind::Fetch(fetch::handle(broker, r, v, &ctx.slices).await)
         }
@@ -133,6 +141,15 @@ pub async fn dispatch(
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(txn_markers::describe_producers(broker, r))
         }
+        RequestKind::CreateAcls(r) => {
+            ResponseKind::CreateAcls(acls::create_acls(broker, ctx, r).await)
+        }
+        RequestKind::DescribeAcls(r) => {
+            ResponseKind::DescribeAcls(acls::describe_acls(broker, ctx, r))
+        }
+        RequestKind::DeleteAcls(r) => {
+            ResponseKind::DeleteAcls(acls::delete_acls(broker, ctx, r).await)
+        }
         RequestKind::DescribeUserScramCredentials(r) => ResponseKind::DescribeUserScramCredentials(
             users::describe_user_scram_credentials(broker, r),
         ),
@@ -146,5 +163,6 @@ pub async fn dispatch(
         // `is_served` admits only the kinds above.
         _ => return Err("request kind not served".into()),
     };
+    authorize::after(broker, ctx, &mut response, deferred);
     Ok(Some(response))
 }

@@ -12,7 +12,9 @@
 //! - `configs`: AlterConfigs / IncrementalAlterConfigs.
 //! - `producer_ids`: AllocateProducerIds.
 //! - `scram`: AlterUserScramCredentials.
+//! - `acls`: CreateAcls, DeleteAcls.
 
+pub mod acls;
 pub mod cluster;
 mod common;
 pub mod configs;
