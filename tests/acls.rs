@@ -136,133 +136,159 @@ fn follower_fetch(c: &mut Client, topic: &str) -> FetchResponse {
     c.call(ApiKey::Fetch, 11, &req).unwrap()
 }
 
+/// The StandardAuthorizer, `User:ANONYMOUS` (PLAINTEXT: the brokers and
+/// the admin) a super user, PLAIN users alice and bob on SASL_PLAINTEXT.
+fn authorizer_settings() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        ),
+        ("super.users", "User:ANONYMOUS"),
+        (
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
+            "PLAIN",
+        ),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";"#,
+        ),
+        ("auto.create.topics.enable", "true"),
+        ("offsets.topic.replication.factor", "1"),
+        ("transaction.state.log.replication.factor", "1"),
+        ("transaction.state.log.min.isr", "1"),
+    ]
+}
+
 /// A broker with the StandardAuthorizer, PLAINTEXT (`User:ANONYMOUS`, a
 /// super user) and a SASL_PLAINTEXT listener (PLAIN: alice, bob); topics
 /// are auto-created. Answers the broker and the SASL listener's address.
 fn start_with_authorizer() -> (Broker, String) {
     let sasl = format!("127.0.0.1:{}", free_loopback_port().unwrap());
-    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";"#;
     let broker = Broker::start_with_listeners(
         &common::strand_bin(),
         &[("SASL_PLAINTEXT", sasl.as_str())],
-        &[
-            (
-                "authorizer.class.name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            ),
-            ("super.users", "User:ANONYMOUS"),
-            (
-                "listener.name.sasl_plaintext.sasl.enabled.mechanisms",
-                "PLAIN",
-            ),
-            ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
-            ("auto.create.topics.enable", "true"),
-            ("offsets.topic.replication.factor", "1"),
-            ("transaction.state.log.replication.factor", "1"),
-            ("transaction.state.log.min.isr", "1"),
-        ],
+        &authorizer_settings(),
     )
     .unwrap();
     (broker, sasl)
 }
 
-#[test]
-fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
-    let (broker, sasl) = start_with_authorizer();
-    let mut admin = Client::connect(&broker.addr()).unwrap();
+/// What a client observes of each API family with and without its ACL,
+/// as labelled facts: the same questions asked of Strand and of Kafka.
+/// `admin` is a super user's connection, `sasl` the SASL_PLAINTEXT
+/// listener where alice and bob log in.
+fn matrix(admin_addr: &str, sasl: &str) -> Vec<(&'static str, String)> {
+    let mut facts: Vec<(&'static str, String)> = Vec::new();
+    let mut fact =
+        |label: &'static str, v: &dyn std::fmt::Debug| facts.push((label, format!("{v:?}")));
+    let mut admin = Client::connect(admin_addr).unwrap();
     for t in ["orders", "payments"] {
-        assert_eq!(
-            common::create_topic_with(&mut admin, t, 1, 1, &[]).unwrap(),
-            0
+        fact(
+            "create as admin",
+            &common::create_topic_with(&mut admin, t, 1, 1, &[]).unwrap(),
         );
     }
-    assert_eq!(
-        common::produce_values(&mut admin, "orders", 0, -1, 10_000, &["o-1".into()])
-            .unwrap()
-            .0,
-        0
-    );
-    let mut alice = login(&sasl, "alice");
+    common::eventually("orders is led", std::time::Duration::from_secs(30), || {
+        let (code, _) =
+            common::produce_values(&mut admin, "orders", 0, -1, 10_000, &["o-1".into()]).ok()?;
+        (code == 0).then_some(())
+    });
+    let mut alice = login(sasl, "alice");
 
-    // Nothing granted: alice sees no topic, and a named one (existing or
-    // not) is TOPIC_AUTHORIZATION_FAILED, never auto-created.
-    assert!(metadata(&mut alice, None).topics.is_empty());
-    assert_eq!(
-        topic_codes(&metadata(&mut alice, Some(&["orders", "nope"]))),
-        [
-            ("nope".into(), TOPIC_DENIED),
-            ("orders".into(), TOPIC_DENIED)
-        ]
+    // Nothing granted.
+    fact(
+        "all-topics metadata, no ACL",
+        &topic_codes(&metadata(&mut alice, None)),
     );
-    assert!(
-        !metadata(&mut admin, None)
+    fact(
+        "named metadata, no ACL",
+        &topic_codes(&metadata(&mut alice, Some(&["orders", "nope"]))),
+    );
+    fact(
+        "nope auto-created",
+        &metadata(&mut admin, None)
             .topics
             .iter()
             .any(|t| t.name.as_ref().map(|n| n.as_str()) == Some("nope")),
-        "not auto-created"
     );
-    // Produce and fetch: refused, nothing appended or read.
-    assert_eq!(
-        common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["evil".into()])
+    fact(
+        "produce, no WRITE",
+        &common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["evil".into()])
             .unwrap()
             .0,
-        TOPIC_DENIED
     );
     let f = common::fetch_values(&mut alice, "orders", 0, 0, 0).unwrap();
-    assert_eq!((f.error_code, f.records.len()), (TOPIC_DENIED, 0));
-    // alice cannot grant herself anything.
-    assert_eq!(
-        create_acls(&mut alice, &[allow(2, "orders", "User:alice", 4)]),
-        [CLUSTER_DENIED]
+    fact("fetch, no READ", &(f.error_code, f.records.len()));
+    fact(
+        "create ACL as alice",
+        &create_acls(&mut alice, &[allow(2, "orders", "User:alice", 4)]),
     );
 
-    // Granted by the admin: READ and WRITE on "orders" (DESCRIBE implied).
-    assert_eq!(
-        create_acls(
+    // READ and WRITE on orders (DESCRIBE implied).
+    fact(
+        "grant read+write",
+        &create_acls(
             &mut admin,
             &[
                 allow(2, "orders", "User:alice", 3),
-                allow(2, "orders", "User:alice", 4)
-            ]
+                allow(2, "orders", "User:alice", 4),
+            ],
         ),
-        [0, 0]
     );
-    assert_eq!(
-        topic_codes(&metadata(&mut alice, None)),
-        [("orders".into(), 0)],
-        "alice sees orders, not payments"
+    common::eventually(
+        "alice sees orders",
+        std::time::Duration::from_secs(30),
+        || (!metadata(&mut alice, None).topics.is_empty()).then_some(()),
     );
-    let (code, offset) =
-        common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["o-2".into()]).unwrap();
-    assert_eq!((code, offset), (0, 1), "the refused write appended nothing");
+    fact(
+        "all-topics metadata, granted",
+        &topic_codes(&metadata(&mut alice, None)),
+    );
+    fact(
+        "produce, granted",
+        &common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["o-2".into()]).unwrap(),
+    );
     let f = common::fetch_values(&mut alice, "orders", 0, 0, 0).unwrap();
-    let values: Vec<&[u8]> = f.records.iter().map(|(_, v)| v.as_ref()).collect();
-    assert_eq!((f.error_code, values), (0, vec![&b"o-1"[..], b"o-2"]));
-    // A DENY wins over the ALLOW.
-    assert_eq!(
-        create_acls(
+    let values: Vec<String> = f
+        .records
+        .iter()
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    fact("fetch, granted", &(f.error_code, values));
+    fact(
+        "deny write",
+        &create_acls(
             &mut admin,
             &[Acl {
                 permission: 2,
                 ..allow(2, "orders", "User:alice", 4)
-            }]
+            }],
         ),
-        [0]
     );
-    assert_eq!(
-        common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["o-3".into()])
+    common::eventually(
+        "the deny applies",
+        std::time::Duration::from_secs(30),
+        || {
+            let (code, _) =
+                common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["o-3".into()])
+                    .ok()?;
+            (code != 0).then_some(())
+        },
+    );
+    fact(
+        "produce, denied",
+        &common::produce_values(&mut alice, "orders", 0, -1, 10_000, &["o-3".into()])
             .unwrap()
             .0,
-        TOPIC_DENIED
     );
 
-    // Posing as a follower needs ClusterAction: every partition refused,
-    // no data. Transaction markers likewise (CLUSTER_AUTHORIZATION_FAILED).
+    // Posing as a follower; transaction markers.
     let f = follower_fetch(&mut alice, "orders");
     let p = &f.responses[0].partitions[0];
-    assert_eq!(
-        (p.error_code, p.records.as_ref().map_or(0, |r| r.len())),
-        (TOPIC_DENIED, 0)
+    fact(
+        "follower fetch as alice",
+        &(p.error_code, p.records.as_ref().map_or(0, |r| r.len())),
     );
     let markers = WriteTxnMarkersRequest::default().with_markers(vec![
         write_txn_markers_request::WritableTxnMarker::default()
@@ -277,26 +303,26 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
             ]),
     ]);
     let m: WriteTxnMarkersResponse = alice.call(ApiKey::WriteTxnMarkers, 1, &markers).unwrap();
-    assert_eq!(
-        m.markers[0].topics[0].partitions[0].error_code,
-        CLUSTER_DENIED
+    fact(
+        "markers as alice",
+        &m.markers[0].topics[0].partitions[0].error_code,
     );
-    // The super user (the brokers' principal) is served.
-    let f = follower_fetch(&mut admin, "orders");
-    assert_eq!(f.responses[0].partitions[0].error_code, 0);
 
-    // Topics: creation and deletion need CREATE / DELETE.
+    // Topics.
     let created = common::create_topics(
         &mut alice,
         vec![common::creatable_topic("alice-t", 1, 1, &[])],
     )
     .unwrap();
-    assert_eq!(
-        (
+    fact(
+        "create topic, no CREATE",
+        &(
             created.topics[0].error_code,
-            created.topics[0].error_message.as_deref()
+            created.topics[0]
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string()),
         ),
-        (TOPIC_DENIED, Some("Authorization failed."))
     );
     let deleted: DeleteTopicsResponse = alice
         .call(
@@ -307,23 +333,22 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
                 .with_timeout_ms(5000),
         )
         .unwrap();
-    assert_eq!(deleted.responses[0].error_code, TOPIC_DENIED);
-    assert!(
-        metadata(&mut admin, Some(&["payments"])).topics[0].error_code == 0,
-        "payments still there"
+    fact("delete topic, no DELETE", &deleted.responses[0].error_code);
+    fact(
+        "grant create on cluster",
+        &create_acls(&mut admin, &[allow(4, "kafka-cluster", "User:alice", 5)]),
     );
-    assert_eq!(
-        create_acls(&mut admin, &[allow(4, "kafka-cluster", "User:alice", 5)]),
-        [0]
-    );
-    let created = common::create_topics(
-        &mut alice,
-        vec![common::creatable_topic("alice-t", 1, 1, &[])],
-    )
-    .unwrap();
-    assert_eq!(created.topics[0].error_code, 0, "CREATE on the cluster");
+    let created = common::eventually("CREATE applies", std::time::Duration::from_secs(30), || {
+        let r = common::create_topics(
+            &mut alice,
+            vec![common::creatable_topic("alice-t", 1, 1, &[])],
+        )
+        .ok()?;
+        (r.topics[0].error_code != TOPIC_DENIED).then_some(r.topics[0].error_code)
+    });
+    fact("create topic, CREATE on cluster", &created);
 
-    // Groups: READ on the group.
+    // Groups.
     let join = JoinGroupRequest::default()
         .with_group_id(GroupId(sb("g1")))
         .with_session_timeout_ms(10_000)
@@ -335,7 +360,7 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
         .with_name(sb("range"))
         .with_metadata(bytes::Bytes::new())]);
     let j: JoinGroupResponse = alice.call(ApiKey::JoinGroup, 5, &join).unwrap();
-    assert_eq!(j.error_code, GROUP_DENIED);
+    fact("join group, no READ", &j.error_code);
     let fc: FindCoordinatorResponse = alice
         .call(
             ApiKey::FindCoordinator,
@@ -345,9 +370,12 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
                 .with_coordinator_keys(vec![sb("g1")]),
         )
         .unwrap();
-    assert_eq!(fc.coordinators[0].error_code, GROUP_DENIED);
+    fact(
+        "find coordinator, no DESCRIBE",
+        &fc.coordinators[0].error_code,
+    );
 
-    // Transactions: WRITE on the transactional id.
+    // Transactions and idempotence.
     let init: InitProducerIdResponse = alice
         .call(
             ApiKey::InitProducerId,
@@ -359,23 +387,22 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
                 .with_producer_epoch(-1),
         )
         .unwrap();
-    assert_eq!(init.error_code, TXN_ID_DENIED);
-    // bob has nothing at all: an idempotent producer needs WRITE somewhere.
-    let mut bob = login(&sasl, "bob");
-    let init: InitProducerIdResponse = bob
-        .call(
-            ApiKey::InitProducerId,
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(10_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-        )
-        .unwrap();
-    assert_eq!(init.error_code, CLUSTER_DENIED);
+    fact("init transactional, no WRITE", &init.error_code);
+    let mut bob = login(sasl, "bob");
+    let idempotent = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(10_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let init: InitProducerIdResponse = bob.call(ApiKey::InitProducerId, 4, &idempotent).unwrap();
+    fact("init idempotent, no WRITE anywhere", &init.error_code);
+    let init: InitProducerIdResponse = alice.call(ApiKey::InitProducerId, 4, &idempotent).unwrap();
+    fact(
+        "init idempotent, WRITE somewhere (denied on orders)",
+        &init.error_code,
+    );
 
-    // ACLs are listed to the admin and gone once deleted.
+    // Listing and deleting ACLs.
     let described: DescribeAclsResponse = admin
         .call(
             ApiKey::DescribeAcls,
@@ -390,13 +417,28 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
                 .with_permission_type(1),
         )
         .unwrap();
-    assert_eq!(described.error_code, 0);
-    assert_eq!(described.resources.len(), 1);
-    assert_eq!(
-        described.resources[0].acls.len(),
-        3,
-        "read, write, the deny"
-    );
+    let mut listed: Vec<(i8, i8)> = described
+        .resources
+        .iter()
+        .flat_map(|r| r.acls.iter().map(|a| (a.operation, a.permission_type)))
+        .collect();
+    listed.sort();
+    fact("describe acls", &(described.error_code, listed));
+    let alice_describes: DescribeAclsResponse = alice
+        .call(
+            ApiKey::DescribeAcls,
+            3,
+            &DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(None)
+                .with_pattern_type_filter(1)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+        )
+        .unwrap();
+    fact("describe acls as alice", &alice_describes.error_code);
     let deleted: DeleteAclsResponse = admin
         .call(
             ApiKey::DeleteAcls,
@@ -413,17 +455,129 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
             ]),
         )
         .unwrap();
-    assert_eq!(deleted.filter_results[0].matching_acls.len(), 3);
+    fact(
+        "delete acls",
+        &(
+            deleted.filter_results[0].error_code,
+            deleted.filter_results[0].matching_acls.len(),
+        ),
+    );
     common::eventually(
-        "ACL removal applied",
-        std::time::Duration::from_secs(10),
-        || {
-            metadata(&mut alice, None)
-                .topics
-                .iter()
-                .all(|t| t.name.as_ref().map(|n| n.as_str()) != Some("orders"))
-                .then_some(())
-        },
+        "the removal applies",
+        std::time::Duration::from_secs(30),
+        || metadata(&mut alice, None).topics.is_empty().then_some(()),
+    );
+    fact(
+        "all-topics metadata after removal",
+        &topic_codes(&metadata(&mut alice, None)),
+    );
+    facts
+}
+
+/// The facts Kafka's rules give; Strand must show exactly these.
+#[test]
+fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
+    let (broker, sasl) = start_with_authorizer();
+    let facts = matrix(&broker.addr(), &sasl);
+    let none: Vec<(String, i16)> = vec![];
+    let expected: Vec<(&str, String)> = vec![
+        ("create as admin", "0".into()),
+        ("create as admin", "0".into()),
+        ("all-topics metadata, no ACL", format!("{none:?}")),
+        (
+            "named metadata, no ACL",
+            format!(
+                "{:?}",
+                [
+                    ("nope".to_string(), TOPIC_DENIED),
+                    ("orders".into(), TOPIC_DENIED)
+                ]
+            ),
+        ),
+        ("nope auto-created", "false".into()),
+        ("produce, no WRITE", TOPIC_DENIED.to_string()),
+        ("fetch, no READ", format!("{:?}", (TOPIC_DENIED, 0))),
+        ("create ACL as alice", format!("{:?}", [CLUSTER_DENIED])),
+        ("grant read+write", "[0, 0]".into()),
+        (
+            "all-topics metadata, granted",
+            format!("{:?}", [("orders".to_string(), 0i16)]),
+        ),
+        ("produce, granted", "(0, 1)".into()),
+        (
+            "fetch, granted",
+            format!("{:?}", (0i16, ["o-1".to_string(), "o-2".into()])),
+        ),
+        ("deny write", "[0]".into()),
+        ("produce, denied", TOPIC_DENIED.to_string()),
+        (
+            "follower fetch as alice",
+            format!("{:?}", (TOPIC_DENIED, 0)),
+        ),
+        ("markers as alice", CLUSTER_DENIED.to_string()),
+        (
+            "create topic, no CREATE",
+            format!(
+                "{:?}",
+                (TOPIC_DENIED, Some("Authorization failed.".to_string()))
+            ),
+        ),
+        ("delete topic, no DELETE", TOPIC_DENIED.to_string()),
+        ("grant create on cluster", "[0]".into()),
+        ("create topic, CREATE on cluster", "0".into()),
+        ("join group, no READ", GROUP_DENIED.to_string()),
+        ("find coordinator, no DESCRIBE", GROUP_DENIED.to_string()),
+        ("init transactional, no WRITE", TXN_ID_DENIED.to_string()),
+        (
+            "init idempotent, no WRITE anywhere",
+            CLUSTER_DENIED.to_string(),
+        ),
+        (
+            "init idempotent, WRITE somewhere (denied on orders)",
+            CLUSTER_DENIED.to_string(),
+        ),
+        ("describe acls", "(0, [(3, 3), (4, 2), (4, 3)])".into()),
+        ("describe acls as alice", CLUSTER_DENIED.to_string()),
+        ("delete acls", "(0, 3)".into()),
+        ("all-topics metadata after removal", format!("{none:?}")),
+    ];
+    let got: Vec<(&str, &str)> = facts.iter().map(|(l, v)| (*l, v.as_str())).collect();
+    let want: Vec<(&str, &str)> = expected.iter().map(|(l, v)| (*l, v.as_str())).collect();
+    assert_eq!(got, want);
+}
+
+/// The same matrix against the reference Kafka (StandardAuthorizer,
+/// SASL_PLAINTEXT with PLAIN, PLAINTEXT as the super user's listener): every
+/// fact is the same.
+#[test]
+fn the_acl_matrix_is_kafkas() {
+    use strand_compat_tests::{Cluster, ClusterSpec, KafkaDist, Server};
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    let run = |server: Server| {
+        let mut spec = ClusterSpec::combined(1).with_extra_listener("SASL_PLAINTEXT");
+        for (k, v) in authorizer_settings() {
+            spec = spec.with_override(k, v);
+        }
+        let cluster = Cluster::start_server(server, spec).expect("a node starts");
+        let facts = matrix(
+            &cluster.broker_addr(1).unwrap(),
+            &cluster.extra_listener_addr(1).unwrap(),
+        );
+        (cluster, facts)
+    };
+    let (_kafka, kafka) = run(Server::Kafka(dist));
+    let (_strand, strand) = run(Server::Strand(common::strand_bin()));
+    let differ: Vec<String> = kafka
+        .iter()
+        .zip(&strand)
+        .filter(|(k, s)| k != s)
+        .map(|(k, s)| format!("{}: Kafka {} / Strand {}", k.0, k.1, s.1))
+        .collect();
+    assert_eq!(kafka.len(), strand.len());
+    assert!(
+        differ.is_empty(),
+        "facts that differ:\n{}",
+        differ.join("\n")
     );
 }
 

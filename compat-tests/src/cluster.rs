@@ -913,8 +913,13 @@ impl Cluster {
             // these at their defaults on fewer than three brokers; its
             // quickstart sets them the same way.
             let brokers = self.nodes.iter().filter(|n| n.role.is_broker()).count();
+            // An extra listener named after its protocol maps to it.
+            let extra = match self.extra_listener.as_deref() {
+                Some(p @ ("SSL" | "SASL_PLAINTEXT" | "SASL_SSL")) => format!(",{p}:{p}"),
+                _ => String::new(),
+            };
             text.push_str(&format!(
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{extra}\n\
                  offsets.topic.replication.factor={}\n\
                  transaction.state.log.replication.factor={}\n\
                  transaction.state.log.min.isr={}\n",

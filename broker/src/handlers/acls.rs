@@ -4,8 +4,8 @@
 //! creations checked here (`strand_security::acl::validate_new_binding`)
 //! and committed by the controller; filters matched against the image.
 
-use super::RequestContext;
 use crate::authorizer::binding_of;
+use crate::handlers::context::RequestContext;
 use crate::replica_manager::ReplicaManager;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::{

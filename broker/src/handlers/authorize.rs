@@ -10,7 +10,7 @@
 //! either way; unauthorized topics are left out of an all-topics Metadata).
 //! The decisions are `strand_security::acl`'s.
 
-use super::RequestContext;
+use crate::handlers::context::RequestContext;
 use crate::replica_manager::ReplicaManager;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
