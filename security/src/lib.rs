@@ -1,9 +1,10 @@
-//! Security rules as pure functions, for the broker to call: the
-//! authorization decision with Kafka's `StandardAuthorizer` semantics
-//! ([`acl`]), and the server side of SCRAM-SHA-256/512 ([`scram`]) and of
-//! PLAIN ([`plain`]). None is wired into the broker yet (issue 18: listeners with TLS and SASL,
-//! SaslHandshake/SaslAuthenticate, the ACL and credential records, the
-//! checks of every API); the I/O will be the broker's.
+//! Security rules as pure functions, which the broker calls and whose
+//! decisions it carries out (the I/O, nonces, clocks and credentials are
+//! the broker's): the authorization decision with Kafka's
+//! `StandardAuthorizer` semantics ([`acl`]); a SASL connection's state
+//! machine ([`sasl`]) over SCRAM-SHA-256/512 ([`scram`], both sides) and
+//! PLAIN ([`plain`]); JAAS entries ([`jaas`]); who a connection is
+//! ([`principal`]: certificate subjects and `ssl.principal.mapping.rules`).
 
 pub mod acl;
 pub mod jaas;
