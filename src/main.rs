@@ -20,7 +20,9 @@ use strand_broker::listener_security::ListenerSecurity;
 use strand_broker::replica_manager::ReplicaManager;
 use strand_broker::{lifecycle, meta, node, server};
 use strand_controller::manager::ControllerConfig;
-use strand_controller::{QuorumSettings, StoreKind};
+use strand_controller::{
+    BoxRpcStream, PlainRpc, QuorumSettings, RpcFuture, RpcSecurity, StoreKind,
+};
 
 /// A Kafka-wire-compatible replicated log: runs a node (broker,
 /// controller or both, as server.properties' `process.roles` says).
@@ -156,6 +158,26 @@ fn halt(why: &str) -> ! {
     unsafe { libc::_exit(1) }
 }
 
+/// The controller listener's TLS (the broker crate's) as the controller
+/// crate's connection hooks.
+struct ControllerTls(strand_broker::controller_channel::ControllerChannel);
+
+impl RpcSecurity for ControllerTls {
+    fn connect(&self, addr: &str) -> RpcFuture<BoxRpcStream> {
+        let connecting = self.0.connect(addr);
+        Box::pin(async move { Ok(Box::new(connecting.await?) as BoxRpcStream) })
+    }
+
+    fn accept(
+        &self,
+        stream: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+    ) -> RpcFuture<BoxRpcStream> {
+        let admitting = self.0.accept(stream, peer);
+        Box::pin(async move { Ok(Box::new(admitting.await?) as BoxRpcStream) })
+    }
+}
+
 async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     // Key stores, trust stores and SASL settings are read first: a listener
     // that cannot be secured as configured stops start-up before anything
@@ -170,6 +192,11 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         })
         .collect::<Result<BTreeMap<String, Arc<ListenerSecurity>>, String>>()?;
     let inter_broker = strand_broker::inter_broker::transport(&config)?;
+    let controller_rpc: Arc<dyn RpcSecurity> =
+        match strand_broker::controller_channel::ControllerChannel::build(&config)? {
+            Some(channel) => Arc::new(ControllerTls(channel)),
+            None => PlainRpc::shared(),
+        };
     let log_dir = config.log_dirs[0].clone();
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
@@ -215,6 +242,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             session_timeout_ms: config.broker_session_timeout_ms as u64,
             write_lease_ms: config.write_lease_ms,
             listener,
+            rpc: controller_rpc.clone(),
             controller: ControllerConfig {
                 node_id: config.broker_id(),
                 num_partitions: config.num_partitions,
@@ -230,7 +258,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         metadata_stopped = Some(node.stopped());
         node.handle
     } else {
-        strand_controller::remote_handle(&voters)
+        strand_controller::remote_handle(&voters, controller_rpc.clone())
     };
     // This node's Raft stopped for good (its metadata store failed a write
     // or an fsync): it can neither vote nor learn new metadata, and a

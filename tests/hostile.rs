@@ -423,9 +423,19 @@ fn unsecurable_listeners_refuse_to_start() {
             "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
             vec![(
                 "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+            )],
+            "SASL_SSL on the controller listener CONTROLLER is not implemented by Strand",
+        ),
+        (
+            // A TLS controller listener needs its stores like any other
+            // (the trust store first: this node connects to the others).
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            vec![(
+                "listener.security.protocol.map",
                 "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
             )],
-            "on the controller listener CONTROLLER is not implemented by Strand",
+            "listener CONTROLLER: a trust store is needed",
         ),
     ] {
         let mut cmd = std::process::Command::new(common::strand_bin());

@@ -131,7 +131,9 @@ fn py(args: &[&str]) -> String {
         .expect("python runs");
     let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(
-        stdout.starts_with("ok") || stdout.starts_with("err"),
+        ["ok", "err", "answered", "refused"]
+            .iter()
+            .any(|p| stdout.starts_with(p)),
         "security_client.py {args:?}: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -561,6 +563,18 @@ fn nothing_is_served_before_sasl_authentication() {
     assert!(metadata(&mut p).is_ok(), "and the connection is kept");
 }
 
+/// Every node's key store (key and chain) and trust store, as PEM files.
+fn with_pem_stores(
+    spec: strand_compat_tests::ClusterSpec,
+    keystore: &str,
+    ca_file: &str,
+) -> strand_compat_tests::ClusterSpec {
+    spec.with_override("ssl.keystore.type", "PEM")
+        .with_override("ssl.keystore.location", keystore)
+        .with_override("ssl.truststore.type", "PEM")
+        .with_override("ssl.truststore.location", ca_file)
+}
+
 /// Three brokers replicate over a SASL_SSL inter-broker listener (mutual
 /// TLS and SASL/PLAIN): every follower fetch goes through it. With
 /// min.insync.replicas=3, an acks=all write succeeds only once both
@@ -585,13 +599,10 @@ fn three_brokers_replicate_over_sasl_ssl() {
         ("listener.name.internal.sasl.enabled.mechanisms", "PLAIN"),
         ("listener.name.internal.plain.sasl.jaas.config", jaas),
         ("listener.name.internal.ssl.client.auth", "required"),
-        ("ssl.keystore.type", "PEM"),
-        ("ssl.keystore.location", &keystore),
-        ("ssl.truststore.type", "PEM"),
-        ("ssl.truststore.location", &ca_file),
     ] {
         spec = spec.with_override(k, v);
     }
+    spec = with_pem_stores(spec, &keystore, &ca_file);
     let cluster = Cluster::start(&common::strand_bin(), spec).unwrap();
     let bootstrap = cluster.bootstrap();
     let first = cluster.broker_addr(1).unwrap();
@@ -630,6 +641,104 @@ fn three_brokers_replicate_over_sasl_ssl() {
     args.extend(conf);
     let out = py(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.starts_with("err _AUTHENTICATION"), "{out}");
+}
+
+/// Three controllers and three brokers with every listener secured: clients on SASL_SSL
+/// (PLAIN), the brokers among themselves on SASL_SSL with mutual TLS, and
+/// the controller listener (Raft, broker registrations and heartbeats,
+/// forwarded admin requests) on SSL with `ssl.client.auth=required`. The
+/// quorum forms over it and the three brokers register over it (a topic with three
+/// replicas and min.insync.replicas=3 takes acks=all writes, which come
+/// back through a group). A process without the cluster's certificate is
+/// not heard by a controller: a Raft vote at a term far ahead, sent over
+/// plain TCP, over TLS without a client certificate, or with a certificate
+/// from another CA, gets no answer (the connection is refused before a
+/// frame is read), while a harmless request with the brokers' certificate
+/// is answered; the cluster serves on afterwards.
+#[test]
+fn every_listener_secured_and_strangers_cannot_reach_the_quorum() {
+    use strand_compat_tests::{Cluster, ClusterSpec};
+    let (pki, ca) = Pki::new();
+    let ca_file = path_str(&pki.write("ca.pem", &ca.cert_pem()));
+    let (cert, key) = ca.sign("broker", &["localhost", "127.0.0.1"], false);
+    let keystore = path_str(&pki.write("broker.pem", &format!("{key}{cert}")));
+    let broker_cert = path_str(&pki.write("broker.crt", &cert));
+    let broker_key = path_str(&pki.write("broker.key", &key));
+    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";"#;
+    // The harness names the client listener PLAINTEXT; here it is SASL_SSL.
+    let mut spec = ClusterSpec::split(3, 3)
+        .with_extra_listener("INTERNAL")
+        .with_tcp_readiness();
+    for (k, v) in [
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:SASL_SSL,CONTROLLER:SSL,INTERNAL:SASL_SSL",
+        ),
+        ("inter.broker.listener.name", "INTERNAL"),
+        ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.internal.plain.sasl.jaas.config", jaas),
+        ("listener.name.plaintext.plain.sasl.jaas.config", jaas),
+        ("listener.name.internal.ssl.client.auth", "required"),
+        ("listener.name.controller.ssl.client.auth", "required"),
+    ] {
+        spec = spec.with_override(k, v);
+    }
+    spec = with_pem_stores(spec, &keystore, &ca_file);
+    let cluster = Cluster::start(&common::strand_bin(), spec).unwrap();
+    let bootstrap = cluster.bootstrap();
+    let client = [
+        "security.protocol=SASL_SSL".to_string(),
+        "sasl.mechanism=PLAIN".into(),
+        "sasl.username=alice".into(),
+        "sasl.password=alice-secret".into(),
+        format!("ssl.ca.location={ca_file}"),
+    ];
+    let with_client = |head: &[&str]| {
+        let mut args: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        args.extend(client.iter().cloned());
+        py(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    assert_eq!(
+        with_client(&["create", &bootstrap, "sealed", "3", "3"]),
+        "ok"
+    );
+    assert_eq!(
+        with_client(&["roundtrip", &bootstrap, "sealed", "300"]),
+        "ok 300"
+    );
+
+    let (other_ca_cert, other_ca_key) =
+        Issuer::ca("Another CA").sign("intruder", &["127.0.0.1"], false);
+    let other = format!(
+        "{}:{}",
+        path_str(&pki.write("intruder.crt", &other_ca_cert)),
+        path_str(&pki.write("intruder.key", &other_ca_key))
+    );
+    let trusted = format!("{broker_cert}:{broker_key}");
+    for id in cluster.controller_ids() {
+        let addr = cluster.controller_addr(id).unwrap();
+        for stranger in ["plaintext", "none", other.as_str()] {
+            let out = py(&["controller-probe", &addr, &ca_file, stranger, "vote"]);
+            assert!(
+                out.starts_with("refused"),
+                "controller {id} heard a stranger ({stranger}): {out}"
+            );
+        }
+        let out = py(&["controller-probe", &addr, &ca_file, &trusted, "harmless"]);
+        assert!(
+            out.starts_with("answered {\"Controller\""),
+            "controller {id} with the cluster's certificate: {out}"
+        );
+    }
+    assert_eq!(
+        with_client(&["create", &bootstrap, "after", "3", "3"]),
+        "ok"
+    );
+    assert_eq!(
+        with_client(&["roundtrip", &bootstrap, "after", "100"]),
+        "ok 100"
+    );
 }
 
 /// The rdkafka crate (librdkafka with OpenSSL) over SASL_SSL with

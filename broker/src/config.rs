@@ -633,22 +633,33 @@ impl BrokerConfig {
         for l in &listeners {
             listener_protocols.insert(l.name.clone(), security_protocol(&l.name, &protocol_map)?);
         }
-        // The controller's connections (Raft, registrations, heartbeats)
-        // speak PLAINTEXT only so far: a controller listener with another
-        // protocol must not start half-working.
+        // The controller listener need not be among a broker-only node's
+        // listeners, but its protocol is what this node connects with.
         let controller_names = get("controller.listener.names");
-        for l in &listeners {
-            let p = listener_protocols[&l.name];
-            if controller_names.split(',').any(|c| c.trim() == l.name)
-                && p != SecurityProtocol::Plaintext
-            {
+        for name in controller_names
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            let mapped = protocol_map
+                .split(',')
+                .any(|pair| pair.split_once(':').is_some_and(|(n, _)| n.trim() == name));
+            if !listener_protocols.contains_key(name) && mapped {
+                listener_protocols
+                    .insert(name.to_string(), security_protocol(name, &protocol_map)?);
+            }
+        }
+        // Controller connections (Raft, registrations, heartbeats) are
+        // PLAINTEXT or TLS (with mutual TLS as the credential): SASL there
+        // must not start half-working.
+        for name in controller_names.split(',').map(str::trim) {
+            if let Some(p) = listener_protocols.get(name).filter(|p| p.uses_sasl()) {
                 return Err(invalid(
                     "listener.security.protocol.map",
                     &protocol_map,
                     format!(
-                        "{} on the controller listener {} is not implemented by Strand yet (controller connections are PLAINTEXT)",
-                        p.name(),
-                        l.name
+                        "{} on the controller listener {name} is not implemented by Strand (use SSL with ssl.client.auth=required: the certificate is the credential)",
+                        p.name()
                     ),
                 ));
             }
@@ -1052,35 +1063,52 @@ mod tests {
             ("ssl.client.auth", "always")
         ])
         .is_err());
-        // Controller connections speak PLAINTEXT only so far.
-        for pairs in [
-            vec![
-                (
-                    "listeners",
-                    "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-                ),
-                (
-                    "listener.security.protocol.map",
-                    "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
-                ),
-            ],
-            vec![
-                (
-                    "listeners",
-                    "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
-                ),
-                ("controller.listener.names", "CTRL"),
-                (
-                    "listener.security.protocol.map",
-                    "PLAINTEXT:PLAINTEXT,CTRL:SASL_PLAINTEXT",
-                ),
-            ],
-        ] {
-            let err = cfg(&pairs)
-                .expect_err("needs secure inter-node connections")
-                .to_string();
-            assert!(err.contains("not implemented"), "{err}");
-        }
+        // No SASL on the controller listener.
+        let err = cfg(&[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
+            ),
+            ("controller.listener.names", "CTRL"),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CTRL:SASL_PLAINTEXT",
+            ),
+        ])
+        .expect_err("SASL on the controller listener is refused")
+        .to_string();
+        assert!(err.contains("not implemented"), "{err}");
+        // TLS on the controller listener; a broker-only node, which does
+        // not listen on it, still connects with its protocol.
+        let combined = cfg(&[
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            combined.security_protocol("CONTROLLER"),
+            SecurityProtocol::Ssl
+        );
+        let broker_only = cfg(&[
+            ("process.roles", "broker"),
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("controller.quorum.voters", "1@127.0.0.1:9093"),
+            (
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            broker_only.security_protocol("CONTROLLER"),
+            SecurityProtocol::Ssl
+        );
         let ok = cfg(&[
             (
                 "listeners",

@@ -49,6 +49,17 @@ pub fn transport(config: &BrokerConfig) -> Result<Arc<dyn Transport>, String> {
     Ok(Arc::new(SecureTransport { tls, sasl }))
 }
 
+/// TLS alone to `listener`'s peers (the controller listener's channel).
+pub(crate) fn tls_transport(
+    listener: &str,
+    setting: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Transport>, String> {
+    Ok(Arc::new(SecureTransport {
+        tls: Some(tls_connector(listener, setting)?),
+        sasl: None,
+    }))
+}
+
 fn sasl_credentials(config: &BrokerConfig, listener: &str) -> Result<SaslCredentials, String> {
     let mechanism = config
         .listener_setting(listener, "sasl.mechanism.inter.broker.protocol")

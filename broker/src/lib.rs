@@ -30,6 +30,7 @@ pub mod background;
 pub mod broker_client;
 pub mod config;
 pub mod connection_quotas;
+pub mod controller_channel;
 pub mod controller_link;
 pub mod coordinator_runtime;
 pub mod disk;

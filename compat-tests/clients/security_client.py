@@ -7,8 +7,19 @@ tests/security.rs. One command per run; prints one line: "ok ..." or
   describe <bootstrap> <user> [k=v ...]
   roundtrip <bootstrap> <topic> <count> [k=v ...]   (acks=all, idempotent;
       then reads the topic back with a read_committed consumer)
+  create <bootstrap> <topic> <partitions> <replicas> [k=v ...]   (once that
+      many brokers are registered; min.insync.replicas = replicas)
+  controller-probe <host:port> <ca.pem> <none|cert.pem:key.pem|plaintext> <vote|harmless>
+      (on a controller listener: with "vote" a Raft Vote at a term far
+      ahead first, then a harmless controller request: "answered <the first
+      answer>" or "refused ...")
 """
+import json
+import socket
+import ssl
+import struct
 import sys
+import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -96,6 +107,72 @@ def roundtrip(bootstrap, topic, count, extra):
     print(f"ok {count}")
 
 
+def create(bootstrap, topic, partitions, replicas, extra):
+    from confluent_kafka.admin import NewTopic
+    conf = settings(bootstrap, extra)
+    conf["error_cb"] = fatal_errors
+    admin = AdminClient(conf)
+    deadline = time.time() + 60
+    while len(admin.list_topics(timeout=10).brokers) < replicas:
+        if time.time() > deadline:
+            raise Failed(f"TIMEOUT fewer than {replicas} brokers registered")
+        time.sleep(0.2)
+    new = NewTopic(topic, partitions, replicas,
+                   config={"min.insync.replicas": str(replicas)})
+    admin.create_topics([new], request_timeout=30)[topic].result()
+    print("ok")
+
+
+def frame(value):
+    body = json.dumps(value).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def read_frame(sock):
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    (n,) = struct.unpack(">I", head)
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return json.loads(body)
+
+
+def controller_probe(addr, ca, credential, what):
+    host, port = addr.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        if credential != "plaintext":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.load_verify_locations(ca)
+            if credential != "none":
+                cert, key = credential.split(":", 1)
+                ctx.load_cert_chain(cert, key)
+            sock = ctx.wrap_socket(sock, server_hostname=host)
+        # What a stranger would send: a vote for itself at a term far ahead
+        # (a node that counted it would step down).
+        if what == "vote":
+            sock.sendall(frame({"Vote": {"vote": {"leader_id": {"term": 1000000, "node_id": 99},
+                                                  "committed": False},
+                                         "last_log_id": None}}))
+        sock.sendall(frame({"Controller": None}))
+        answer = read_frame(sock)
+    except (ssl.SSLError, OSError) as e:
+        print(f"refused {type(e).__name__} {e}")
+        return
+    if answer is None:
+        print("refused closed")
+    else:
+        print("answered " + json.dumps(answer)[:200])
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
@@ -103,6 +180,10 @@ def main():
             alter(args[0], args[1], args[2], args[3], args[4:])
         elif cmd == "describe":
             describe(args[0], args[1], args[2:])
+        elif cmd == "create":
+            create(args[0], args[1], int(args[2]), int(args[3]), args[4:])
+        elif cmd == "controller-probe":
+            controller_probe(args[0], args[1], args[2], args[3])
         elif cmd == "roundtrip":
             roundtrip(args[0], args[1], int(args[2]), args[3:])
         else:

@@ -93,6 +93,11 @@ pub struct ClusterSpec {
     /// PLAINTEXT one; its security protocol and settings come from
     /// `overrides` (e.g. `inter.broker.listener.name` naming it).
     pub extra_listener: Option<String>,
+    /// Readiness is only that every port accepts TCP connections: for a
+    /// cluster whose PLAINTEXT-named listener is mapped to a secured
+    /// protocol, which the harness's plaintext probe cannot speak; the
+    /// test then waits for what it needs with a client that can.
+    pub tcp_readiness: bool,
 }
 
 /// A node's own host: an address in a network namespace (`ip netns`). The
@@ -132,6 +137,7 @@ impl ClusterSpec {
             parent_death_signal: None,
             hosts: Vec::new(),
             extra_listener: None,
+            tcp_readiness: false,
         }
     }
 
@@ -159,6 +165,12 @@ impl ClusterSpec {
     /// Every broker also listens on listener `name` ([`ClusterSpec::extra_listener`]).
     pub fn with_extra_listener(mut self, name: impl Into<String>) -> Self {
         self.extra_listener = Some(name.into());
+        self
+    }
+
+    /// [`ClusterSpec::tcp_readiness`].
+    pub fn with_tcp_readiness(mut self) -> Self {
+        self.tcp_readiness = true;
         self
     }
 
@@ -394,6 +406,7 @@ pub struct Cluster {
     start_timeout: Duration,
     parent_death_signal: Option<i32>,
     extra_listener: Option<String>,
+    tcp_readiness: bool,
     nodes: Vec<Node>,
     correlation: i32,
 }
@@ -507,6 +520,7 @@ impl Cluster {
             start_timeout,
             parent_death_signal: spec.parent_death_signal,
             extra_listener: spec.extra_listener,
+            tcp_readiness: spec.tcp_readiness,
             nodes,
             correlation: 0,
         };
@@ -847,6 +861,12 @@ impl Cluster {
         for (id, addr) in &live_brokers {
             self.correlation = self.correlation.wrapping_add(2);
             let sa: SocketAddr = addr.parse().expect("loopback address");
+            if self.tcp_readiness {
+                if let Err(e) = TcpStream::connect_timeout(&sa, PROBE_TIMEOUT) {
+                    problems.push((*id, format!("broker {id} ({addr}): {e}")));
+                }
+                continue;
+            }
             match describe_cluster(sa, self.correlation, PROBE_TIMEOUT) {
                 Err(e) => problems.push((*id, format!("broker {id} ({addr}): {e}"))),
                 Ok(view) => {

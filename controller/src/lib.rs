@@ -23,6 +23,7 @@ use manager::cluster::BrokerHeartbeats;
 use manager::replication::ElectionType;
 use manager::{ApiError, ControllerConfig};
 use openraft::BasicNode;
+pub use raft::network::{BoxRpcStream, PlainRpc, RpcFuture, RpcSecurity};
 use raft::network::{Network, RpcClient, RpcRequest, RpcResponse};
 use raft::store::StateMachineStore;
 use raft::{MetadataBatch, NodeId, Raft};
@@ -220,6 +221,8 @@ pub struct QuorumSettings {
     pub write_lease_ms: u64,
     /// The bound controller listener; None for a lone voter that needs no network.
     pub listener: Option<tokio::net::TcpListener>,
+    /// How controller connections are opened and admitted (`PlainRpc` for TCP).
+    pub rpc: Arc<dyn RpcSecurity>,
     pub controller: ControllerConfig,
     /// What broker sessions are timed by (its monotonic side; a
     /// simulation's own time in `tests/quorum_sim.rs`).
@@ -273,7 +276,7 @@ pub enum StartError {
 /// Starts this node's controller: store, Raft, RPC listener, event loop.
 pub async fn start_controller(settings: QuorumSettings) -> Result<ControllerNode, StartError> {
     let config = raft_config(&settings)?;
-    let network = Network::default();
+    let network = Network::new(settings.rpc.clone());
     let (raft, sm) = match &settings.store {
         StoreKind::Rocks(dir) => {
             let (log, sm) = raft::store::open_rocks(dir)?;
@@ -373,7 +376,10 @@ pub async fn start_on_raft(
         .voters
         .iter()
         .filter(|(id, _)| **id != settings.node_id)
-        .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone()))))
+        .map(|(id, addr)| {
+            let client = RpcClient::new(addr.clone(), settings.rpc.clone());
+            (*id, Arc::new(client))
+        })
         .collect();
     let local_leader = {
         let mut metrics = raft.metrics();
@@ -401,14 +407,21 @@ pub async fn start_on_raft(
     if let Some(listener) = settings.listener {
         let sm = sm.clone();
         let tx = tx.clone();
-        tokio::spawn(raft::network::serve(listener, raft.clone(), move |value| {
+        let serve_request = move |value| {
             let sm = sm.clone();
             let tx = tx.clone();
             async move {
                 serde_json::to_value(serve_remote(value, &sm, &tx).await)
                     .unwrap_or(serde_json::Value::Null)
             }
-        }));
+        };
+        let rpc = settings.rpc.clone();
+        tokio::spawn(raft::network::serve(
+            listener,
+            rpc,
+            raft.clone(),
+            serve_request,
+        ));
     }
     let controller = Controller {
         config: settings.controller,
@@ -483,10 +496,13 @@ async fn fetch_image(
 /// A handle for a broker that is not a controller: requests go to the
 /// controllers over RPC, and a background task follows the committed metadata
 /// (deltas of records, or the whole image when it is too far behind).
-pub fn remote_handle(voters: &BTreeMap<NodeId, String>) -> ControllerHandle {
+pub fn remote_handle(
+    voters: &BTreeMap<NodeId, String>,
+    rpc: Arc<dyn RpcSecurity>,
+) -> ControllerHandle {
     let peers: BTreeMap<NodeId, Arc<RpcClient>> = voters
         .iter()
-        .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone()))))
+        .map(|(id, addr)| (*id, Arc::new(RpcClient::new(addr.clone(), rpc.clone()))))
         .collect();
     let (publish, image) = watch::channel(Arc::new(MetadataImage::default()));
     let handle = ControllerHandle {

@@ -30,6 +30,7 @@ fn settings() -> QuorumSettings {
         session_timeout_ms: 60_000,
         write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
+        rpc: strand_controller::PlainRpc::shared(),
         controller: ControllerConfig {
             node_id: BrokerId::new(1),
             num_partitions: 1,

@@ -48,6 +48,7 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
         session_timeout_ms: SESSION_MS,
         write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
+        rpc: strand_controller::PlainRpc::shared(),
         controller: ControllerConfig {
             node_id: BrokerId::new(1),
             num_partitions: 1,

@@ -284,6 +284,7 @@ fn main() -> ExitCode {
         parent_death_signal: Some(libc::SIGTERM),
         hosts: Vec::new(),
         extra_listener: None,
+        tcp_readiness: false,
     };
     let mut stdout = io::stdout().lock();
     eprintln!(

@@ -7,6 +7,11 @@
 //! Wire format: each message is a 4-byte big-endian length and a JSON body.
 //! A connection carries one request at a time; the client keeps it open and
 //! reconnects after any error.
+//!
+//! How connections are opened and admitted is the node's [`RpcSecurity`]:
+//! plain TCP ([`PlainRpc`]), or what the binary plugs in for a secured
+//! controller listener (TLS, with the peer's certificate as its credential).
+//! The framing runs on whatever stream it gives.
 
 use super::{NodeId, Raft, TypeConfig};
 use openraft::error::{
@@ -19,10 +24,59 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// A controller RPC connection: TCP, or TLS over it.
+pub trait RpcStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> RpcStream for T {}
+
+pub type BoxRpcStream = Box<dyn RpcStream>;
+pub type RpcFuture<T> = Pin<Box<dyn Future<Output = std::io::Result<T>> + Send>>;
+
+/// How this node opens connections to controller listeners and admits the
+/// ones made to its own. An error from `accept` closes the connection
+/// before any request is read: an unauthenticated peer can neither vote,
+/// append, nor send a controller request.
+pub trait RpcSecurity: Send + Sync + 'static {
+    fn connect(&self, addr: &str) -> RpcFuture<BoxRpcStream>;
+    fn accept(&self, stream: TcpStream, peer: SocketAddr) -> RpcFuture<BoxRpcStream>;
+}
+
+/// Plain TCP: every peer that reaches the port is admitted.
+pub struct PlainRpc;
+
+impl PlainRpc {
+    pub fn shared() -> Arc<dyn RpcSecurity> {
+        Arc::new(PlainRpc)
+    }
+}
+
+impl RpcSecurity for PlainRpc {
+    fn connect(&self, addr: &str) -> RpcFuture<BoxRpcStream> {
+        let addr = addr.to_string();
+        Box::pin(async move {
+            let s = TcpStream::connect(&addr).await?;
+            s.set_nodelay(true)?;
+            Ok(Box::new(s) as BoxRpcStream)
+        })
+    }
+
+    fn accept(&self, stream: TcpStream, _peer: SocketAddr) -> RpcFuture<BoxRpcStream> {
+        Box::pin(async move {
+            stream.set_nodelay(true)?;
+            Ok(Box::new(stream) as BoxRpcStream)
+        })
+    }
+}
+
+/// How long a peer has to complete its TLS handshake.
+const ADMIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Largest RPC frame accepted (snapshots are sent in chunks well below this).
 pub const MAX_RPC_FRAME: usize = 64 << 20;
@@ -48,7 +102,10 @@ pub enum RpcResponse {
     Error(String),
 }
 
-async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io::Result<()> {
+async fn write_frame<S: AsyncWrite + Unpin + ?Sized>(
+    stream: &mut S,
+    value: &impl Serialize,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     let mut frame = Vec::with_capacity(body.len() + 4);
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -56,7 +113,9 @@ async fn write_frame(stream: &mut TcpStream, value: &impl Serialize) -> std::io:
     stream.write_all(&frame).await
 }
 
-async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
+async fn read_frame<T: for<'de> Deserialize<'de>, S: AsyncRead + Unpin + ?Sized>(
+    stream: &mut S,
+) -> std::io::Result<T> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).await?;
     let len = u32::from_be_bytes(len) as usize;
@@ -75,13 +134,15 @@ async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std
 /// A client for one peer's controller listener.
 pub struct RpcClient {
     addr: String,
-    conn: tokio::sync::Mutex<Option<TcpStream>>,
+    security: Arc<dyn RpcSecurity>,
+    conn: tokio::sync::Mutex<Option<BoxRpcStream>>,
 }
 
 impl RpcClient {
-    pub fn new(addr: impl Into<String>) -> RpcClient {
+    pub fn new(addr: impl Into<String>, security: Arc<dyn RpcSecurity>) -> RpcClient {
         RpcClient {
             addr: addr.into(),
+            security,
             conn: tokio::sync::Mutex::new(None),
         }
     }
@@ -108,14 +169,10 @@ impl RpcClient {
         let exchange = async {
             let mut stream = match taken {
                 Some(s) => s,
-                None => {
-                    let s = TcpStream::connect(&self.addr).await?;
-                    s.set_nodelay(true)?;
-                    s
-                }
+                None => self.security.connect(&self.addr).await?,
             };
             write_frame(&mut stream, request).await?;
-            let response = read_frame::<RpcResponse>(&mut stream).await?;
+            let response = read_frame::<RpcResponse, _>(&mut stream).await?;
             Ok::<_, std::io::Error>((response, stream))
         };
         match tokio::time::timeout(timeout, exchange).await {
@@ -134,23 +191,38 @@ impl RpcClient {
 
 /// Serves the controller listener: Raft RPCs go to the local Raft instance,
 /// controller requests to `on_controller_request`.
-pub async fn serve<F, Fut>(listener: TcpListener, raft: Raft, on_controller_request: F)
-where
+pub async fn serve<F, Fut>(
+    listener: TcpListener,
+    security: Arc<dyn RpcSecurity>,
+    raft: Raft,
+    on_controller_request: F,
+) where
     F: Fn(serde_json::Value) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = serde_json::Value> + Send,
 {
     loop {
-        let (mut stream, peer) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "controller listener accept failed");
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         let raft = raft.clone();
         let handler = on_controller_request.clone();
+        let admitting = security.accept(stream, peer);
         tokio::spawn(async move {
+            let mut stream = match tokio::time::timeout(ADMIT_TIMEOUT, admitting).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::warn!(%peer, error = %e, "controller listener refused a connection");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%peer, "controller listener: a connection was not admitted in time");
+                    return;
+                }
+            };
             loop {
                 let request: RpcRequest = match read_frame(&mut stream).await {
                     Ok(r) => r,
@@ -180,18 +252,26 @@ where
 }
 
 /// openraft's network factory: one `RpcClient` per target node.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Network {
+    security: Arc<dyn RpcSecurity>,
     clients: Arc<parking_lot::Mutex<std::collections::HashMap<NodeId, Arc<RpcClient>>>>,
 }
 
 impl Network {
+    pub fn new(security: Arc<dyn RpcSecurity>) -> Network {
+        Network {
+            security,
+            clients: Default::default(),
+        }
+    }
+
     fn client(&self, target: NodeId, node: &BasicNode) -> Arc<RpcClient> {
         let mut clients = self.clients.lock();
         match clients.get(&target) {
             Some(c) if c.addr() == node.addr => c.clone(),
             _ => {
-                let c = Arc::new(RpcClient::new(node.addr.clone()));
+                let c = Arc::new(RpcClient::new(node.addr.clone(), self.security.clone()));
                 clients.insert(target, c.clone());
                 c
             }
@@ -326,7 +406,7 @@ mod tests {
     #[tokio::test]
     async fn a_timed_out_exchange_never_answers_the_next_request() {
         let addr = echo_peer(Duration::from_millis(300)).await;
-        let client = RpcClient::new(addr);
+        let client = RpcClient::new(addr, PlainRpc::shared());
         let first = RpcRequest::Controller(serde_json::json!("first"));
         let err = client
             .call(&first, Duration::from_millis(50))
@@ -342,7 +422,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_exchange_never_answers_the_next_request() {
         let addr = echo_peer(Duration::from_millis(300)).await;
-        let client = RpcClient::new(addr);
+        let client = RpcClient::new(addr, PlainRpc::shared());
         // The caller gives up (drops the future) with the request on the wire.
         let first = RpcRequest::Controller(serde_json::json!("first"));
         let dropped = tokio::time::timeout(

@@ -476,6 +476,7 @@ async fn start_quorum(
                 session_timeout_ms: SESSION_TIMEOUT_MS,
                 write_lease_ms: WRITE_LEASE_MS,
                 listener: None,
+                rpc: strand_controller::PlainRpc::shared(),
                 controller: ControllerConfig {
                     node_id: BrokerId::new(id as i32),
                     num_partitions: PARTITIONS,
