@@ -620,25 +620,8 @@ fn kafka_acls_tool_and_a_real_client() {
         common::create_topic_with(&mut admin, "orders", 2, 1, &[]).unwrap(),
         0
     );
-    let tool = |args: &[&str]| {
-        let out = std::process::Command::new(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("compat-tests/scripts/kafka-tool.sh"),
-        )
-        .arg("kafka-acls")
-        .args(["--bootstrap-server", &broker.addr()])
-        .args(args)
-        .env("STRAND_KAFKA_DIR", &dist.dir)
-        .output()
-        .expect("kafka-acls runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "kafka-acls {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
+    let addr = broker.addr();
+    let tool = |args: &[&str]| common::kafka_tool(&dist.dir, "kafka-acls", &addr, args);
     tool(&[
         "--add",
         "--allow-principal",

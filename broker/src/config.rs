@@ -252,6 +252,9 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("authorizer.class.name", ""),
     ("super.users", ""),
     ("allow.everyone.if.no.acl.found", "false"),
+    // Client quotas: the rate is measured over this many windows of this size.
+    ("quota.window.num", "11"),
+    ("quota.window.size.seconds", "1"),
     // Strand's own (README, "Write leases"): not Kafka settings.
     ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
     // Empty: derived from broker.session.timeout.ms (two thirds of it), and
@@ -372,6 +375,7 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         }
         "max.connections" | "max.connections.per.ip" => int(0),
         "connections.max.reauth.ms" => int(0),
+        "quota.window.num" | "quota.window.size.seconds" => int(1),
         "allow.everyone.if.no.acl.found" => match value {
             "true" | "false" => Ok(()),
             _ => Err(invalid(key, value, "expected true or false")),

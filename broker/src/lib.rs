@@ -28,6 +28,7 @@ pub mod authentication;
 pub mod authorizer;
 pub mod background;
 pub mod broker_client;
+pub mod client_quotas;
 pub mod config;
 pub mod connection_quotas;
 pub mod controller_channel;

@@ -136,6 +136,8 @@ pub struct ReplicaManager {
     pub log_dir_failures: Arc<strand_partition::log_dir_failure::LogDirFailures>,
     /// ACL decisions (`authorizer.class.name`).
     pub authorizer: crate::authorizer::Authorizer,
+    /// Client quotas' usage (`quota.window.*`; the quotas are the image's).
+    pub quotas: crate::client_quotas::ClientQuotaManager,
 }
 
 impl ReplicaManager {
@@ -154,6 +156,17 @@ impl ReplicaManager {
             transport.clone(),
         );
         let authorizer = crate::authorizer::Authorizer::new(&config);
+        let setting = |key: &str, default: i64| {
+            config
+                .setting(key)
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        let quotas =
+            crate::client_quotas::ClientQuotaManager::new(crate::client_quotas::QuotaWindow {
+                samples: setting("quota.window.num", 11).clamp(1, 1000) as u32,
+                window_ms: setting("quota.window.size.seconds", 1).max(1) * 1000,
+            });
         ReplicaManager {
             config,
             controller,
@@ -170,6 +183,7 @@ impl ReplicaManager {
             listeners: RwLock::new(Vec::new()),
             log_dir_failures: strand_partition::log_dir_failure::LogDirFailures::new(),
             authorizer,
+            quotas,
         }
     }
 

@@ -14,6 +14,7 @@
 //! response's buffer is given back once it is written.
 
 use crate::authentication::{Admission, ConnAuth};
+use crate::client_quotas::Throttle;
 use crate::connection_quotas::{ConnectionQuotas, ConnectionSlot};
 use crate::handlers;
 use crate::handlers::api_versions_response;
@@ -301,7 +302,7 @@ async fn connection<S: ServerConn>(
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
         let from = (client_host.as_str(), &listener);
-        let answer = Box::pin(handle_frame(
+        let (answer, throttle) = Box::pin(handle_frame(
             &node,
             frame,
             bytes,
@@ -332,6 +333,14 @@ async fn connection<S: ServerConn>(
         stream.flush().await?;
         if out.capacity() > KEPT_RESPONSE_BUFFER {
             out = BytesMut::new();
+        }
+        // A quota's throttle: answered at once, then nothing more is read
+        // from this connection until it has passed (KIP-219).
+        if throttle > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(throttle)) => {}
+                _ = shutdown.changed() => return Err(Closed::Shutdown),
+            }
         }
     }
 }
@@ -382,14 +391,16 @@ async fn handle_frame(
     out: &mut BytesMut,
     (client_host, listener): (&str, &Arc<str>),
     (security, auth): (&ListenerSecurity, &mut ConnAuth),
-) -> Result<Answer, Closed> {
+) -> Result<(Answer, Throttle), Closed> {
+    let unthrottled = |a: Answer| Ok((a, 0));
+    let frame_len = frame.len();
     if auth.wants_raw_token() {
         drop(pool_bytes);
         return match auth.raw_token(node, security, &frame) {
             crate::authentication::RawAnswer::Token(token) => {
                 out.put_i32(token.len() as i32);
                 out.put_slice(&token);
-                Ok(Answer::Buffered)
+                unthrottled(Answer::Buffered)
             }
             crate::authentication::RawAnswer::Close(why) => Err(Closed::Authentication(why)),
         };
@@ -407,7 +418,7 @@ async fn handle_frame(
             // KIP-511: answer in v0 with our ranges so the client can pick a version.
             let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
             encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
-            return Ok(Answer::Buffered);
+            return unthrottled(Answer::Buffered);
         }
     };
     let correlation_id = header.correlation_id;
@@ -425,11 +436,11 @@ async fn handle_frame(
         Admission::Serve => {}
         Admission::Answer(response) => {
             encode(&response);
-            return Ok(Answer::Buffered);
+            return unthrottled(Answer::Buffered);
         }
         Admission::AnswerThenClose(response) => {
             encode(&response);
-            return Ok(Answer::BufferedThenClose("authentication failed".into()));
+            return unthrottled(Answer::BufferedThenClose("authentication failed".into()));
         }
         Admission::Close(why) => {
             tracing::info!(%why, "closing connection");
@@ -449,11 +460,45 @@ async fn handle_frame(
             .unwrap_or_default(),
         slices: SliceRegistry::default(),
     };
-    let Some(response) = handlers::dispatch(node, &ctx, request)
-        .await
-        .map_err(Closed::Protocol)?
-    else {
-        return Ok(Answer::None);
+    let image = node.broker.image();
+    let who = (ctx.principal.name.as_str(), ctx.client_id.as_str());
+    let mut request = request;
+    let metered = node
+        .broker
+        .quotas
+        .meter(&image, &mut request, who, frame_len);
+    let (response, handling) = if metered.request_time {
+        // The time this request spends on the async workers (its polls),
+        // not its waits: Kafka's request-handler thread time.
+        let mut running = Box::pin(handlers::dispatch(node, &ctx, request));
+        let mut handling = Duration::ZERO;
+        let response = std::future::poll_fn(|cx| {
+            let start = std::time::Instant::now();
+            let r = std::future::Future::poll(running.as_mut(), cx);
+            handling += start.elapsed();
+            r
+        })
+        .await;
+        (response, handling)
+    } else {
+        (
+            handlers::dispatch(node, &ctx, request).await,
+            Duration::ZERO,
+        )
+    };
+    let mut response = response.map_err(Closed::Protocol)?;
+    let throttle = node.broker.quotas.settle(
+        &image,
+        metered,
+        who,
+        handling,
+        version,
+        response.as_mut(),
+        &ctx.slices,
+        node.broker.clock.now_ms(),
+    );
+    let Some(response) = response else {
+        return Ok((Answer::None, throttle));
     };
     let slices = ctx.slices.take();
     if slices.is_empty() {
@@ -464,7 +509,7 @@ async fn handle_frame(
             version,
             &response,
         );
-        return Ok(Answer::Buffered);
+        return Ok((Answer::Buffered, throttle));
     }
     // Only fetches hand out slices.
     let ResponseKind::Fetch(fetch) = &response else {
@@ -487,7 +532,7 @@ async fn handle_frame(
     match buf.finish(0..4) {
         Some((chunks, rest)) => {
             *out = rest;
-            Ok(Answer::Spliced(chunks))
+            Ok((Answer::Spliced(chunks), throttle))
         }
         None => {
             tracing::error!(?key, "a response's records could not be placed; closing");

@@ -868,6 +868,17 @@ impl Controller {
                 let records = manager::acls::remove_acls(&self.sm.image(), &ids);
                 ControllerReply::Each(vec![self.commit(records).await.map(|_| ())])
             }
+            ControllerRequest::AlterClientQuotas {
+                entries,
+                validate_only,
+            } => {
+                let r = self
+                    .decide_each(entries, validate_only, |img, (entity, ops)| {
+                        manager::alter_client_quotas(img, &entity, &ops).map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
             ControllerRequest::AlterUserScramCredentials { users } => {
                 let r = self
                     .decide_each(users, false, |img, (name, ops)| {

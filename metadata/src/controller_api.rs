@@ -13,6 +13,7 @@
 //! them against the registered brokers, a negative one included, in Kafka's
 //! order of checks, and turns them into `BrokerId`s there.
 
+use crate::quotas::{QuotaEntity, QuotaOp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -295,6 +296,11 @@ pub enum ControllerRequest {
     RemoveAcls {
         ids: Vec<Uuid>,
     },
+    /// AlterClientQuotas: each entity's changes, checked and applied together.
+    AlterClientQuotas {
+        entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
+        validate_only: bool,
+    },
 }
 
 /// The metadata quorum as the active controller sees it.
@@ -446,6 +452,23 @@ impl ControllerClient {
             .await
             .pop()
             .unwrap_or_else(|| Err(ApiError::not_controller()))
+    }
+
+    /// AlterClientQuotas: one result per entity, in order.
+    pub async fn alter_client_quotas(
+        &self,
+        entries: Vec<(QuotaEntity, Vec<QuotaOp>)>,
+        validate_only: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = entries.len();
+        self.call_each(
+            ControllerRequest::AlterClientQuotas {
+                entries,
+                validate_only,
+            },
+            n,
+        )
+        .await
     }
 
     /// AlterUserScramCredentials: one result per user, in order.

@@ -1,6 +1,7 @@
 //! The metadata image: what replaying the committed records builds. Brokers
 //! read topics, partitions, configs and brokers from here and from nowhere else.
 
+use crate::quotas::ClientQuotas;
 use crate::records::{
     AclRecord, BrokerRecord, ConfigMap, ConfigResource, MetadataRecord, PartitionRecord,
     ScramCredentialRecord,
@@ -36,6 +37,33 @@ pub struct MetadataImage {
     /// ACL bindings by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub acls: BTreeMap<Uuid, AclRecord>,
+    /// Client quotas by entity (serialised as pairs: JSON keys are strings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "as_pairs")]
+    pub client_quotas: ClientQuotas,
+}
+
+/// A map with structured keys, serialised as a list of (key, value) pairs.
+mod as_pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<
+        'de,
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+    >(
+        d: D,
+    ) -> Result<BTreeMap<K, V>, D::Error> {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
 }
 
 impl MetadataImage {
@@ -153,6 +181,22 @@ impl MetadataImage {
             MetadataRecord::RemoveAccessControlEntry { id } => {
                 self.acls.remove(id);
             }
+            MetadataRecord::ClientQuota { entity, key, value } => match value {
+                Some(v) => {
+                    self.client_quotas
+                        .entry(entity.clone())
+                        .or_default()
+                        .insert(key.clone(), *v);
+                }
+                None => {
+                    if let Some(keys) = self.client_quotas.get_mut(entity) {
+                        keys.remove(key);
+                        if keys.is_empty() {
+                            self.client_quotas.remove(entity);
+                        }
+                    }
+                }
+            },
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 if let Some(user) = self.scram_credentials.get_mut(name) {
                     user.remove(mechanism);

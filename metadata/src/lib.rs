@@ -16,6 +16,7 @@
 pub mod configs;
 pub mod controller_api;
 pub mod image;
+pub mod quotas;
 pub mod records;
 pub mod topic_name;
 

@@ -90,6 +90,13 @@ pub enum MetadataRecord {
         /// Kafka's ScramMechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
         mechanism: i8,
     },
+    /// Sets (Some) or removes (None) one quota of a client quota entity
+    /// (Kafka's ClientQuotaRecord).
+    ClientQuota {
+        entity: crate::quotas::QuotaEntity,
+        key: String,
+        value: Option<crate::quotas::QuotaValue>,
+    },
 }
 
 /// One ACL binding, with Kafka's wire codes (resource type, pattern type,

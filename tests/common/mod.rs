@@ -272,15 +272,30 @@ pub fn produce_values(
     timeout_ms: i32,
     values: &[String],
 ) -> std::io::Result<(i16, i64)> {
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    let resp = produce_batch(c, topic, partition, acks, timeout_ms, &values)?;
+    let p = &resp.responses[0].partition_responses[0];
+    Ok((p.error_code, p.base_offset))
+}
+
+/// [`produce_values`]' request, answered with the whole response.
+pub fn produce_batch(
+    c: &mut Client,
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    timeout_ms: i32,
+    values: &[&[u8]],
+) -> std::io::Result<kafka_protocol::messages::ProduceResponse> {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
     let recs: Vec<strand_protocol::testing::TestRecord> = values
         .iter()
-        .map(|v| (None, Some(Bytes::from(v.clone())), now))
+        .map(|v| (None, Some(Bytes::copy_from_slice(v)), now))
         .collect();
     let records = Bytes::from(strand_protocol::testing::encode_records(
         &recs,
@@ -297,9 +312,7 @@ pub fn produce_values(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(records))])]);
-    let resp: ProduceResponse = c.call(ApiKey::Produce, 9, &req)?;
-    let p = &resp.responses[0].partition_responses[0];
-    Ok((p.error_code, p.base_offset))
+    c.call(ApiKey::Produce, 9, &req)
 }
 
 /// What one consumer Fetch of one partition returned.
@@ -578,4 +591,30 @@ pub fn batch_around(body: &[u8], codec: i16, records: i32) -> Vec<u8> {
     let crc = crc32c::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     b
+}
+
+/// Runs one of the reference Kafka's tools (`compat-tests/scripts/kafka-tool.sh`)
+/// against `bootstrap`; its standard output, once it succeeded.
+pub fn kafka_tool(
+    kafka_dir: &std::path::Path,
+    tool: &str,
+    bootstrap: &str,
+    args: &[&str],
+) -> String {
+    let out = std::process::Command::new(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("compat-tests/scripts/kafka-tool.sh"),
+    )
+    .arg(tool)
+    .args(["--bootstrap-server", bootstrap])
+    .args(args)
+    .env("STRAND_KAFKA_DIR", kafka_dir)
+    .output()
+    .unwrap_or_else(|e| panic!("{tool} runs: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{tool} {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }

@@ -20,6 +20,8 @@ use strand_security::acl::{Operation, ResourceType, CLUSTER_NAME};
 const TOPIC_DENIED: i16 = 29;
 const GROUP_DENIED: i16 = 30;
 const CLUSTER_DENIED: i16 = 31;
+/// ClusterAuthorizationException's message where Kafka answers with its default.
+const CLUSTER_DENIED_MESSAGE: &str = "Cluster authorization failed.";
 const TXN_ID_DENIED: i16 = 53;
 const NOT_ATTEMPTED: i16 = 55;
 
@@ -447,6 +449,39 @@ pub fn before(broker: &ReplicaManager, ctx: &RequestContext, request: RequestKin
                         })
                         .collect(),
                 ),
+            ))
+        }
+        RequestKind::DescribeClientQuotas(_) if !c.cluster(DescribeConfigs) => {
+            // Kafka's answer carries no message here.
+            Gate::Answer(ResponseKind::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_entries(None),
+            ))
+        }
+        RequestKind::AlterClientQuotas(r) if !c.cluster(AlterConfigs) => {
+            use alter_client_quotas_response::{EntityData, EntryData};
+            let entries = r
+                .entries
+                .iter()
+                .map(|e| {
+                    EntryData::default()
+                        .with_entity(
+                            e.entity
+                                .iter()
+                                .map(|c| {
+                                    EntityData::default()
+                                        .with_entity_type(c.entity_type.clone())
+                                        .with_entity_name(c.entity_name.clone())
+                                })
+                                .collect(),
+                        )
+                        .with_error_code(CLUSTER_DENIED)
+                        .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE)))
+                })
+                .collect();
+            Gate::Answer(ResponseKind::AlterClientQuotas(
+                AlterClientQuotasResponse::default().with_entries(entries),
             ))
         }
         RequestKind::WriteTxnMarkers(r) if !c.cluster(Alter) && !c.cluster(ClusterAction) => {

@@ -12,6 +12,7 @@ mod groups;
 mod metadata;
 mod offsets;
 mod produce;
+mod quotas;
 mod txn;
 mod txn_markers;
 mod users;
@@ -156,6 +157,12 @@ pub async fn dispatch(
         RequestKind::AlterUserScramCredentials(r) => ResponseKind::AlterUserScramCredentials(
             users::alter_user_scram_credentials(broker, r).await,
         ),
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(quotas::describe_client_quotas(broker, r))
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(quotas::alter_client_quotas(broker, r).await)
+        }
         // The connection's authentication answers these (`authentication`).
         RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => {
             return Err("SASL request reached the handlers".into())

@@ -13,6 +13,7 @@
 //! - `producer_ids`: AllocateProducerIds.
 //! - `scram`: AlterUserScramCredentials.
 //! - `acls`: CreateAcls, DeleteAcls.
+//! - `quotas`: AlterClientQuotas.
 
 pub mod acls;
 pub mod cluster;
@@ -20,6 +21,7 @@ mod common;
 pub mod configs;
 pub mod placement;
 pub mod producer_ids;
+pub mod quotas;
 pub mod replication;
 pub mod scram;
 pub mod topics;
@@ -30,6 +32,7 @@ pub use cluster::{
 };
 pub use configs::{alter_topic_configs, ConfigOp};
 pub use producer_ids::allocate_producer_ids;
+pub use quotas::alter_client_quotas;
 pub use replication::{
     alter_partition, elect_leaders, elect_preferred, AlterPartitionRequest, AlterPartitionState,
     ElectionResult, ElectionType,
