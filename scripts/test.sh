@@ -61,26 +61,49 @@ for acks in 1 all; do
     done
 done
 
-# Every must-pass test runs once: the client-side ones (what a cluster does
-# not change, librdkafka-3node-except.txt) on one node, the rest on three.
-echo "== librdkafka test suite: the must-pass tests a cluster does not change, on one node"
+# Every must-pass test runs once, with every listener of every node on
+# SASL_SSL (clients as a SCRAM-SHA-512 user, brokers with PLAIN and mutual
+# TLS between them, the controller listener on mutual TLS): the client-side
+# ones (what a cluster does not change, librdkafka-3node-except.txt) on one
+# node, the rest on three; the few upstream runs only without client
+# security (librdkafka-plaintext.txt) on one PLAINTEXT node with an
+# authorizer and Kafka's kafka-acls.
+echo "== librdkafka test suite, SASL_SSL: the must-pass tests a cluster does not change, on one node"
 suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --suite "$suite" \
+    --security sasl_ssl \
     --list compat-tests/librdkafka-3node-except.txt \
+    --except compat-tests/librdkafka-plaintext.txt \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
 
-echo "== librdkafka test suite: the rest of the must-pass lists (incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
+echo "== librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --nodes 3 \
     --override default.replication.factor=3 \
     --suite "$suite" \
+    --security sasl_ssl \
+    --test-override 0142:connections.max.reauth.ms=10000 \
+    --test-override 0142:listener.name.internal.connections.max.reauth.ms=0 \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --must-pass compat-tests/librdkafka-must-pass-3node.txt \
     --except compat-tests/librdkafka-3node-except.txt \
+    --except compat-tests/librdkafka-plaintext.txt \
     --out "$STRAND_CACHE/librdkafka-results-3node"
+
+echo "== librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security"
+"$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --suite "$suite" \
+    --kafka-tool compat-tests/scripts/kafka-tool.sh \
+    --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+    --override allow.everyone.if.no.acl.found=true \
+    --override super.users=User:admin \
+    --list compat-tests/librdkafka-plaintext.txt \
+    --must-pass compat-tests/librdkafka-must-pass.txt \
+    --out "$STRAND_CACHE/librdkafka-results-plaintext"
 
 echo "== all tests passed in $((SECONDS - start))s"

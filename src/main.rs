@@ -75,6 +75,14 @@ struct FormatArgs {
     /// A setting that wins over the file's (repeatable).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// A SCRAM user the cluster starts with, as kafka-storage takes it:
+    /// `SCRAM-SHA-512=[name=alice,password=alice-secret]` (repeatable).
+    #[arg(
+        short = 'S',
+        long = "add-scram",
+        value_name = "MECHANISM=[name=...,password=...]"
+    )]
+    add_scram: Vec<String>,
 }
 
 fn main() {
@@ -97,6 +105,7 @@ fn main() {
                 // `-c FILE` as kafka-storage takes it, or the file alone.
                 config: f.config.or(f.properties),
                 overrides: f.overrides,
+                add_scram: f.add_scram,
             };
             match meta::format(&opts) {
                 Ok(msg) => {
@@ -243,6 +252,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
             write_lease_ms: config.write_lease_ms,
             listener,
             rpc: controller_rpc.clone(),
+            bootstrap: meta::read_bootstrap(&log_dir)?,
             controller: ControllerConfig {
                 node_id: config.broker_id(),
                 num_partitions: config.num_partitions,

@@ -644,7 +644,8 @@ fn three_brokers_replicate_over_sasl_ssl() {
 }
 
 /// Three controllers and three brokers with every listener secured: clients on SASL_SSL
-/// (PLAIN), the brokers among themselves on SASL_SSL with mutual TLS, and
+/// (SCRAM-SHA-512), the brokers among themselves on SASL_SSL with mutual
+/// TLS and SCRAM-SHA-512 (both users made by `strand format --add-scram`), and
 /// the controller listener (Raft, broker registrations and heartbeats,
 /// forwarded admin requests) on SSL with `ssl.client.auth=required`. The
 /// quorum forms over it and the three brokers register over it (a topic with three
@@ -664,21 +665,29 @@ fn every_listener_secured_and_strangers_cannot_reach_the_quorum() {
     let keystore = path_str(&pki.write("broker.pem", &format!("{key}{cert}")));
     let broker_cert = path_str(&pki.write("broker.crt", &cert));
     let broker_key = path_str(&pki.write("broker.key", &key));
-    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_alice="alice-secret";"#;
+    let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";"#;
     // The harness names the client listener PLAINTEXT; here it is SASL_SSL.
+    // The SCRAM users exist from the start (`strand format --add-scram`):
+    // no listener is open to create them on.
     let mut spec = ClusterSpec::split(3, 3)
         .with_extra_listener("INTERNAL")
-        .with_tcp_readiness();
+        .with_tcp_readiness()
+        .with_format_arg("--add-scram")
+        .with_format_arg("SCRAM-SHA-512=[name=broker,password=broker-secret]")
+        .with_format_arg("--add-scram")
+        .with_format_arg("SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]");
     for (k, v) in [
         (
             "listener.security.protocol.map",
             "PLAINTEXT:SASL_SSL,CONTROLLER:SSL,INTERNAL:SASL_SSL",
         ),
         ("inter.broker.listener.name", "INTERNAL"),
-        ("sasl.mechanism.inter.broker.protocol", "PLAIN"),
-        ("sasl.enabled.mechanisms", "PLAIN"),
-        ("listener.name.internal.plain.sasl.jaas.config", jaas),
-        ("listener.name.plaintext.plain.sasl.jaas.config", jaas),
+        ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+        (
+            "listener.name.internal.scram-sha-512.sasl.jaas.config",
+            jaas,
+        ),
         ("listener.name.internal.ssl.client.auth", "required"),
         ("listener.name.controller.ssl.client.auth", "required"),
     ] {
@@ -689,7 +698,7 @@ fn every_listener_secured_and_strangers_cannot_reach_the_quorum() {
     let bootstrap = cluster.bootstrap();
     let client = [
         "security.protocol=SASL_SSL".to_string(),
-        "sasl.mechanism=PLAIN".into(),
+        "sasl.mechanism=SCRAM-SHA-512".into(),
         "sasl.username=alice".into(),
         "sasl.password=alice-secret".into(),
         format!("ssl.ca.location={ca_file}"),
@@ -741,45 +750,22 @@ fn every_listener_secured_and_strangers_cannot_reach_the_quorum() {
     );
 }
 
-/// The rdkafka crate (librdkafka with OpenSSL) over SASL_SSL with
-/// SCRAM-SHA-512: 200 messages produced acks=all idempotently come back in
-/// order; a wrong password cannot even fetch metadata.
-#[test]
-fn rdkafka_crate_over_sasl_ssl_scram() {
-    use rdkafka::config::ClientConfig;
+/// 200 messages produced acks=all idempotently with the rdkafka crate
+/// under `config`, then read back in order through a group.
+fn rdkafka_roundtrip(config: &rdkafka::config::ClientConfig, topic: &str) {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use rdkafka::Message;
     use std::time::Duration;
-    let s = start();
-    assert_eq!(
-        py(&[
-            "alter",
-            &s.broker.addr(),
-            "carl",
-            "SCRAM-SHA-512",
-            "carl-secret"
-        ]),
-        "ok"
-    );
-    let config = |password: &str| {
-        let mut c = ClientConfig::new();
-        c.set("bootstrap.servers", &s.sasl_ssl)
-            .set("security.protocol", "SASL_SSL")
-            .set("sasl.mechanism", "SCRAM-SHA-512")
-            .set("sasl.username", "carl")
-            .set("sasl.password", password)
-            .set("ssl.ca.location", path_str(&s.ca));
-        c
-    };
-    let producer: BaseProducer = config("carl-secret")
+    let producer: BaseProducer = config
+        .clone()
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .create()
         .unwrap();
     for i in 0..200 {
         let value = format!("rdkafka-{i}");
-        let mut record = BaseRecord::<(), str>::to("rdkafka-scram")
+        let mut record = BaseRecord::<(), str>::to(topic)
             .payload(&value)
             .partition(0);
         loop {
@@ -795,13 +781,14 @@ fn rdkafka_crate_over_sasl_ssl_scram() {
     producer
         .flush(Duration::from_secs(60))
         .expect("every message acknowledged");
-    let consumer: BaseConsumer = config("carl-secret")
-        .set("group.id", "rdkafka-scram-group")
+    let consumer: BaseConsumer = config
+        .clone()
+        .set("group.id", format!("{topic}-group"))
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
-    consumer.subscribe(&["rdkafka-scram"]).unwrap();
+    consumer.subscribe(&[topic]).unwrap();
     let mut values = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while values.len() < 200 && std::time::Instant::now() < deadline {
@@ -811,8 +798,67 @@ fn rdkafka_crate_over_sasl_ssl_scram() {
         }
     }
     let expected: Vec<String> = (0..200).map(|i| format!("rdkafka-{i}")).collect();
-    assert_eq!(values, expected);
-    let wrong: BaseProducer = config("wrong").create().unwrap();
-    let md = wrong.client().fetch_metadata(None, Duration::from_secs(10));
-    assert!(md.is_err(), "a wrong password fetches no metadata");
+    assert_eq!(values, expected, "{topic}");
+}
+
+/// Whether a client of `config` can fetch metadata at all.
+fn rdkafka_gets_metadata(config: &rdkafka::config::ClientConfig) -> bool {
+    use rdkafka::producer::{BaseProducer, Producer};
+    let client: BaseProducer = config.create().unwrap();
+    client
+        .client()
+        .fetch_metadata(None, std::time::Duration::from_secs(10))
+        .is_ok()
+}
+
+/// The rdkafka crate (librdkafka with OpenSSL) over SASL_SSL with
+/// SCRAM-SHA-512 and over mutual TLS: 200 messages produced acks=all
+/// idempotently come back in order each way; a wrong password, and a
+/// client without a certificate, cannot even fetch metadata.
+#[test]
+fn rdkafka_crate_over_sasl_ssl_scram_and_mutual_tls() {
+    use rdkafka::config::ClientConfig;
+    let s = start();
+    assert_eq!(
+        py(&[
+            "alter",
+            &s.broker.addr(),
+            "carl",
+            "SCRAM-SHA-512",
+            "carl-secret"
+        ]),
+        "ok"
+    );
+    let scram = |password: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &s.sasl_ssl)
+            .set("security.protocol", "SASL_SSL")
+            .set("sasl.mechanism", "SCRAM-SHA-512")
+            .set("sasl.username", "carl")
+            .set("sasl.password", password)
+            .set("ssl.ca.location", path_str(&s.ca));
+        c
+    };
+    rdkafka_roundtrip(&scram("carl-secret"), "rdkafka-scram");
+    assert!(
+        !rdkafka_gets_metadata(&scram("wrong")),
+        "a wrong password fetches no metadata"
+    );
+
+    let (cert, key) = s.issuer.sign("rdkafka-client", &[], false);
+    let mut tls = ClientConfig::new();
+    tls.set("bootstrap.servers", &s.ssl)
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", path_str(&s.ca));
+    let without_certificate = tls.clone();
+    tls.set(
+        "ssl.certificate.location",
+        path_str(&s.pki.write("rk.crt", &cert)),
+    )
+    .set("ssl.key.location", path_str(&s.pki.write("rk.key", &key)));
+    rdkafka_roundtrip(&tls, "rdkafka-mtls");
+    assert!(
+        !rdkafka_gets_metadata(&without_certificate),
+        "a client without a certificate fetches no metadata"
+    );
 }

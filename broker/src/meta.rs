@@ -4,9 +4,16 @@
 //! `kafka-storage format`); a single combined node with no data formats itself.
 
 use crate::config::{parse_voters, BrokerConfig, Voter};
+use rand::RngCore;
 use std::path::{Path, PathBuf};
+use strand_metadata::records::{MetadataRecord, ScramCredentialRecord};
+use strand_security::scram::{Mechanism, ScramCredential, MAX_ITERATIONS, MIN_ITERATIONS};
 
 pub const META_FILE: &str = "meta.properties";
+
+/// Records the format step asks the first active controller to commit with
+/// the cluster's first record (`--add-scram`), as JSON.
+pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetaProperties {
@@ -142,6 +149,69 @@ fn own_controller_addr(config: &BrokerConfig) -> Option<String> {
     Some(format!("{host}:{}", advertised.port))
 }
 
+/// The bootstrap records `strand format` left in `dir`, if any.
+pub fn read_bootstrap(dir: &Path) -> Result<Vec<MetadataRecord>, String> {
+    let path = dir.join(BOOTSTRAP_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// One `--add-scram` argument as Kafka's `kafka-storage format` takes it
+/// (`SCRAM-SHA-256=[name=alice,password=alice-secret]`, optionally
+/// `iterations=8192`; values may be quoted) as the credential record: the
+/// keys are derived here with a fresh salt, the password is not kept.
+pub fn scram_record(arg: &str) -> Result<ScramCredentialRecord, String> {
+    let bad = |why: &str| format!("--add-scram {arg}: {why}");
+    let (mechanism, rest) = arg
+        .split_once('=')
+        .ok_or_else(|| bad("expected MECHANISM=[...]"))?;
+    let mechanism = Mechanism::from_name(mechanism.trim())
+        .ok_or_else(|| bad("the mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let body = rest
+        .trim()
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| bad("expected [name=...,password=...]"))?;
+    let (mut name, mut password, mut iterations) = (None, None, 4096u32);
+    for field in body.split(',') {
+        let (k, v) = field
+            .split_once('=')
+            .ok_or_else(|| bad("expected key=value"))?;
+        let v = v.trim().trim_matches('"').to_string();
+        match k.trim() {
+            "name" => name = Some(v),
+            "password" => password = Some(v),
+            "iterations" => {
+                iterations = v.parse().map_err(|_| bad("iterations must be a number"))?;
+                if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+                    return Err(bad(&format!(
+                        "iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
+                    )));
+                }
+            }
+            other => return Err(bad(&format!("unknown field {other}"))),
+        }
+    }
+    let name = name
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad("no name"))?;
+    let password = password.ok_or_else(|| bad("no password"))?;
+    let mut salt = vec![0u8; 32];
+    rand::thread_rng().fill_bytes(&mut salt);
+    let c = ScramCredential::derive(mechanism, password.as_bytes(), &salt, iterations);
+    Ok(ScramCredentialRecord {
+        name,
+        mechanism: mechanism.wire(),
+        salt: c.salt,
+        stored_key: c.stored_key,
+        server_key: c.server_key,
+        iterations: iterations as i32,
+    })
+}
+
 /// What `strand format` is asked (the binary parses its arguments): Kafka's
 /// `kafka-storage format` options (`-t`, `-c`, `--standalone`,
 /// `--no-initial-controllers`, `--ignore-formatted`) and Strand's own
@@ -157,6 +227,8 @@ pub struct FormatOptions {
     pub standalone: bool,
     pub config: Option<PathBuf>,
     pub overrides: Vec<String>,
+    /// `--add-scram`: `MECHANISM=[name=...,password=...[,iterations=N]]`.
+    pub add_scram: Vec<String>,
 }
 
 /// Formats the node's data directory: its cluster id, node id and initial
@@ -218,11 +290,22 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
             existing.node_id
         ));
     }
+    let bootstrap = opts
+        .add_scram
+        .iter()
+        .map(|arg| scram_record(arg).map(MetadataRecord::UserScramCredential))
+        .collect::<Result<Vec<_>, String>>()?;
     let meta = MetaProperties {
         cluster_id: cluster_id.clone(),
         node_id: config.node_id,
         initial_controllers,
     };
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if !bootstrap.is_empty() {
+        let json = serde_json::to_vec_pretty(&bootstrap).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join(BOOTSTRAP_FILE), json)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(BOOTSTRAP_FILE).display()))?;
+    }
     write(dir, &meta).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     Ok(format!(
         "Formatted {} for cluster {cluster_id}, node {}",
@@ -241,6 +324,56 @@ mod tests {
             overrides: vec![logs.into()],
             ..FormatOptions::default()
         }
+    }
+
+    #[test]
+    fn add_scram_takes_kafkas_form_and_keeps_no_password() {
+        let r =
+            scram_record("SCRAM-SHA-512=[name=alice,password=\"alice-secret\",iterations=8192]")
+                .unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.mechanism, r.iterations),
+            ("alice", 2, 8192)
+        );
+        // The stored key is the one a client proving that password derives.
+        let m = Mechanism::from_name("SCRAM-SHA-512").expect("a mechanism");
+        let c = ScramCredential::derive(m, b"alice-secret", &r.salt, 8192);
+        assert_eq!(
+            (c.stored_key, c.server_key),
+            (r.stored_key.clone(), r.server_key.clone())
+        );
+        let r256 = scram_record("SCRAM-SHA-256=[name=bob,password=x]").unwrap();
+        assert_eq!((r256.mechanism, r256.iterations), (1, 4096));
+        for bad in [
+            "SCRAM-SHA-1=[name=a,password=b]",
+            "SCRAM-SHA-256=name=a,password=b",
+            "SCRAM-SHA-256=[password=b]",
+            "SCRAM-SHA-256=[name=a]",
+            "SCRAM-SHA-256=[name=a,password=b,iterations=100]",
+            "SCRAM-SHA-256=[name=a,password=b,colour=red]",
+        ] {
+            assert!(scram_record(bad).is_err(), "{bad}");
+        }
+        // Formatting writes the records for the first controller.
+        let dir = tempfile::tempdir().unwrap();
+        let logs = format!("log.dirs={}", dir.path().display());
+        format(&FormatOptions {
+            add_scram: vec!["SCRAM-SHA-512=[name=alice,password=pw]".into()],
+            standalone: true,
+            overrides: vec![
+                logs,
+                "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093".into(),
+            ],
+            ..opts(&new_cluster_id(), "")
+        })
+        .unwrap();
+        let records = read_bootstrap(dir.path()).unwrap();
+        assert!(
+            matches!(&records[..], [MetadataRecord::UserScramCredential(c)] if c.name == "alice")
+        );
+        assert!(!std::fs::read_to_string(dir.path().join(BOOTSTRAP_FILE))
+            .unwrap()
+            .contains("pw\""));
     }
 
     #[test]

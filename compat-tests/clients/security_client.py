@@ -9,6 +9,8 @@ tests/security.rs. One command per run; prints one line: "ok ..." or
       then reads the topic back with a read_committed consumer)
   create <bootstrap> <topic> <partitions> <replicas> [k=v ...]   (once that
       many brokers are registered; min.insync.replicas = replicas)
+  ready <host:port,...> <brokers> [k=v ...]   (the cluster lists that many
+      brokers and each one given answers metadata: "ok", else "err ...")
   controller-probe <host:port> <ca.pem> <none|cert.pem:key.pem|plaintext> <vote|harmless>
       (on a controller listener: with "vote" a Raft Vote at a term far
       ahead first, then a harmless controller request: "answered <the first
@@ -123,6 +125,19 @@ def create(bootstrap, topic, partitions, replicas, extra):
     print("ok")
 
 
+def ready(bootstrap, brokers, extra):
+    conf = settings(bootstrap, extra)
+    conf["error_cb"] = fatal_errors
+    listed = len(AdminClient(conf).list_topics(timeout=5).brokers)
+    if listed < brokers:
+        raise Failed(f"NOT_READY {listed} of {brokers} brokers registered")
+    for one in bootstrap.split(","):
+        conf = settings(one, extra)
+        conf["error_cb"] = fatal_errors
+        AdminClient(conf).list_topics(timeout=5)
+    print("ok")
+
+
 def frame(value):
     body = json.dumps(value).encode()
     return struct.pack(">I", len(body)) + body
@@ -182,6 +197,8 @@ def main():
             describe(args[0], args[1], args[2:])
         elif cmd == "create":
             create(args[0], args[1], int(args[2]), int(args[3]), args[4:])
+        elif cmd == "ready":
+            ready(args[0], int(args[1]), args[2:])
         elif cmd == "controller-probe":
             controller_probe(args[0], args[1], args[2], args[3])
         elif cmd == "roundtrip":

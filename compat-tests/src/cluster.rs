@@ -98,6 +98,9 @@ pub struct ClusterSpec {
     /// protocol, which the harness's plaintext probe cannot speak; the
     /// test then waits for what it needs with a client that can.
     pub tcp_readiness: bool,
+    /// More arguments of every node's `strand format` (Strand only: e.g.
+    /// `--add-scram`).
+    pub format_args: Vec<String>,
 }
 
 /// A node's own host: an address in a network namespace (`ip netns`). The
@@ -138,6 +141,7 @@ impl ClusterSpec {
             hosts: Vec::new(),
             extra_listener: None,
             tcp_readiness: false,
+            format_args: Vec::new(),
         }
     }
 
@@ -165,6 +169,12 @@ impl ClusterSpec {
     /// Every broker also listens on listener `name` ([`ClusterSpec::extra_listener`]).
     pub fn with_extra_listener(mut self, name: impl Into<String>) -> Self {
         self.extra_listener = Some(name.into());
+        self
+    }
+
+    /// One more argument of every node's `strand format`.
+    pub fn with_format_arg(mut self, arg: impl Into<String>) -> Self {
+        self.format_args.push(arg.into());
         self
     }
 
@@ -407,6 +417,7 @@ pub struct Cluster {
     parent_death_signal: Option<i32>,
     extra_listener: Option<String>,
     tcp_readiness: bool,
+    format_args: Vec<String>,
     nodes: Vec<Node>,
     correlation: i32,
 }
@@ -521,6 +532,7 @@ impl Cluster {
             parent_death_signal: spec.parent_death_signal,
             extra_listener: spec.extra_listener,
             tcp_readiness: spec.tcp_readiness,
+            format_args: spec.format_args,
             nodes,
             correlation: 0,
         };
@@ -1017,6 +1029,7 @@ impl Cluster {
                 .arg(&self.voters)
                 .arg("--override")
                 .arg(format!("log.dirs={}", self.data_dir(id).display()))
+                .args(&self.format_args)
                 .arg(self.properties_path(id)),
             Server::Kafka(_) => cmd
                 .arg("format")

@@ -15,6 +15,7 @@
 
 pub mod cluster;
 pub mod harness;
+pub mod rdkafka_security;
 pub mod rdkafka_suite;
 
 pub use cluster::{Cluster, ClusterSpec, KafkaDist, Server};

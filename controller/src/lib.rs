@@ -223,6 +223,9 @@ pub struct QuorumSettings {
     pub listener: Option<tokio::net::TcpListener>,
     /// How controller connections are opened and admitted (`PlainRpc` for TCP).
     pub rpc: Arc<dyn RpcSecurity>,
+    /// Records the format step left (`--add-scram`): committed with the
+    /// cluster's first record by whichever controller is active first.
+    pub bootstrap: Vec<MetadataRecord>,
     pub controller: ControllerConfig,
     /// What broker sessions are timed by (its monotonic side; a
     /// simulation's own time in `tests/quorum_sim.rs`).
@@ -439,6 +442,7 @@ pub async fn start_on_raft(
             None => StdRng::from_entropy(),
         },
         last_event_ms: None,
+        bootstrap: settings.bootstrap,
     };
     tokio::spawn(controller.run(rx));
     Ok(ControllerNode { raft, handle })
@@ -575,6 +579,8 @@ struct Controller {
     /// When the event loop last began an event (a request or a tick), on
     /// the session clock: a long gap is the controller's own stall.
     last_event_ms: Option<u64>,
+    /// The format step's records (`QuorumSettings::bootstrap`).
+    bootstrap: Vec<MetadataRecord>,
 }
 
 impl Controller {
@@ -680,9 +686,10 @@ impl Controller {
                 "became the active controller"
             );
             if self.sm.image().cluster_id.is_empty() {
-                let records = vec![MetadataRecord::ClusterFormatted {
+                let mut records = vec![MetadataRecord::ClusterFormatted {
                     cluster_id: self.cluster_id.clone(),
                 }];
+                records.extend(self.bootstrap.iter().cloned());
                 if self.commit(records).await.is_err() {
                     self.active = false;
                     return Err(self.leader_id());

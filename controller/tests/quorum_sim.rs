@@ -698,6 +698,7 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
         write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
         rpc: strand_controller::PlainRpc::shared(),
+        bootstrap: Vec::new(),
         controller: ControllerConfig {
             node_id: BrokerId::new(id as i32),
             num_partitions: 3,

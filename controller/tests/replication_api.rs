@@ -31,6 +31,7 @@ fn settings() -> QuorumSettings {
         write_lease_ms: strand_controller::DEFAULT_WRITE_LEASE_MS,
         listener: None,
         rpc: strand_controller::PlainRpc::shared(),
+        bootstrap: Vec::new(),
         controller: ControllerConfig {
             node_id: BrokerId::new(1),
             num_partitions: 1,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use strand_compat_tests::cluster::{Cluster, ClusterSpec};
 use strand_compat_tests::harness::{tail_file, Broker};
+use strand_compat_tests::rdkafka_security::{write_kafka_shim, SuitePki};
 use strand_compat_tests::rdkafka_suite::{
     normalize_test_number, parse_output, parse_test_list, strip_ansi, verdict, Outcome, RunEnd,
 };
@@ -48,6 +49,18 @@ options:
   --timeout-multiplier F write test.timeout.multiplier=F into test.conf
   --conf KEY=VALUE       extra test.conf line (repeatable)
   --override KEY=VALUE   extra strand --override (repeatable; ignored with --broker)
+  --test-override NNNN:KEY=VALUE
+                         an --override for test NNNN only (repeatable)
+  --security PROTOCOL    plaintext (default) or sasl_ssl: every listener of every
+                         node on SASL_SSL (clients as a SCRAM-SHA-512 user made at
+                         format time, brokers with PLAIN and mutual TLS between
+                         them, the controller listener on mutual TLS), test.conf
+                         and the SSL_* variables set for it (needs openssl and
+                         STRAND_PYTHON with confluent-kafka, which checks every
+                         broker authenticates before each test)
+  --kafka-tool PATH      compat-tests/scripts/kafka-tool.sh: KAFKA_PATH gets
+                         bin/kafka-acls.sh, kafka-topics.sh and kafka-configs.sh
+                         that run the reference Kafka's tools
   -h, --help             this text
 
 output: one line per test `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then
@@ -75,6 +88,11 @@ struct Args {
     overrides: Vec<(String, String)>,
     /// Combined nodes per fresh cluster (1 = a single broker).
     nodes: usize,
+    /// (test, key, value): overrides for one test only.
+    test_overrides: Vec<(String, String, String)>,
+    /// Every listener on SASL_SSL.
+    sasl_ssl: bool,
+    kafka_tool: Option<PathBuf>,
 }
 
 fn usage_err(msg: impl std::fmt::Display) -> String {
@@ -96,6 +114,9 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut multiplier = None;
     let mut conf = Vec::new();
     let mut overrides = Vec::new();
+    let mut test_overrides = Vec::new();
+    let mut sasl_ssl = false;
+    let mut kafka_tool = None;
 
     let mut it = argv.into_iter();
     while let Some(a) = it.next() {
@@ -159,6 +180,25 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
                     .ok_or_else(|| usage_err(format!("--override expects KEY=VALUE, got {v:?}")))?;
                 overrides.push((k.to_string(), x.to_string()));
             }
+            "--test-override" => {
+                let v = val("--test-override")?;
+                let bad =
+                    || usage_err(format!("--test-override expects NNNN:KEY=VALUE, got {v:?}"));
+                let (num, kv) = v.split_once(':').ok_or_else(bad)?;
+                let (k, x) = kv.split_once('=').ok_or_else(bad)?;
+                let num = normalize_test_number(num).map_err(usage_err)?;
+                test_overrides.push((num, k.to_string(), x.to_string()));
+            }
+            "--security" => match val("--security")?.as_str() {
+                "plaintext" => sasl_ssl = false,
+                "sasl_ssl" => sasl_ssl = true,
+                other => {
+                    return Err(usage_err(format!(
+                        "--security expects plaintext or sasl_ssl, got {other:?}"
+                    )))
+                }
+            },
+            "--kafka-tool" => kafka_tool = Some(PathBuf::from(val("--kafka-tool")?)),
             s if s.starts_with('-') => return Err(usage_err(format!("unknown option {s:?}"))),
             s => tests.push(normalize_test_number(s).map_err(usage_err)?),
         }
@@ -251,6 +291,9 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         multiplier,
         conf,
         overrides,
+        test_overrides,
+        sasl_ssl,
+        kafka_tool,
     }))
 }
 
@@ -287,10 +330,10 @@ fn remove_stale_offset_files(tests_dir: &Path) {
 /// Run the test-runner for one number; returns how it ended and its wall time.
 fn run_runner(
     args: &Args,
-    num: &str,
-    addr: &str,
+    (num, addr): (&str, &str),
     conf: &Path,
     log: &Path,
+    env: &[(String, String)],
 ) -> io::Result<(RunEnd, f64)> {
     let tests_dir = args.suite.join("tests");
     remove_stale_offset_files(&tests_dir);
@@ -327,6 +370,7 @@ fn run_runner(
         .env("TEST_SCENARIO", "default")
         .env("BROKERS", addr)
         .env("LD_LIBRARY_PATH", ld)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::from(logf.try_clone()?))
         .stderr(Stdio::from(logf))
@@ -414,6 +458,28 @@ fn main() -> ExitCode {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
 
+    // SASL_SSL: one set of certificates for the run.
+    let pki = if args.sasl_ssl {
+        match SuitePki::create(&out.join("pki")) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("librdkafka-suite: making certificates: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let mut env: Vec<(String, String)> = pki.as_ref().map(SuitePki::ssl_env).unwrap_or_default();
+    if let Some(tool) = &args.kafka_tool {
+        match write_kafka_shim(&out, tool) {
+            Ok(root) => env.push(("KAFKA_PATH".into(), root.display().to_string())),
+            Err(e) => {
+                eprintln!("librdkafka-suite: --kafka-tool {}: {e}", tool.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     eprintln!(
         "librdkafka-suite: {} test(s), suite {}, results {}",
         args.tests.len(),
@@ -434,18 +500,47 @@ fn main() -> ExitCode {
         // broker
         let mut broker = None;
         let mut cluster = None;
+        let mut ov = ov.clone();
+        for (_, k, v) in args.test_overrides.iter().filter(|(n, _, _)| n == num) {
+            ov.push((k.as_str(), v.as_str()));
+        }
+        let secured = pki.as_ref().map(|p| (p, p.broker_overrides()));
         let started = match (&args.broker, &args.strand) {
             (Some(a), _) => Ok(a.clone()),
-            (None, Some(bin)) if args.nodes > 1 => {
+            // Secured nodes come up through the cluster harness even alone:
+            // it can wait for open ports, and the SASL_SSL check follows.
+            (None, Some(bin)) if args.nodes > 1 || secured.is_some() => {
                 let mut spec = ClusterSpec::combined(args.nodes);
                 for (k, v) in &ov {
                     spec = spec.with_override(*k, *v);
                 }
-                Cluster::start(bin, spec).map(|c| {
-                    let a = c.bootstrap();
-                    cluster = Some(c);
-                    a
-                })
+                if let Some((pki, settings)) = &secured {
+                    spec = spec.with_extra_listener("INTERNAL").with_tcp_readiness();
+                    for (k, v) in settings {
+                        spec = spec.with_override(k, v);
+                    }
+                    for a in pki.format_args() {
+                        spec = spec.with_format_arg(a);
+                    }
+                }
+                Cluster::start(bin, spec)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| {
+                        let brokers: Vec<String> = c
+                            .broker_ids()
+                            .iter()
+                            .filter_map(|id| c.broker_addr(*id))
+                            .collect();
+                        let a = c.bootstrap();
+                        cluster = Some(c);
+                        match &secured {
+                            Some((pki, _)) => pki
+                                .wait_ready(&brokers, Duration::from_secs(60))
+                                .map(|()| a),
+                            None => Ok(a),
+                        }
+                    })
+                    .map_err(io::Error::other)
             }
             (None, Some(bin)) => Broker::start(bin, &ov).map(|b| {
                 let a = b.addr();
@@ -481,7 +576,8 @@ fn main() -> ExitCode {
         if let Some(m) = args.multiplier {
             conf.push_str(&format!("test.timeout.multiplier={m}\n"));
         }
-        for c in &args.conf {
+        let secured_conf = pki.as_ref().map(SuitePki::client_conf).unwrap_or_default();
+        for c in args.conf.iter().chain(&secured_conf) {
             conf.push_str(c);
             conf.push('\n');
         }
@@ -490,7 +586,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
 
-        let (end, secs) = match run_runner(&args, num, &addr, &conf_path, &log) {
+        let (end, secs) = match run_runner(&args, (num, &addr), &conf_path, &log, &env) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("librdkafka-suite: running test-runner for {num}: {e}");

@@ -285,6 +285,7 @@ fn main() -> ExitCode {
         hosts: Vec::new(),
         extra_listener: None,
         tcp_readiness: false,
+        format_args: Vec::new(),
     };
     let mut stdout = io::stdout().lock();
     eprintln!(

@@ -477,6 +477,7 @@ async fn start_quorum(
                 write_lease_ms: WRITE_LEASE_MS,
                 listener: None,
                 rpc: strand_controller::PlainRpc::shared(),
+                bootstrap: Vec::new(),
                 controller: ControllerConfig {
                     node_id: BrokerId::new(id as i32),
                     num_partitions: PARTITIONS,
