@@ -10,7 +10,8 @@
 #   cargo build --release -p strand
 #   scripts/tls-vs-kafka.sh [REPS=3]
 #
-# Prints one line per run (rdkafka_performance's summary). The broker's key
+# Prints one line per run (rdkafka_performance's summary and the broker's CPU
+# time over the run). The broker's key
 # store is a PEM file (ssl.keystore.type=PEM) made here with openssl, for
 # both brokers. Needs the reference Kafka (compat-tests/scripts/fetch-kafka.sh)
 # and rdkafka_performance (compat-tests/scripts/build-librdkafka.sh).
@@ -74,14 +75,21 @@ P
     wait_port "$tls"
 }
 
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 run() { # SERVER PROTOCOL REP
     "start_$1"
     local topic="tls-$1-$2-$3" port=$plain extra=()
     "${java_cp[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$plain" --create \
         --topic "$topic" --partitions 1 --replication-factor 1 > /dev/null 2>&1
     if [ "$2" = SSL ]; then port=$tls; extra=(-X security.protocol=SSL -X "ssl.ca.location=$work/ca.pem"); fi
-    echo "$1 $2 run $3: $("$perf" -P -t "$topic" -p 0 -s 1024 -c "$n" -b "127.0.0.1:$port" -X acks=all "${extra[@]}" 2>&1 \
-        | grep 'messages produced' | tail -n 1)"
+    # The broker's CPU time (user + system) over the run, from /proc.
+    local before after result
+    before=$(cpu_ticks "$pid")
+    result=$("$perf" -P -t "$topic" -p 0 -s 1024 -c "$n" -b "127.0.0.1:$port" -X acks=all "${extra[@]}" 2>&1 \
+        | grep 'messages produced' | tail -n 1)
+    after=$(cpu_ticks "$pid")
+    echo "$1 $2 run $3: $result; broker CPU $(awk -v a="$before" -v b="$after" -v t="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f s", (b - a) / t }')"
     kill "$pid"; wait "$pid" || true; pid=""
 }
 
