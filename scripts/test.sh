@@ -87,7 +87,6 @@ echo "== librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl.
     --suite "$suite" \
     --security sasl_ssl \
     --test-override 0142:connections.max.reauth.ms=10000 \
-    --test-override 0142:listener.name.internal.connections.max.reauth.ms=0 \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --must-pass compat-tests/librdkafka-must-pass-3node.txt \
     --except compat-tests/librdkafka-3node-except.txt \

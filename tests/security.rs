@@ -576,7 +576,9 @@ fn with_pem_stores(
 }
 
 /// Three brokers replicate over a SASL_SSL inter-broker listener (mutual
-/// TLS and SASL/PLAIN): every follower fetch goes through it. With
+/// TLS and SASL/PLAIN, sessions of 1.5 s): every follower fetch goes
+/// through it, and the brokers re-authenticate before their sessions end
+/// (KIP-368; none is closed for an expired session). With
 /// min.insync.replicas=3, an acks=all write succeeds only once both
 /// followers fetched it over that listener (with a wrong inter-broker
 /// password the same writes time out: checked by hand).
@@ -599,6 +601,8 @@ fn three_brokers_replicate_over_sasl_ssl() {
         ("listener.name.internal.sasl.enabled.mechanisms", "PLAIN"),
         ("listener.name.internal.plain.sasl.jaas.config", jaas),
         ("listener.name.internal.ssl.client.auth", "required"),
+        // Sessions of 1.5 s between brokers: they must re-authenticate.
+        ("listener.name.internal.connections.max.reauth.ms", "1500"),
     ] {
         spec = spec.with_override(k, v);
     }
@@ -616,6 +620,27 @@ fn three_brokers_replicate_over_sasl_ssl() {
         py(&["roundtrip", &bootstrap, "replicated", "300"]),
         "ok 300"
     );
+    // Every broker's follower fetches re-authenticate before their session
+    // ends (KIP-368), so no broker closes another's connection for an
+    // expired session.
+    let log = |id: i32| std::fs::read_to_string(cluster.log_path(id)).unwrap_or_default();
+    for id in cluster.broker_ids() {
+        common::eventually(
+            "a re-authenticated inter-broker connection",
+            std::time::Duration::from_secs(30),
+            || {
+                log(id)
+                    .contains("re-authenticated an inter-broker connection")
+                    .then_some(())
+            },
+        );
+    }
+    for id in cluster.broker_ids() {
+        assert!(
+            !log(id).contains("SASL session expired"),
+            "node {id} closed a connection whose session expired"
+        );
+    }
     // The internal listener refuses a client without the broker's
     // credentials even with a trusted certificate.
     let (ccert, ckey) = ca.sign("client", &[], false);

@@ -23,6 +23,12 @@ pub struct BrokerConn {
     stream: Box<dyn Stream>,
     correlation: i32,
     client_id: StrBytes,
+    /// The inter-broker credentials, kept to re-authenticate (KIP-368).
+    sasl: Option<SaslCredentials>,
+    /// When to re-authenticate: at 85-95% of the session lifetime the
+    /// other broker reported (as Kafka's clients pick), so that it never
+    /// closes this connection for an expired session.
+    reauthenticate_at: Option<std::time::Instant>,
 }
 
 impl BrokerConn {
@@ -40,27 +46,42 @@ impl BrokerConn {
             stream,
             correlation: 0,
             client_id: StrBytes::from_string(client_id),
+            sasl: transport.sasl().cloned(),
+            reauthenticate_at: None,
         };
-        if let Some(creds) = transport.sasl() {
-            tokio::time::timeout(Duration::from_secs(10), conn.authenticate(creds))
-                .await
-                .map_err(|_| {
-                    std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "SASL authentication timed out",
-                    )
-                })??;
-        }
+        conn.authenticate_in_time().await?;
         Ok(conn)
     }
 
+    /// Authenticates (again) with the inter-broker credentials, if any,
+    /// within 10 s, and notes when the session must be renewed.
+    async fn authenticate_in_time(&mut self) -> std::io::Result<()> {
+        let Some(creds) = self.sasl.clone() else {
+            return Ok(());
+        };
+        let lifetime_ms = tokio::time::timeout(Duration::from_secs(10), self.authenticate(&creds))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "SASL authentication timed out",
+                )
+            })??;
+        self.reauthenticate_at = (lifetime_ms > 0).then(|| {
+            let share = rand::Rng::gen_range(&mut rand::thread_rng(), 0.85..0.95);
+            std::time::Instant::now() + Duration::from_millis((lifetime_ms as f64 * share) as u64)
+        });
+        Ok(())
+    }
+
     /// SaslHandshake and SaslAuthenticate with this broker's inter-broker
-    /// credentials.
-    async fn authenticate(&mut self, creds: &SaslCredentials) -> std::io::Result<()> {
+    /// credentials; the session lifetime the other broker reports (ms, 0:
+    /// none).
+    async fn authenticate(&mut self, creds: &SaslCredentials) -> std::io::Result<i64> {
         let refused =
             |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
         let handshake: SaslHandshakeResponse = self
-            .send(
+            .exchange(
                 ApiKey::SaslHandshake,
                 1,
                 &SaslHandshakeRequest::default()
@@ -76,24 +97,26 @@ impl BrokerConn {
         let Some(mechanism) = Mechanism::from_name(&creds.mechanism) else {
             // PLAIN: one message.
             let token = format!("\0{}\0{}", creds.username, creds.password);
-            self.sasl_step(token.into_bytes()).await?;
-            return Ok(());
+            let (_, lifetime_ms) = self.sasl_step(token.into_bytes()).await?;
+            return Ok(lifetime_ms);
         };
         let nonce = Alphanumeric.sample_string(&mut rand::thread_rng(), 32);
         let mut client = ScramClient::new(mechanism, &creds.username, &creds.password, &nonce);
-        let server_first = self.sasl_step(client.client_first()).await?;
+        let (server_first, _) = self.sasl_step(client.client_first()).await?;
         let client_final = client
             .client_final(&server_first)
             .map_err(|e| refused(format!("SCRAM server-first message: {e}")))?;
-        let server_final = self.sasl_step(client_final).await?;
+        let (server_final, lifetime_ms) = self.sasl_step(client_final).await?;
         client
             .server_final(&server_final)
-            .map_err(|e| refused(format!("SCRAM server-final message: {e}")))
+            .map_err(|e| refused(format!("SCRAM server-final message: {e}")))?;
+        Ok(lifetime_ms)
     }
 
-    async fn sasl_step(&mut self, token: Vec<u8>) -> std::io::Result<bytes::Bytes> {
+    /// One SaslAuthenticate: the server's bytes and the session lifetime.
+    async fn sasl_step(&mut self, token: Vec<u8>) -> std::io::Result<(bytes::Bytes, i64)> {
         let r: SaslAuthenticateResponse = self
-            .send(
+            .exchange(
                 ApiKey::SaslAuthenticate,
                 2,
                 &SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(token)),
@@ -109,12 +132,30 @@ impl BrokerConn {
                 ),
             ));
         }
-        Ok(r.auth_bytes)
+        Ok((r.auth_bytes, r.session_lifetime_ms))
     }
 
-    /// Sends `req` as `key` at `version` and reads its response. An error
+    /// Sends `req` as `key` at `version` and reads its response,
+    /// re-authenticating first when the session is due for it. An error
     /// leaves the connection unusable (the caller drops it).
     pub async fn send<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> std::io::Result<Resp> {
+        if self
+            .reauthenticate_at
+            .is_some_and(|at| std::time::Instant::now() >= at)
+        {
+            self.authenticate_in_time().await?;
+            tracing::info!("re-authenticated an inter-broker connection (KIP-368)");
+        }
+        self.exchange(key, version, req).await
+    }
+
+    /// One request and its response, as they are.
+    async fn exchange<Req: Encodable, Resp: Decodable>(
         &mut self,
         key: ApiKey,
         version: i16,

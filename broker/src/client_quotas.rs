@@ -115,7 +115,10 @@ impl Rate {
             return 0;
         }
         let window = self.window_size_ms(w, now_ms) as f64;
-        ((rate - bound) / bound * window).round() as u64
+        // Kafka's cap: the largest int.
+        ((rate - bound) / bound * window)
+            .round()
+            .min(f64::from(i32::MAX)) as u64
     }
 
     fn last_start(&self) -> Option<i64> {
@@ -123,11 +126,15 @@ impl Rate {
     }
 }
 
+/// Each quota's rate by what it limits and whose usage it counts.
+type Rates = HashMap<(QuotaType, QuotaTags), Rate>;
+
 /// The rates of every quota in use on this broker.
 pub struct ClientQuotaManager {
     window: QuotaWindow,
-    /// One owner: every rate behind this one lock, held for a record.
-    rates: Mutex<HashMap<(QuotaType, QuotaTags), Rate>>,
+    /// One owner: every rate behind this one lock, held for a record;
+    /// with when idle rates were last swept out.
+    rates: Mutex<(Rates, i64)>,
 }
 
 /// Past this many rates, idle ones (nothing recorded within the whole
@@ -139,7 +146,7 @@ impl ClientQuotaManager {
     pub fn new(window: QuotaWindow) -> ClientQuotaManager {
         ClientQuotaManager {
             window,
-            rates: Mutex::new(HashMap::new()),
+            rates: Mutex::new((HashMap::new(), i64::MIN / 2)),
         }
     }
 
@@ -170,10 +177,16 @@ impl ClientQuotaManager {
         };
         let w = self.window;
         let mut rates = self.rates.lock();
-        if rates.len() >= SWEEP_AT {
+        // At most one sweep a window, so that many clients cannot make
+        // every request pay for a scan.
+        if rates.0.len() >= SWEEP_AT && now_ms >= rates.1 + w.window_ms {
             let horizon = now_ms - i64::from(w.samples) * w.window_ms;
-            rates.retain(|_, r| r.last_start().is_some_and(|s| s > horizon));
+            rates
+                .0
+                .retain(|_, r| r.last_start().is_some_and(|s| s > horizon));
+            rates.1 = now_ms;
         }
+        let rates = &mut rates.0;
         let rate = rates.entry((kind, tags)).or_default();
         rate.record(w, value, now_ms);
         rate.throttle_ms(w, bound, now_ms)
@@ -190,7 +203,7 @@ impl ClientQuotaManager {
         now_ms: i64,
     ) {
         if let Some((_, tags)) = resolve(&image.client_quotas, who.0, who.1, kind.key()) {
-            if let Some(rate) = self.rates.lock().get_mut(&(kind, tags)) {
+            if let Some(rate) = self.rates.lock().0.get_mut(&(kind, tags)) {
                 rate.record(self.window, -value, now_ms);
             }
         }
@@ -223,7 +236,7 @@ impl ClientQuotaManager {
     pub fn meter(
         &self,
         image: &MetadataImage,
-        request: &mut RequestKind,
+        (request, version): (&mut RequestKind, i16),
         who: (&str, &str),
         frame_len: usize,
     ) -> Metered {
@@ -231,7 +244,10 @@ impl ClientQuotaManager {
             return Metered::default();
         }
         let exempt = match &*request {
-            RequestKind::Fetch(r) => r.replica_id.0 >= 0 || r.replica_state.replica_id.0 >= 0,
+            // A follower only as the fetch handler takes one (v15+, its
+            // ReplicaState; `rules::fetch_origin`): an older fetch claiming
+            // a replica id is a consumer's.
+            RequestKind::Fetch(r) => version >= 15 && r.replica_state.replica_id.0 >= 0,
             RequestKind::ApiVersions(_)
             | RequestKind::SaslHandshake(_)
             | RequestKind::SaslAuthenticate(_)
@@ -419,6 +435,37 @@ mod tests {
         // Twice the bound: held about as long as the window measured (10
         // to 11 s): what brings the rate back to the bound.
         assert!((10_000..=11_100).contains(&throttled), "{throttled}");
+    }
+
+    #[test]
+    fn only_a_follower_as_the_fetch_handler_takes_one_is_exempt() {
+        use kafka_protocol::messages::{BrokerId, FetchRequest};
+        use strand_metadata::quotas::{QuotaEntity, QuotaValue, CLIENT_ID};
+        let mut image = MetadataImage::default();
+        image
+            .client_quotas
+            .entry(QuotaEntity::new(vec![(CLIENT_ID.into(), None)]).unwrap())
+            .or_default()
+            .insert(CONSUMER_BYTE_RATE.into(), QuotaValue(1000.0));
+        let m = ClientQuotaManager::new(W);
+        let who = ("ANONYMOUS", "c");
+        // A v11 fetch claiming replica 0 is a consumer's: metered, and
+        // capped at the window's allowance (1,000 B/s over 10 windows).
+        let mut old = RequestKind::Fetch(
+            FetchRequest::default()
+                .with_replica_id(BrokerId(0))
+                .with_max_bytes(i32::MAX),
+        );
+        assert!(m.meter(&image, (&mut old, 11), who, 100).fetch);
+        let RequestKind::Fetch(capped) = &old else {
+            unreachable!()
+        };
+        assert_eq!(capped.max_bytes, 10_000);
+        // A v15 fetch naming itself in ReplicaState is a follower's.
+        let mut follower = FetchRequest::default();
+        follower.replica_state.replica_id = BrokerId(2);
+        let mut follower = RequestKind::Fetch(follower);
+        assert!(!m.meter(&image, (&mut follower, 15), who, 100).fetch);
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl ReplicaManager {
         let quotas =
             crate::client_quotas::ClientQuotaManager::new(crate::client_quotas::QuotaWindow {
                 samples: setting("quota.window.num", 11).clamp(1, 1000) as u32,
-                window_ms: setting("quota.window.size.seconds", 1).max(1) * 1000,
+                window_ms: setting("quota.window.size.seconds", 1).clamp(1, 86_400) * 1000,
             });
         ReplicaManager {
             config,

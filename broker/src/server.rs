@@ -466,7 +466,7 @@ async fn handle_frame(
     let metered = node
         .broker
         .quotas
-        .meter(&image, &mut request, who, frame_len);
+        .meter(&image, (&mut request, version), who, frame_len);
     let (response, handling) = if metered.request_time {
         // The time this request spends on the async workers (its polls),
         // not its waits: Kafka's request-handler thread time.

@@ -272,14 +272,17 @@ pub fn resolve(
         (None, Some(None)),
     ];
     for (user_part, client_part) in order {
+        // Built as stored (sorted by type: client-id before user), not
+        // checked: an empty client id names no stored entity, and the
+        // lookup goes on to the next candidate.
         let mut components = Vec::new();
-        if let Some(n) = user_part {
-            components.push((USER.to_string(), n.map(str::to_string)));
-        }
         if let Some(n) = client_part {
             components.push((CLIENT_ID.to_string(), n.map(str::to_string)));
         }
-        let entity = QuotaEntity::new(components).ok()?;
+        if let Some(n) = user_part {
+            components.push((USER.to_string(), n.map(str::to_string)));
+        }
+        let entity = QuotaEntity(components);
         if let Some(v) = quotas.get(&entity).and_then(|keys| keys.get(key)) {
             let tags = QuotaTags {
                 user: user_part.map(|_| user.to_string()).unwrap_or_default(),
@@ -371,6 +374,18 @@ mod tests {
         // Only the asked key.
         let q = store(&[(&[(USER, Some("alice"))], 1.0)]);
         assert_eq!(resolve(&q, "alice", "app", CONSUMER_BYTE_RATE), None);
+        // A client without a client id still has its user's and the
+        // defaults' quotas.
+        let (v, t) = resolve(&q, "alice", "", PRODUCER_BYTE_RATE).unwrap();
+        assert_eq!(
+            (v, t.user.as_str(), t.client_id.as_str()),
+            (1.0, "alice", "")
+        );
+        let q = store(&[(&[(CLIENT_ID, None)], 2.0)]);
+        assert_eq!(
+            resolve(&q, "alice", "", PRODUCER_BYTE_RATE).map(|r| r.0),
+            Some(2.0)
+        );
     }
 
     #[test]

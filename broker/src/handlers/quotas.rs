@@ -6,7 +6,9 @@
 use crate::replica_manager::ReplicaManager;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use strand_metadata::quotas::{filter_matches, parse_filter, FilterError, QuotaEntity};
+use strand_metadata::quotas::{
+    filter_matches, parse_filter, validate_alteration, FilterError, QuotaEntity,
+};
 use strand_protocol::ErrorCode;
 
 fn s(v: &str) -> StrBytes {
@@ -74,6 +76,7 @@ pub async fn alter_client_quotas(
     let mut answers: Vec<EntryData> = Vec::with_capacity(req.entries.len());
     let mut valid: Vec<(usize, QuotaEntity, Vec<_>)> = Vec::new();
     let mut duplicates: Vec<(usize, String)> = Vec::new();
+    let mut seen: std::collections::HashMap<QuotaEntity, usize> = std::collections::HashMap::new();
     for entry in &req.entries {
         let echo: Vec<EntityData> = entry
             .entity
@@ -103,18 +106,23 @@ pub async fn alter_client_quotas(
         let answer = EntryData::default()
             .with_entity(echo)
             .with_error_message(None);
-        match QuotaEntity::new(components) {
+        // Checked here as the controller checks them (the controller
+        // checks again): a value JSON cannot carry (an infinite one) must
+        // be refused before it is forwarded.
+        let checked =
+            QuotaEntity::new(components).and_then(|e| validate_alteration(&e, &ops).map(|()| e));
+        match checked {
             // An entity named again: Kafka answers it once, refused, though
             // its first entry's changes are still made.
-            Ok(entity) if valid.iter().any(|(_, e, _)| *e == entity) => {
-                let (slot, _, _) = valid
-                    .iter()
-                    .find(|(_, e, _)| *e == entity)
-                    .expect("found just above");
-                duplicates.push((*slot, format!("Ignoring duplicate entity {entity}")));
+            Ok(entity) if seen.contains_key(&entity) => {
+                let slot = seen[&entity];
+                duplicates.push((slot, format!("Ignoring duplicate entity {entity}")));
                 continue;
             }
-            Ok(entity) => valid.push((answers.len(), entity, ops)),
+            Ok(entity) => {
+                seen.insert(entity.clone(), answers.len());
+                valid.push((answers.len(), entity, ops));
+            }
             Err(message) => {
                 answers.push(
                     answer
