@@ -159,6 +159,24 @@ pub fn read_bootstrap(dir: &Path) -> Result<Vec<MetadataRecord>, String> {
     }
 }
 
+/// `body` split at the commas outside double quotes (a quoted password
+/// may hold commas).
+fn split_unquoted(body: &str) -> Vec<&str> {
+    let (mut fields, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in body.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                fields.push(&body[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    fields.push(&body[start..]);
+    fields
+}
+
 /// One `--add-scram` argument as Kafka's `kafka-storage format` takes it
 /// (`SCRAM-SHA-256=[name=alice,password=alice-secret]`, optionally
 /// `iterations=8192`; values may be quoted) as the credential record: the
@@ -176,7 +194,7 @@ pub fn scram_record(arg: &str) -> Result<ScramCredentialRecord, String> {
         .and_then(|r| r.strip_suffix(']'))
         .ok_or_else(|| bad("expected [name=...,password=...]"))?;
     let (mut name, mut password, mut iterations) = (None, None, 4096u32);
-    for field in body.split(',') {
+    for field in split_unquoted(body) {
         let (k, v) = field
             .split_once('=')
             .ok_or_else(|| bad("expected key=value"))?;
@@ -302,9 +320,20 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     if !bootstrap.is_empty() {
+        // Derived keys, not passwords, but a credential all the same: the
+        // owner's alone.
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let json = serde_json::to_vec_pretty(&bootstrap).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join(BOOTSTRAP_FILE), json)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(BOOTSTRAP_FILE).display()))?;
+        let path = dir.join(BOOTSTRAP_FILE);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&json))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     write(dir, &meta).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     Ok(format!(
@@ -342,6 +371,17 @@ mod tests {
             (c.stored_key, c.server_key),
             (r.stored_key.clone(), r.server_key.clone())
         );
+        let quoted = scram_record("SCRAM-SHA-256=[name=carol,password=\"a,b]c\"]").unwrap();
+        let c = ScramCredential::derive(
+            Mechanism::from_name("SCRAM-SHA-256").expect("a mechanism"),
+            b"a,b]c",
+            &quoted.salt,
+            4096,
+        );
+        assert_eq!(
+            c.stored_key, quoted.stored_key,
+            "a quoted password keeps its comma"
+        );
         let r256 = scram_record("SCRAM-SHA-256=[name=bob,password=x]").unwrap();
         assert_eq!((r256.mechanism, r256.iterations), (1, 4096));
         for bad in [
@@ -368,6 +408,12 @@ mod tests {
         })
         .unwrap();
         let records = read_bootstrap(dir.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(BOOTSTRAP_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
         assert!(
             matches!(&records[..], [MetadataRecord::UserScramCredential(c)] if c.name == "alice")
         );
