@@ -10,6 +10,8 @@
 #   cargo build --release -p strand
 #   scripts/tls-vs-kafka.sh [REPS=3]
 #
+# SERVERS="strand" runs Strand alone (default: "strand kafka").
+#
 # Prints one line per run (rdkafka_performance's summary and the broker's CPU
 # time over the run). The broker's key
 # store is a PEM file (ssl.keystore.type=PEM) made here with openssl, for
@@ -94,7 +96,7 @@ run() { # SERVER PROTOCOL REP
 }
 
 for rep in $(seq 1 "$reps"); do
-    for server in strand kafka; do
+    for server in ${SERVERS:-strand kafka}; do
         for protocol in SSL PLAINTEXT; do
             run "$server" "$protocol" "$rep"
         done

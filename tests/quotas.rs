@@ -37,13 +37,67 @@ fn both() -> [(&'static str, Server); 2] {
 type Entity<'a> = &'a [(&'a str, Option<&'a str>)];
 /// A quota key, its value, and whether the op removes it.
 type Op<'a> = (&'a str, f64, bool);
+/// One AlterClientQuotas entry: its entity and ops.
+type Entry<'a> = (Entity<'a>, &'a [Op<'a>]);
 /// A filter component: entity type, match type, match string.
 type Component<'a> = (&'a str, i8, Option<&'a str>);
 
 /// AlterClientQuotas of one entry: (error code, message).
 fn alter(c: &mut Client, entity: Entity, ops: &[(&str, f64, bool)], validate_only: bool) -> String {
+    alter_entries(c, &[(entity, ops)], validate_only)
+}
+
+/// AlterClientQuotas of several entries: each answered entity with its
+/// error code and message, sorted (Kafka answers in a hash map's order),
+/// joined by " | ".
+fn alter_entries(c: &mut Client, entries: &[Entry], validate_only: bool) -> String {
+    let entries = entries
+        .iter()
+        .map(|(entity, ops)| entry(entity, ops))
+        .collect();
+    let req = AlterClientQuotasRequest::default()
+        .with_entries(entries)
+        .with_validate_only(validate_only);
+    let resp: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &req).unwrap();
+    if resp.entries.len() == 1 {
+        let e = &resp.entries[0];
+        return format!(
+            "{} {}",
+            e.error_code,
+            e.error_message.as_deref().unwrap_or("-")
+        );
+    }
+    let mut answers: Vec<String> = resp
+        .entries
+        .iter()
+        .map(|e| {
+            let mut entity: Vec<String> = e
+                .entity
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}={}",
+                        c.entity_type,
+                        c.entity_name.as_deref().unwrap_or("<default>")
+                    )
+                })
+                .collect();
+            entity.sort();
+            format!(
+                "{}: {} {}",
+                entity.join(","),
+                e.error_code,
+                e.error_message.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    answers.sort();
+    answers.join(" | ")
+}
+
+fn entry(entity: Entity, ops: &[Op]) -> alter_client_quotas_request::EntryData {
     use alter_client_quotas_request::{EntityData, EntryData, OpData};
-    let entry = EntryData::default()
+    EntryData::default()
         .with_entity(
             entity
                 .iter()
@@ -63,17 +117,7 @@ fn alter(c: &mut Client, entity: Entity, ops: &[(&str, f64, bool)], validate_onl
                         .with_remove(*remove)
                 })
                 .collect(),
-        );
-    let req = AlterClientQuotasRequest::default()
-        .with_entries(vec![entry])
-        .with_validate_only(validate_only);
-    let resp: AlterClientQuotasResponse = c.call(ApiKey::AlterClientQuotas, 1, &req).unwrap();
-    let e = &resp.entries[0];
-    format!(
-        "{} {}",
-        e.error_code,
-        e.error_message.as_deref().unwrap_or("-")
-    )
+        )
 }
 
 /// DescribeClientQuotas: error code and message, then every entry as
@@ -175,14 +219,43 @@ fn quota_api_facts(addr: &str) -> Vec<(String, String)> {
             alter(&mut c, entity, &ops, validate_only),
         ));
     }
+    // Several entries in one request: each answered; an entity named again
+    // (in any component order, valid or not) is answered once, refused as
+    // a duplicate, while its first entry's changes are made.
+    #[rustfmt::skip]
+    let multi: Vec<(&str, Vec<Entry>)> = vec![
+        ("two entries", vec![
+            (&[("user", Some("henry"))], &[(P, 11.0, false)]),
+            (&[("user", Some("henry")), ("client-id", Some("x"))], &[(P, 12.0, false)]),
+        ]),
+        ("one good one bad", vec![
+            (&[("user", Some("ivan"))], &[(P, 13.0, false)]),
+            (&[("user", Some("ivan"))], &[(P, -1.0, false)]),
+        ]),
+        ("entity twice", vec![
+            (&[("user", Some("judy")), ("client-id", Some("y"))], &[(P, 14.0, false)]),
+            (&[("client-id", Some("y")), ("user", Some("judy"))], &[(C, 15.0, false)]),
+        ]),
+        ("a refused entity twice", vec![
+            (&[("user", Some("kim")), ("ip", None)], &[(P, 16.0, false)]),
+            (&[("ip", None), ("user", Some("kim"))], &[(P, 17.0, false)]),
+            (&[("user", Some("kim"))], &[(P, 18.0, false)]),
+        ]),
+    ];
+    for (name, entries) in multi {
+        facts.push((
+            format!("alter {name}"),
+            alter_entries(&mut c, &entries, false),
+        ));
+    }
     // A broker describes from its own metadata, which follows the
     // controller's commits (Kafka's too): wait for the last change.
     common::eventually(
         "the last change is visible",
         Duration::from_secs(10),
         || {
-            describe(&mut c, &[("user", 0, Some("frank"))], true)
-                .contains("[]")
+            describe(&mut c, &[("user", 0, Some("kim"))], true)
+                .contains("producer_byte_rate=18")
                 .then_some(())
         },
     );
@@ -226,19 +299,31 @@ fn quota_apis_answer_as_kafka() {
         let facts = quota_api_facts(&cluster.broker_addr(1).unwrap());
         runs.push((name, facts, cluster));
     }
-    let (kafka, strand) = (&runs[0].1, &runs[1].1);
-    assert_eq!(kafka.len(), strand.len());
-    let differ: Vec<String> = kafka
-        .iter()
-        .zip(strand)
-        .filter(|(k, s)| k != s)
-        .map(|(k, s)| format!("{}:\n  Kafka  {}\n  Strand {}", k.0, k.1, s.1))
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "answers that differ:\n{}",
-        differ.join("\n")
-    );
+    // And on a broker that forwards each request to a controller of its
+    // own (another process): the values travel to it and back.
+    let split = Cluster::start_server(
+        Server::Strand(common::strand_bin()),
+        ClusterSpec::split(1, 1),
+    )
+    .expect("a controller and a broker start");
+    let broker = split.broker_ids()[0];
+    let forwarded = quota_api_facts(&split.broker_addr(broker).unwrap());
+    runs.push(("Strand, forwarded", forwarded, split));
+    let kafka = &runs[0].1;
+    for (name, strand, _) in &runs[1..] {
+        assert_eq!(kafka.len(), strand.len());
+        let differ: Vec<String> = kafka
+            .iter()
+            .zip(strand)
+            .filter(|(k, s)| k != s)
+            .map(|(k, s)| format!("{}:\n  Kafka  {}\n  {name} {}", k.0, k.1, s.1))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{name}: answers that differ:\n{}",
+            differ.join("\n")
+        );
+    }
     // The steps did something: quotas were set and refused.
     let everything = &kafka
         .iter()
@@ -465,5 +550,172 @@ fn request_time_quota_holds_a_busy_client_back() {
             waited >= Duration::from_millis(throttle as u64),
             "{name}: answered {waited:?} after a {throttle} ms throttle"
         );
+    }
+}
+
+/// A client that leaves while throttled gives its connection back at once:
+/// a tiny quota (the longest throttle Kafka gives, some 24 days) must not
+/// hold a `max.connections.per.ip` slot for that long. (Strand only: the
+/// reference Kafka does not read a throttled connection, so it notices the
+/// close only when the throttle ends.)
+#[test]
+fn a_throttled_client_that_leaves_frees_its_connection() {
+    let spec = ClusterSpec::combined(1).with_override("max.connections.per.ip", "2");
+    let cluster =
+        Cluster::start_server(Server::Strand(common::strand_bin()), spec).expect("a node starts");
+    let addr = cluster.broker_addr(1).unwrap();
+    let mut admin = Client::connect(&addr).unwrap();
+    assert_eq!(
+        common::create_topic_with(
+            &mut admin,
+            "metered",
+            1,
+            1,
+            &[("max.message.bytes", "4000000")]
+        )
+        .unwrap(),
+        0
+    );
+    let client_id: Entity = &[("client-id", Some("strand-test"))];
+    assert_eq!(
+        alter(&mut admin, client_id, &[(P, 1.0, false)], false),
+        "0 -"
+    );
+    let mut hog = Client::connect(&addr).unwrap();
+    // 3 MB over one byte a second: a throttle past Kafka's cap.
+    let throttle = common::eventually("a produce is throttled", Duration::from_secs(10), || {
+        let (err, _, ms) = produce(&mut hog, "metered", &vec![7u8; 3_000_000]);
+        assert_eq!(err, 0);
+        (ms > 0).then_some(ms)
+    });
+    assert_eq!(throttle, i32::MAX, "Kafka's cap on a byte-rate throttle");
+    drop(hog);
+    // The second slot is free again: a new connection is served.
+    common::eventually(
+        "the throttled connection's slot comes back",
+        Duration::from_secs(10),
+        || {
+            let mut c = Client::connect(&addr).ok()?;
+            let req = MetadataRequest::default().with_topics(None);
+            c.call::<_, MetadataResponse>(ApiKey::Metadata, 12, &req)
+                .ok()
+        },
+    );
+    // And the admin connection is still the one it was.
+    assert!(
+        describe(&mut admin, &[("client-id", 0, Some("strand-test"))], true)
+            .contains("producer_byte_rate=")
+    );
+}
+
+/// Strand's quota rate is Kafka's: the same traces of records (steady,
+/// bursty, with idle gaps around the 11 s expiry, with unrecorded values)
+/// go through Kafka's own `Rate` (run from the reference Kafka's
+/// kafka-clients jar) and through `strand_broker::client_quotas::Rate`;
+/// after every step the rate and the window it is measured over must be
+/// equal. The throttle time is a function of these two.
+#[test]
+fn the_quota_rate_is_kafkas_rate() {
+    use strand_broker::client_quotas::{QuotaWindow, Rate};
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    let libs = dist.dir.join("libs");
+    let class_path: Vec<String> = std::fs::read_dir(&libs)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            (name.starts_with("kafka-clients-") || name.starts_with("slf4j-api"))
+                && name.ends_with(".jar")
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    assert_eq!(
+        class_path.len(),
+        2,
+        "kafka-clients and slf4j-api in {libs:?}"
+    );
+    let oracle = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/compat-tests/reference-kafka/RateOracle.java"
+    );
+
+    // Deterministic traces: (ms since the first record, value; 0 = measure only).
+    let mut seed: u64 = 0x5eed_1234;
+    let mut next = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let steady: Vec<(i64, f64)> = (0..600).map(|i| (i * 100, 200.0)).collect();
+    let mut bursty = Vec::new();
+    let mut sparse = Vec::new();
+    let (mut t, mut u) = (0i64, 0i64);
+    for _ in 0..3000 {
+        let value = match next(10) {
+            0 => 0.0,
+            _ => (1 + next(10_000)) as f64,
+        };
+        bursty.push((t, value));
+        if value > 0.0 && next(8) == 0 {
+            bursty.push((t, -value)); // a throttled fetch taken back
+        }
+        t += match next(20) {
+            0 => 0,
+            1..=14 => next(300) as i64,
+            15..=17 => 900 + next(300) as i64,
+            _ => 2000 + next(13_000) as i64,
+        };
+        sparse.push((u, (1 + next(1000)) as f64));
+        // Gaps around the expiry (11 s) and the window (1 s) edges.
+        u += [999, 1000, 1001, 10_999, 11_000, 11_001, 12_000, 5][next(8) as usize];
+    }
+    for (name, trace) in [("steady", steady), ("bursty", bursty), ("sparse", sparse)] {
+        let input: String = trace.iter().map(|(t, v)| format!("{t} {v}\n")).collect();
+        let mut java = std::process::Command::new(&dist.java)
+            .arg("-cp")
+            .arg(class_path.join(":"))
+            .arg(oracle)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("java runs");
+        use std::io::Write;
+        java.stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = java.wait_with_output().unwrap();
+        assert!(out.status.success(), "{name}: the oracle failed");
+        let kafka: Vec<(i64, f64, i64)> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(kafka.len(), trace.len(), "{name}: one line per step");
+        let w = QuotaWindow::default();
+        let mut rate = Rate::default();
+        for (i, ((t, v), (kt, krate, kwindow))) in trace.iter().zip(&kafka).enumerate() {
+            assert_eq!(t, kt);
+            if *v != 0.0 {
+                rate.record(w, *v, *t);
+            }
+            let strand_rate = rate.measure(w, *t);
+            let strand_window = rate.window_size_ms(w, *t);
+            assert!(
+                strand_window == *kwindow
+                    && (strand_rate - krate).abs() <= 1e-9 * krate.abs().max(1.0),
+                "{name}, step {i} at {t} ms: Kafka measures {krate} over {kwindow} ms, Strand {strand_rate} over {strand_window} ms"
+            );
+        }
     }
 }

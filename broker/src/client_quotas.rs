@@ -12,6 +12,7 @@ use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::quotas::{
@@ -55,56 +56,92 @@ impl Default for QuotaWindow {
     }
 }
 
-/// A rate over sampled windows (Kafka's `Rate` over a `SampledStat`).
+/// A rate over sampled windows (Kafka's `Rate` over a `SampledStat`): a
+/// ring of `samples + 1` windows, each restarted in place when the ring
+/// comes round to it, and emptied once nothing was recorded in it for the
+/// whole `samples × window`.
 #[derive(Clone, Debug, Default)]
 pub struct Rate {
-    /// (window start ms, total recorded in it), oldest first.
-    samples: Vec<(i64, f64)>,
+    samples: Vec<Sample>,
+    /// The sample being recorded into.
+    current: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    start_ms: i64,
+    last_event_ms: i64,
+    total: f64,
+}
+
+impl Sample {
+    fn new(now_ms: i64) -> Sample {
+        Sample {
+            start_ms: now_ms,
+            last_event_ms: now_ms,
+            total: 0.0,
+        }
+    }
 }
 
 impl Rate {
-    /// Adds `value` at `now_ms`: to the current sample, or to a new one
+    /// Adds `value` at `now_ms`: to the current sample, or to the next one
     /// once the current window is over.
     pub fn record(&mut self, w: QuotaWindow, value: f64, now_ms: i64) {
-        self.purge(w, now_ms);
-        match self.samples.last_mut() {
-            Some((start, total)) if now_ms < *start + w.window_ms => *total += value,
-            _ => {
-                if self.samples.len() == w.samples as usize {
-                    self.samples.remove(0);
-                }
-                self.samples.push((now_ms, value));
+        if self.samples.is_empty() {
+            self.samples.push(Sample::new(now_ms));
+            self.current = 0;
+        }
+        if now_ms - self.samples[self.current].start_ms >= w.window_ms {
+            self.current = (self.current + 1) % (w.samples as usize + 1);
+            if self.current == self.samples.len() {
+                self.samples.push(Sample::new(now_ms));
+            } else {
+                self.samples[self.current] = Sample::new(now_ms);
             }
         }
+        let sample = &mut self.samples[self.current];
+        sample.total += value;
+        sample.last_event_ms = now_ms;
     }
 
-    /// Samples that ended more than the whole window ago count no more.
+    /// A sample nothing was recorded in for the whole window counts no more.
     fn purge(&mut self, w: QuotaWindow, now_ms: i64) {
-        let horizon = now_ms - i64::from(w.samples) * w.window_ms;
-        self.samples.retain(|(start, _)| *start > horizon);
+        let expire = i64::from(w.samples) * w.window_ms;
+        for sample in &mut self.samples {
+            if now_ms - sample.last_event_ms >= expire {
+                *sample = Sample::new(now_ms);
+            }
+        }
     }
 
     /// The time the rate is measured over: since the oldest sample began,
     /// but never less than all the windows but one (so a first burst is
     /// not measured over a few milliseconds).
-    pub fn window_size_ms(&self, w: QuotaWindow, now_ms: i64) -> i64 {
-        let oldest = self.samples.first().map_or(now_ms, |(s, _)| *s);
-        let elapsed = (now_ms - oldest).max(0);
+    pub fn window_size_ms(&mut self, w: QuotaWindow, now_ms: i64) -> i64 {
+        self.purge(w, now_ms);
+        let oldest = self
+            .samples
+            .iter()
+            .map(|s| s.start_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let elapsed = now_ms - oldest;
         let full = elapsed / w.window_ms;
         let min_full = i64::from(w.samples) - 1;
-        if full < min_full {
+        let size = if full < min_full {
             elapsed + (min_full - full) * w.window_ms
         } else {
             elapsed
-        }
+        };
+        size.max(1)
     }
 
     /// Units per second at `now_ms`.
     pub fn measure(&mut self, w: QuotaWindow, now_ms: i64) -> f64 {
         self.purge(w, now_ms);
-        let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
-        let window = self.window_size_ms(w, now_ms).max(1);
-        total * 1000.0 / window as f64
+        let total: f64 = self.samples.iter().map(|s| s.total).sum();
+        total * 1000.0 / self.window_size_ms(w, now_ms) as f64
     }
 
     /// How long to hold the client so that the rate falls back to `bound`:
@@ -121,8 +158,9 @@ impl Rate {
             .min(f64::from(i32::MAX)) as u64
     }
 
-    fn last_start(&self) -> Option<i64> {
-        self.samples.last().map(|(s, _)| *s)
+    /// When something was last recorded.
+    fn last_event(&self) -> Option<i64> {
+        self.samples.iter().map(|s| s.last_event_ms).max()
     }
 }
 
@@ -135,6 +173,10 @@ pub struct ClientQuotaManager {
     /// One owner: every rate behind this one lock, held for a record;
     /// with when idle rates were last swept out.
     rates: Mutex<(Rates, i64)>,
+    /// Which quota types some entity sets, for the image it was worked out
+    /// on (`applied << 3 | one bit per type`; `u64::MAX`: not yet), so that
+    /// a request does not scan every quota entity to learn it.
+    types_in_use: AtomicU64,
 }
 
 /// Past this many rates, idle ones (nothing recorded within the whole
@@ -147,16 +189,35 @@ impl ClientQuotaManager {
         ClientQuotaManager {
             window,
             rates: Mutex::new((HashMap::new(), i64::MIN / 2)),
+            types_in_use: AtomicU64::new(u64::MAX),
         }
     }
 
     /// Whether any quota of this type is set (nothing to count otherwise).
-    pub fn applies(image: &MetadataImage, kind: QuotaType) -> bool {
-        !image.client_quotas.is_empty()
-            && image
-                .client_quotas
-                .values()
-                .any(|keys| keys.contains_key(kind.key()))
+    pub fn applies(&self, image: &MetadataImage, kind: QuotaType) -> bool {
+        const TYPES: [QuotaType; 3] = [QuotaType::Produce, QuotaType::Fetch, QuotaType::Request];
+        let bit = |k: QuotaType| 1u64 << TYPES.iter().position(|t| *t == k).unwrap_or(0);
+        if image.client_quotas.is_empty() {
+            return false;
+        }
+        let known = self.types_in_use.load(Ordering::Relaxed);
+        let mask = if known != u64::MAX && known >> 3 == image.applied {
+            known & 0b111
+        } else {
+            let mask = TYPES
+                .into_iter()
+                .filter(|t| {
+                    image
+                        .client_quotas
+                        .values()
+                        .any(|keys| keys.contains_key(t.key()))
+                })
+                .fold(0, |m, t| m | bit(t));
+            self.types_in_use
+                .store((image.applied << 3) | mask, Ordering::Relaxed);
+            mask
+        };
+        mask & bit(kind) != 0
     }
 
     /// Counts `value` against the quota of `kind` that applies to
@@ -183,7 +244,7 @@ impl ClientQuotaManager {
             let horizon = now_ms - i64::from(w.samples) * w.window_ms;
             rates
                 .0
-                .retain(|_, r| r.last_start().is_some_and(|s| s > horizon));
+                .retain(|_, r| r.last_event().is_some_and(|s| s > horizon));
             rates.1 = now_ms;
         }
         let rates = &mut rates.0;
@@ -272,9 +333,9 @@ impl ClientQuotaManager {
         Metered {
             produce_bytes: matches!(request, RequestKind::Produce(_))
                 .then_some(frame_len)
-                .filter(|_| Self::applies(image, QuotaType::Produce)),
+                .filter(|_| self.applies(image, QuotaType::Produce)),
             fetch: matches!(request, RequestKind::Fetch(_)),
-            request_time: !acks0 && Self::applies(image, QuotaType::Request),
+            request_time: !acks0 && self.applies(image, QuotaType::Request),
         }
     }
 
@@ -307,7 +368,7 @@ impl ClientQuotaManager {
         let Some(response) = response else {
             // acks=0: no answer to carry the throttle; the connection is
             // held all the same.
-            return ms;
+            return ms.min(i32::MAX as u64);
         };
         if let (true, ResponseKind::Fetch(fetch)) = (metered.fetch, &mut *response) {
             let size = fetch.compute_size(version).unwrap_or(0) as f64;
@@ -319,8 +380,11 @@ impl ClientQuotaManager {
                 drop(slices.take());
             }
         }
+        // Kafka's throttles end at its int max; a tiny quota must not hold
+        // a connection for longer than the answer says.
+        let ms = ms.min(i32::MAX as u64);
         if ms > 0 {
-            set_throttle_time(response, i32::try_from(ms).unwrap_or(i32::MAX));
+            set_throttle_time(response, ms as i32);
         }
         ms
     }
@@ -489,5 +553,32 @@ mod tests {
         assert_eq!(m.record(&image, QuotaType::Fetch, ("a", "x"), 1e9, 0), 0);
         m.unrecord(&image, QuotaType::Produce, ("a", "x"), 20_000.0, 0);
         assert_eq!(m.record(&image, QuotaType::Produce, ("a", "x"), 1.0, 0), 0);
+    }
+
+    #[test]
+    fn which_quota_types_apply_follows_the_image() {
+        use strand_metadata::quotas::{QuotaEntity, QuotaValue, USER};
+        let m = ClientQuotaManager::new(W);
+        let mut image = MetadataImage::default();
+        assert!(!m.applies(&image, QuotaType::Produce));
+        let user = QuotaEntity::new(vec![(USER.into(), None)]).unwrap();
+        let set = |image: &mut MetadataImage, key: &str| {
+            image
+                .client_quotas
+                .entry(user.clone())
+                .or_default()
+                .insert(key.into(), QuotaValue(1000.0));
+            image.applied += 1;
+        };
+        set(&mut image, PRODUCER_BYTE_RATE);
+        assert!(m.applies(&image, QuotaType::Produce));
+        assert!(!m.applies(&image, QuotaType::Request));
+        set(&mut image, REQUEST_PERCENTAGE);
+        assert!(m.applies(&image, QuotaType::Request));
+        assert!(m.applies(&image, QuotaType::Produce));
+        assert!(!m.applies(&image, QuotaType::Fetch));
+        image.client_quotas.clear();
+        image.applied += 1;
+        assert!(!m.applies(&image, QuotaType::Produce));
     }
 }

@@ -633,13 +633,30 @@ impl BrokerConfig {
             max_connections_per_ip: limit("max.connections.per.ip"),
         };
         let protocol_map = get("listener.security.protocol.map");
+        let controller_names = get("controller.listener.names");
+        let is_controller_listener =
+            |name: &str| controller_names.split(',').any(|n| n.trim() == name);
+        // An unmapped listener is refused, as Kafka does, except that with the
+        // map left at its default a controller listener is PLAINTEXT (Kafka's
+        // rule too), so a custom controller listener name works out of the box.
+        let protocol_of = |name: &str| match security_protocol(name, &protocol_map) {
+            Err(_)
+                if is_controller_listener(name)
+                    && !props.contains_key("listener.security.protocol.map") =>
+            {
+                Ok(SecurityProtocol::Plaintext)
+            }
+            resolved => resolved,
+        };
         let mut listener_protocols = BTreeMap::new();
         for l in &listeners {
-            listener_protocols.insert(l.name.clone(), security_protocol(&l.name, &protocol_map)?);
+            listener_protocols.insert(l.name.clone(), protocol_of(&l.name)?);
         }
         // The controller listener need not be among a broker-only node's
         // listeners, but its protocol is what this node connects with.
-        let controller_names = get("controller.listener.names");
+        let broker_only = !get("process.roles")
+            .split(',')
+            .any(|r| r.trim() == "controller");
         for name in controller_names
             .split(',')
             .map(str::trim)
@@ -648,9 +665,8 @@ impl BrokerConfig {
             let mapped = protocol_map
                 .split(',')
                 .any(|pair| pair.split_once(':').is_some_and(|(n, _)| n.trim() == name));
-            if !listener_protocols.contains_key(name) && mapped {
-                listener_protocols
-                    .insert(name.to_string(), security_protocol(name, &protocol_map)?);
+            if !listener_protocols.contains_key(name) && (broker_only || mapped) {
+                listener_protocols.insert(name.to_string(), protocol_of(name)?);
             }
         }
         // Controller connections (Raft, registrations, heartbeats) are
@@ -1113,6 +1129,42 @@ mod tests {
             broker_only.security_protocol("CONTROLLER"),
             SecurityProtocol::Ssl
         );
+        // A controller listener missing from a map that was set is refused
+        // (it would otherwise be reached in PLAINTEXT, whatever was meant) ...
+        let err = cfg(&[
+            ("process.roles", "broker"),
+            ("listeners", "PLAINTEXT://127.0.0.1:9092"),
+            ("controller.quorum.voters", "1@127.0.0.1:9093"),
+            ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"),
+        ])
+        .expect_err("an unmapped controller listener is refused")
+        .to_string();
+        assert!(
+            err.contains("no security protocol for listener CONTROLLER"),
+            "{err}"
+        );
+        // ... while with the map left at its default it is PLAINTEXT.
+        for roles in ["broker", "broker,controller"] {
+            let mut pairs = vec![
+                ("process.roles", roles),
+                ("controller.listener.names", "CTRL"),
+                ("controller.quorum.voters", "1@127.0.0.1:9093"),
+            ];
+            if roles == "broker" {
+                pairs.push(("listeners", "PLAINTEXT://127.0.0.1:9092"));
+            } else {
+                pairs.push((
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
+                ));
+            }
+            let c = cfg(&pairs).unwrap();
+            assert_eq!(
+                c.security_protocol("CTRL"),
+                SecurityProtocol::Plaintext,
+                "{roles}"
+            );
+        }
         let ok = cfg(&[
             (
                 "listeners",

@@ -311,6 +311,10 @@ async fn connection<S: ServerConn>(
             (&security, &mut auth),
         ))
         .await?;
+        // Kafka's throttle runs from when the response is ready, so the time
+        // spent writing a large response counts towards it.
+        let throttled_until =
+            (throttle > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(throttle));
         match answer {
             Answer::None => {}
             Answer::Buffered => stream.write_all(&out).await?,
@@ -336,9 +340,11 @@ async fn connection<S: ServerConn>(
         }
         // A quota's throttle: answered at once, then nothing more is read
         // from this connection until it has passed (KIP-219).
-        if throttle > 0 {
+        // A client that goes away meanwhile frees its connection at once.
+        if let Some(until) = throttled_until {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(throttle)) => {}
+                _ = tokio::time::sleep_until(until) => {}
+                _ = stream.closed() => return Ok(()),
                 _ = shutdown.changed() => return Err(Closed::Shutdown),
             }
         }

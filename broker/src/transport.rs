@@ -29,6 +29,12 @@ pub trait ServerConn: Stream + 'static {
     /// and a timer at once.
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_;
 
+    /// Resolves once the peer has closed the connection (or it failed),
+    /// consuming nothing; never, while a request it sent waits unread.
+    /// Lets a connection that is not being read (a throttled one) notice
+    /// that its client has gone.
+    fn closed(&mut self) -> impl Future<Output = ()> + Send + '_;
+
     /// Writes a slice of a segment file (a fetch response's records). By
     /// default its bytes are read and written; TCP sends them from the
     /// page cache (`sendfile`).
@@ -90,6 +96,15 @@ impl ServerConn for tokio::net::TcpStream {
         tokio::net::TcpStream::readable(self)
     }
 
+    async fn closed(&mut self) {
+        let mut byte = [0u8; 1];
+        match self.peek(&mut byte).await {
+            Ok(0) | Err(_) => {}
+            // The next request is waiting: the peer is there.
+            Ok(_) => std::future::pending().await,
+        }
+    }
+
     async fn send_file(&mut self, slice: &FileSlice) -> io::Result<()> {
         let Some(file) = slice.file.raw_fd() else {
             return copy_file_slice(self, slice).await;
@@ -128,26 +143,25 @@ impl ServerConn for tokio::net::TcpStream {
     }
 }
 
-/// A TLS connection the server accepted. Reads go through a small buffer:
-/// the socket's readiness says nothing of the plaintext TLS already holds,
-/// so waiting for the next request fills the buffer instead (which is
-/// cancel-safe: what it read stays there). Records of a fetch are copied
-/// through TLS (no `sendfile`).
+/// A TLS connection the server accepted. Waiting for the next request
+/// fills TLS's own plaintext buffer (cancel-safe: what it read stays
+/// there), since the socket's readiness says nothing of what TLS already
+/// holds. Records of a fetch are copied through TLS (no `sendfile`).
 pub struct TlsConn {
     // Boxed: a TLS session is over a kilobyte, and connection tasks move it.
-    inner: Box<tokio::io::BufReader<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>,
+    inner: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
 }
 
 impl TlsConn {
     pub fn new(stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>) -> TlsConn {
         TlsConn {
-            inner: Box::new(tokio::io::BufReader::new(stream)),
+            inner: Box::new(stream),
         }
     }
 
     /// The client's certificate (the end of its chain), when it sent one.
     pub fn peer_certificate(&self) -> Option<&[u8]> {
-        let (_, session) = self.inner.get_ref().get_ref();
+        let (_, session) = self.inner.get_ref();
         session
             .peer_certificates()
             .and_then(|chain| chain.first())
@@ -193,6 +207,14 @@ impl ServerConn for TlsConn {
     async fn readable(&mut self) -> io::Result<()> {
         use tokio::io::AsyncBufReadExt;
         self.inner.fill_buf().await.map(|_| ())
+    }
+
+    async fn closed(&mut self) {
+        use tokio::io::AsyncBufReadExt;
+        match self.inner.fill_buf().await {
+            Ok([]) | Err(_) => {}
+            Ok(_) => std::future::pending().await,
+        }
     }
 }
 

@@ -32,8 +32,27 @@ impl Eq for QuotaValue {}
 
 /// A quota entity: each entity type at most once, sorted by type; a name
 /// of `None` is the type's default entity (`<default>` in Kafka's tools).
+///
+/// Read back (from the metadata log, a snapshot, or a request forwarded to
+/// the controller) only in that form: a peer cannot hand the controller an
+/// entity the request checks would have refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "Vec<(String, Option<String>)>")]
 pub struct QuotaEntity(Vec<(String, Option<String>)>);
+
+impl TryFrom<Vec<(String, Option<String>)>> for QuotaEntity {
+    type Error = String;
+
+    fn try_from(components: Vec<(String, Option<String>)>) -> Result<QuotaEntity, String> {
+        let entity = QuotaEntity::new(components.clone())?;
+        if entity.0 != components {
+            return Err(format!(
+                "quota entity {components:?} is not in its canonical form (each type once, sorted)"
+            ));
+        }
+        Ok(entity)
+    }
+}
 
 impl QuotaEntity {
     /// The entity of these components as an AlterClientQuotas entry names
@@ -116,13 +135,29 @@ pub type QuotaOp = (String, Option<f64>);
 impl std::fmt::Display for QuotaEntity {
     /// As Kafka's ClientQuotaEntity prints itself (in its messages).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|(t, n)| format!("{t}={}", n.as_deref().unwrap_or("null")))
-            .collect();
-        write!(f, "ClientQuotaEntity(entries={{{}}})", parts.join(", "))
+        f.write_str(&display_entity(
+            self.0.iter().map(|(t, n)| (t.as_str(), n.as_deref())),
+        ))
     }
+}
+
+/// An entity's components as Kafka's ClientQuotaEntity prints them: its
+/// small hash map's order (client-id, user, ip; checked against Kafka 4.4's
+/// messages), a default entity's name as `null`.
+pub fn display_entity<'a>(components: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> String {
+    let rank = |t: &str| match t {
+        CLIENT_ID => 0,
+        USER => 1,
+        IP => 2,
+        _ => 3,
+    };
+    let mut parts: Vec<(&str, Option<&str>)> = components.collect();
+    parts.sort_by_key(|(t, _)| rank(t));
+    let parts: Vec<String> = parts
+        .iter()
+        .map(|(t, n)| format!("{t}={}", n.unwrap_or("null")))
+        .collect();
+    format!("ClientQuotaEntity(entries={{{}}})", parts.join(", "))
 }
 
 /// Checks one entity's alteration as Kafka's controller does, with its
@@ -582,5 +617,27 @@ mod tests {
             parse(&[(IP, 2, None), (USER, 1, None)]),
             invalid("Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
         );
+    }
+
+    #[test]
+    fn an_entity_is_read_back_only_in_its_checked_form() {
+        let alice = QuotaEntity::new(vec![
+            (USER.into(), Some("alice".into())),
+            (CLIENT_ID.into(), None),
+        ])
+        .unwrap();
+        let json = serde_json::to_string(&alice).unwrap();
+        assert_eq!(serde_json::from_str::<QuotaEntity>(&json).unwrap(), alice);
+        for bad in [
+            r#"[]"#,
+            r#"[["user","a"],["user","b"]]"#,
+            r#"[["user","a"],["client-id",null]]"#,
+            r#"[["user",""]]"#,
+            r#"[["group","g"]]"#,
+            r#"[["ip","127.0.0.1"],["user","a"]]"#,
+            r#"[["ip","not-an-address"]]"#,
+        ] {
+            assert!(serde_json::from_str::<QuotaEntity>(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -76,7 +76,11 @@ pub async fn alter_client_quotas(
     let mut answers: Vec<EntryData> = Vec::with_capacity(req.entries.len());
     let mut valid: Vec<(usize, QuotaEntity, Vec<_>)> = Vec::new();
     let mut duplicates: Vec<(usize, String)> = Vec::new();
-    let mut seen: std::collections::HashMap<QuotaEntity, usize> = std::collections::HashMap::new();
+    // Entities by their components as named (each type's last name), as
+    // Kafka keys them before any check: a later entry naming the same
+    // entity, valid or not, is answered as the duplicate.
+    type Named = std::collections::BTreeMap<String, Option<String>>;
+    let mut seen: std::collections::HashMap<Named, usize> = std::collections::HashMap::new();
     for entry in &req.entries {
         let echo: Vec<EntityData> = entry
             .entity
@@ -87,7 +91,7 @@ pub async fn alter_client_quotas(
                     .with_entity_name(e.entity_name.clone())
             })
             .collect();
-        let components = entry
+        let named: Named = entry
             .entity
             .iter()
             .map(|e| {
@@ -97,6 +101,17 @@ pub async fn alter_client_quotas(
                 )
             })
             .collect();
+        // An entity named again: Kafka answers it once, refused, though
+        // its first entry's changes are still made.
+        if let Some(&slot) = seen.get(&named) {
+            let shown = strand_metadata::quotas::display_entity(
+                named.iter().map(|(t, n)| (t.as_str(), n.as_deref())),
+            );
+            duplicates.push((slot, format!("Ignoring duplicate entity {shown}")));
+            continue;
+        }
+        seen.insert(named.clone(), answers.len());
+        let components = named.into_iter().collect();
         let ops = entry
             .ops
             .iter()
@@ -112,17 +127,7 @@ pub async fn alter_client_quotas(
         let checked =
             QuotaEntity::new(components).and_then(|e| validate_alteration(&e, &ops).map(|()| e));
         match checked {
-            // An entity named again: Kafka answers it once, refused, though
-            // its first entry's changes are still made.
-            Ok(entity) if seen.contains_key(&entity) => {
-                let slot = seen[&entity];
-                duplicates.push((slot, format!("Ignoring duplicate entity {entity}")));
-                continue;
-            }
-            Ok(entity) => {
-                seen.insert(entity.clone(), answers.len());
-                valid.push((answers.len(), entity, ops));
-            }
+            Ok(entity) => valid.push((answers.len(), entity, ops)),
             Err(message) => {
                 answers.push(
                     answer

@@ -338,6 +338,19 @@ impl ServerConn for SimConn {
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
         std::future::poll_fn(move |cx| self.poll_ready(cx).map(Ok))
     }
+
+    async fn closed(&mut self) {
+        std::future::poll_fn(|cx| self.poll_ready(cx)).await;
+        // Ready with nothing to read: the peer closed its end.
+        let closed = {
+            let net = self.network.net.lock();
+            let p = &net.pipes[self.rx];
+            p.chunks.is_empty() && p.writer_closed
+        };
+        if !closed {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 impl Drop for SimConn {
