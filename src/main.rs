@@ -169,9 +169,9 @@ fn halt(why: &str) -> ! {
 
 /// The controller listener's TLS (the broker crate's) as the controller
 /// crate's connection hooks.
-struct ControllerTls(strand_broker::controller_channel::ControllerChannel);
+struct ControllerSecurity(strand_broker::controller_channel::ControllerChannel);
 
-impl RpcSecurity for ControllerTls {
+impl RpcSecurity for ControllerSecurity {
     fn connect(&self, addr: &str) -> RpcFuture<BoxRpcStream> {
         let connecting = self.0.connect(addr);
         Box::pin(async move { Ok(Box::new(connecting.await?) as BoxRpcStream) })
@@ -203,7 +203,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let inter_broker = strand_broker::inter_broker::transport(&config)?;
     let controller_rpc: Arc<dyn RpcSecurity> =
         match strand_broker::controller_channel::ControllerChannel::build(&config)? {
-            Some(channel) => Arc::new(ControllerTls(channel)),
+            Some(channel) => Arc::new(ControllerSecurity(channel)),
             None => PlainRpc::shared(),
         };
     let log_dir = config.log_dirs[0].clone();

@@ -425,7 +425,7 @@ fn unsecurable_listeners_refuse_to_start() {
                 "listener.security.protocol.map",
                 "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
             )],
-            "SASL_SSL on the controller listener CONTROLLER is not implemented by Strand",
+            "GSSAPI is not implemented by Strand; on the controller listener CONTROLLER it takes PLAIN",
         ),
         (
             // A TLS controller listener needs its stores like any other

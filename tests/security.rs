@@ -775,6 +775,80 @@ fn every_listener_secured_and_strangers_cannot_reach_the_quorum() {
     );
 }
 
+/// The controller listener on SASL_PLAINTEXT, and on SASL_SSL, with PLAIN
+/// (`sasl.mechanism.controller.protocol=PLAIN`, Kafka's settings): three
+/// controllers and three brokers form the quorum, register and replicate
+/// through it (a topic with three replicas and min.insync.replicas=3 takes
+/// acks=all writes that come back through a group), each node logging in
+/// as `controller`. With the StandardAuthorizer only super users are
+/// admitted. On each controller a Raft vote at a term far ahead gets no
+/// answer without a login, with a wrong password, for an unknown user, or
+/// from `guest`, a user the listener knows but not a super user;
+/// `controller` is answered.
+#[test]
+fn a_sasl_controller_listener_admits_its_super_users_only() {
+    use strand_compat_tests::{Cluster, ClusterSpec};
+    let (pki, ca) = Pki::new();
+    let ca_file = path_str(&pki.write("ca.pem", &ca.cert_pem()));
+    let (cert, key) = ca.sign("controller", &["localhost", "127.0.0.1"], false);
+    let keystore = path_str(&pki.write("controller.pem", &format!("{key}{cert}")));
+    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="controller-secret" user_controller="controller-secret" user_guest="guest-secret";"#;
+    for protocol in ["SASL_PLAINTEXT", "SASL_SSL"] {
+        let mut spec = ClusterSpec::split(3, 3);
+        let map = format!("PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}");
+        for (k, v) in [
+            ("listener.security.protocol.map", map.as_str()),
+            ("sasl.mechanism.controller.protocol", "PLAIN"),
+            ("listener.name.controller.sasl.enabled.mechanisms", "PLAIN"),
+            ("listener.name.controller.plain.sasl.jaas.config", jaas),
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            ),
+            ("super.users", "User:controller"),
+            ("allow.everyone.if.no.acl.found", "true"),
+        ] {
+            spec = spec.with_override(k, v);
+        }
+        let tls = protocol == "SASL_SSL";
+        if tls {
+            spec = with_pem_stores(spec, &keystore, &ca_file);
+        }
+        let cluster = Cluster::start(&common::strand_bin(), spec).unwrap();
+        let bootstrap = cluster.bootstrap();
+        assert_eq!(py(&["create", &bootstrap, "guarded", "3", "3"]), "ok");
+        assert_eq!(py(&["roundtrip", &bootstrap, "guarded", "300"]), "ok 300");
+        let login = |user: &str, password: &str| {
+            let kind = if tls { "sasl+tls" } else { "sasl" };
+            format!("{kind}:{user}:{password}")
+        };
+        for id in cluster.controller_ids() {
+            let addr = cluster.controller_addr(id).unwrap();
+            let bare = if tls { "none" } else { "plaintext" };
+            for stranger in [
+                bare.to_string(),
+                login("controller", "wrong"),
+                login("nobody", "controller-secret"),
+                login("guest", "guest-secret"),
+            ] {
+                let out = py(&["controller-probe", &addr, &ca_file, &stranger, "vote"]);
+                assert!(
+                    out.starts_with("refused"),
+                    "{protocol}: controller {id} heard a stranger ({stranger}): {out}"
+                );
+            }
+            let member = login("controller", "controller-secret");
+            let out = py(&["controller-probe", &addr, &ca_file, &member, "harmless"]);
+            assert!(
+                out.starts_with("answered {\"Controller\""),
+                "{protocol}: controller {id} with the cluster's login: {out}"
+            );
+        }
+        assert_eq!(py(&["create", &bootstrap, "after", "3", "3"]), "ok");
+        assert_eq!(py(&["roundtrip", &bootstrap, "after", "100"]), "ok 100");
+    }
+}
+
 /// 200 messages produced acks=all idempotently with the rdkafka crate
 /// under `config`, then read back in order through a group.
 fn rdkafka_roundtrip(config: &rdkafka::config::ClientConfig, topic: &str) {

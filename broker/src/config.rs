@@ -669,18 +669,25 @@ impl BrokerConfig {
                 listener_protocols.insert(name.to_string(), protocol_of(name)?);
             }
         }
-        // Controller connections (Raft, registrations, heartbeats) are
-        // PLAINTEXT or TLS (with mutual TLS as the credential): SASL there
-        // must not start half-working.
+        // Controller connections (Raft, registrations, heartbeats) take
+        // SASL/PLAIN (`sasl.mechanism.controller.protocol`, Kafka's key);
+        // any other mechanism must not start half-working.
         for name in controller_names.split(',').map(str::trim) {
-            if let Some(p) = listener_protocols.get(name).filter(|p| p.uses_sasl()) {
-                return Err(invalid(
-                    "listener.security.protocol.map",
-                    &protocol_map,
-                    format!(
-                        "{} on the controller listener {name} is not implemented by Strand (use SSL with ssl.client.auth=required: the certificate is the credential)",
-                        p.name()
+            if listener_protocols.get(name).is_some_and(|p| p.uses_sasl()) {
+                let mechanism = get("sasl.mechanism.controller.protocol");
+                let why = match mechanism.as_str() {
+                    "PLAIN" => continue,
+                    "SCRAM-SHA-256" | "SCRAM-SHA-512" => format!(
+                        "{mechanism} cannot authenticate connections to the controllers: its credentials live in the metadata log they serve; use PLAIN (or SSL with client certificates) on the controller listener {name}"
                     ),
+                    m => format!(
+                        "{m} is not implemented by Strand; on the controller listener {name} it takes PLAIN (or SSL with client certificates)"
+                    ),
+                };
+                return Err(invalid(
+                    "sasl.mechanism.controller.protocol",
+                    &mechanism,
+                    why,
                 ));
             }
         }
@@ -1083,21 +1090,34 @@ mod tests {
             ("ssl.client.auth", "always")
         ])
         .is_err());
-        // No SASL on the controller listener.
-        let err = cfg(&[
-            (
-                "listeners",
-                "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
-            ),
-            ("controller.listener.names", "CTRL"),
-            (
-                "listener.security.protocol.map",
-                "PLAINTEXT:PLAINTEXT,CTRL:SASL_PLAINTEXT",
-            ),
-        ])
-        .expect_err("SASL on the controller listener is refused")
-        .to_string();
-        assert!(err.contains("not implemented"), "{err}");
+        // SASL on the controller listener: PLAIN only (GSSAPI, Kafka's
+        // default mechanism there, is not implemented; SCRAM's credentials
+        // live in the log the controllers serve).
+        let sasl_controller = |mechanism: &str| {
+            cfg(&[
+                (
+                    "listeners",
+                    "PLAINTEXT://127.0.0.1:9092,CTRL://127.0.0.1:9093",
+                ),
+                ("controller.listener.names", "CTRL"),
+                (
+                    "listener.security.protocol.map",
+                    "PLAINTEXT:PLAINTEXT,CTRL:SASL_PLAINTEXT",
+                ),
+                ("sasl.mechanism.controller.protocol", mechanism),
+            ])
+        };
+        let err = sasl_controller("GSSAPI").expect_err("GSSAPI").to_string();
+        assert!(err.contains("GSSAPI is not implemented"), "{err}");
+        let err = sasl_controller("SCRAM-SHA-512")
+            .expect_err("SCRAM")
+            .to_string();
+        assert!(err.contains("metadata log"), "{err}");
+        let ok = sasl_controller("PLAIN").expect("PLAIN");
+        assert_eq!(
+            ok.security_protocol("CTRL"),
+            SecurityProtocol::SaslPlaintext
+        );
         // TLS on the controller listener; a broker-only node, which does
         // not listen on it, still connects with its protocol.
         let combined = cfg(&[

@@ -71,26 +71,42 @@ fn sasl_credentials(config: &BrokerConfig, listener: &str) -> Result<SaslCredent
         ));
     }
     let key = format!("{}.sasl.jaas.config", mechanism.to_lowercase());
-    let jaas = config.listener_setting(listener, &key).ok_or_else(|| {
+    let (username, password) = jaas_login(
+        listener,
+        &key,
+        &|k: &str| config.listener_setting(listener, k),
+        "inter-broker SASL",
+    )?;
+    Ok(SaslCredentials {
+        mechanism,
+        username,
+        password,
+    })
+}
+
+/// The `username` and `password` options of `listener`'s JAAS entry `key`
+/// (`listener.name.<listener>.<key>`, else `<key>`): what this node
+/// presents to `purpose`'s peers.
+pub(crate) fn jaas_login(
+    listener: &str,
+    key: &str,
+    setting: &dyn Fn(&str) -> Option<String>,
+    purpose: &str,
+) -> Result<(String, String), String> {
+    let name = format!("listener.name.{}.{key}", listener.to_lowercase());
+    let jaas = setting(key).ok_or_else(|| {
         format!(
-            "inter-broker SASL: listener.name.{}.{key} is not set (its username and password are what this broker presents)",
-            listener.to_lowercase()
+            "{purpose}: {name} is not set (its username and password are what this node presents)"
         )
     })?;
     let entry = strand_security::jaas::parse(&jaas).map_err(|e| format!("{key}: {e}"))?;
-    let get = |k: &str| {
-        entry.options.get(k).cloned().ok_or_else(|| {
-            format!(
-                "listener.name.{}.{key}: no {k} option (the inter-broker credentials)",
-                listener.to_lowercase()
-            )
-        })
-    };
-    Ok(SaslCredentials {
-        mechanism,
-        username: get("username")?,
-        password: get("password")?,
-    })
+    let get =
+        |k: &str| {
+            entry.options.get(k).cloned().ok_or_else(|| {
+                format!("{purpose}: {name} has no {k} option (what this node presents)")
+            })
+        };
+    Ok((get("username")?, get("password")?))
 }
 
 fn tls_connector(

@@ -11,7 +11,7 @@ tests/security.rs. One command per run; prints one line: "ok ..." or
       many brokers are registered; min.insync.replicas = replicas)
   ready <host:port,...> <brokers> [k=v ...]   (the cluster lists that many
       brokers and each one given answers metadata: "ok", else "err ...")
-  controller-probe <host:port> <ca.pem> <none|cert.pem:key.pem|plaintext> <vote|harmless>
+  controller-probe <host:port> <ca.pem> <none|cert.pem:key.pem|plaintext|sasl:USER:PASSWORD|sasl+tls:USER:PASSWORD> <vote|harmless>
       (on a controller listener: with "vote" a Raft Vote at a term far
       ahead first, then a harmless controller request: "answered <the first
       answer>" or "refused ...")
@@ -164,7 +164,21 @@ def controller_probe(addr, ca, credential, what):
     host, port = addr.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=10)
     try:
-        if credential != "plaintext":
+        if credential.startswith("sasl:") or credential.startswith("sasl+tls:"):
+            # The controller listener's SASL/PLAIN login (over TLS with
+            # "sasl+tls", without a client certificate).
+            kind, user, password = credential.split(":", 2)
+            if kind == "sasl+tls":
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                ctx.load_verify_locations(ca)
+                sock = ctx.wrap_socket(sock, server_hostname=host)
+            token = list(b"\0" + user.encode() + b"\0" + password.encode())
+            sock.sendall(frame({"mechanism": "PLAIN", "token": token}))
+            login = read_frame(sock)
+            if login is None or "error" in login:
+                print(f"refused sasl {login}")
+                return
+        elif credential != "plaintext":
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             ctx.load_verify_locations(ca)
             if credential != "none":
@@ -184,6 +198,9 @@ def controller_probe(addr, ca, credential, what):
         return
     if answer is None:
         print("refused closed")
+    elif isinstance(answer, dict) and "error" in answer:
+        # The listener took the first frame for a SASL login and refused it.
+        print(f"refused {answer['error']}")
     else:
         print("answered " + json.dumps(answer)[:200])
 
