@@ -550,6 +550,16 @@ fn request_time_quota_holds_a_busy_client_back() {
             waited >= Duration::from_millis(throttle as u64),
             "{name}: answered {waited:?} after a {throttle} ms throttle"
         );
+        // An ApiVersions outside a SASL exchange counts too (Kafka's
+        // handler throttles it like any other request).
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(sb("strand-test"))
+            .with_client_software_version(sb("1"));
+        let resp: ApiVersionsResponse = c.call(ApiKey::ApiVersions, 3, &req).unwrap();
+        assert!(
+            resp.throttle_time_ms > 0,
+            "{name}: an ApiVersions over the request quota is not throttled"
+        );
     }
 }
 

@@ -58,6 +58,13 @@ impl ConnAuth {
     }
 
     /// Whether the next frame is a bare SASL token (SaslHandshake v0).
+    /// Whether the connection is still in its SASL exchange (before its
+    /// first successful authentication): what it sends is the exchange's,
+    /// which Kafka's authenticator answers outside any quota.
+    pub fn authenticating(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.user().is_none())
+    }
+
     pub fn wants_raw_token(&self) -> bool {
         self.raw_tokens
     }

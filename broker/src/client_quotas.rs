@@ -289,9 +289,11 @@ pub type Throttle = u64;
 
 impl ClientQuotaManager {
     /// What `request` (of `frame_len` bytes, from `who`) will count
-    /// against. Brokers' own requests (follower fetches, markers), the
-    /// connection's set-up (ApiVersions, SASL) and acks=0 produces' time
-    /// count against nothing, as in Kafka. A consumer's fetch is capped at
+    /// against. Brokers' own requests (follower fetches, markers), the SASL
+    /// exchange (with an ApiVersions before it: `authenticating`) and
+    /// acks=0 produces' time count against nothing, as in Kafka; any other
+    /// ApiVersions counts against the request quota, as Kafka's handler
+    /// throttles it. A consumer's fetch is capped at
     /// what its byte rate allows over the window (Kafka's cap), so that one
     /// response never outgrows the quota and is throttled forever.
     pub fn meter(
@@ -300,6 +302,7 @@ impl ClientQuotaManager {
         (request, version): (&mut RequestKind, i16),
         who: (&str, &str),
         frame_len: usize,
+        authenticating: bool,
     ) -> Metered {
         if image.client_quotas.is_empty() {
             return Metered::default();
@@ -309,8 +312,8 @@ impl ClientQuotaManager {
             // ReplicaState; `rules::fetch_origin`): an older fetch claiming
             // a replica id is a consumer's.
             RequestKind::Fetch(r) => version >= 15 && r.replica_state.replica_id.0 >= 0,
-            RequestKind::ApiVersions(_)
-            | RequestKind::SaslHandshake(_)
+            RequestKind::ApiVersions(_) => authenticating,
+            RequestKind::SaslHandshake(_)
             | RequestKind::SaslAuthenticate(_)
             | RequestKind::WriteTxnMarkers(_) => true,
             _ => false,
@@ -443,7 +446,15 @@ fn set_throttle_time(response: &mut ResponseKind, ms: i32) {
         DescribeProducers,
         DescribeTransactions,
         ListTransactions,
-        DescribeCluster
+        DescribeCluster,
+        ApiVersions,
+        AlterReplicaLogDirs,
+        AlterPartitionReassignments,
+        ListPartitionReassignments,
+        UpdateFeatures,
+        ConsumerGroupHeartbeat,
+        ConsumerGroupDescribe,
+        DescribeTopicPartitions
     );
 }
 
@@ -520,7 +531,7 @@ mod tests {
                 .with_replica_id(BrokerId(0))
                 .with_max_bytes(i32::MAX),
         );
-        assert!(m.meter(&image, (&mut old, 11), who, 100).fetch);
+        assert!(m.meter(&image, (&mut old, 11), who, 100, false).fetch);
         let RequestKind::Fetch(capped) = &old else {
             unreachable!()
         };
@@ -529,7 +540,7 @@ mod tests {
         let mut follower = FetchRequest::default();
         follower.replica_state.replica_id = BrokerId(2);
         let mut follower = RequestKind::Fetch(follower);
-        assert!(!m.meter(&image, (&mut follower, 15), who, 100).fetch);
+        assert!(!m.meter(&image, (&mut follower, 15), who, 100, false).fetch);
     }
 
     #[test]

@@ -469,10 +469,13 @@ async fn handle_frame(
     let image = node.broker.image();
     let who = (ctx.principal.name.as_str(), ctx.client_id.as_str());
     let mut request = request;
-    let metered = node
-        .broker
-        .quotas
-        .meter(&image, (&mut request, version), who, frame_len);
+    let metered = node.broker.quotas.meter(
+        &image,
+        (&mut request, version),
+        who,
+        frame_len,
+        auth.authenticating(),
+    );
     let (response, handling) = if metered.request_time {
         // The time this request spends on the async workers (its polls),
         // not its waits: Kafka's request-handler thread time.
