@@ -120,6 +120,31 @@ impl Rate {
     /// not measured over a few milliseconds).
     pub fn window_size_ms(&mut self, w: QuotaWindow, now_ms: i64) -> i64 {
         self.purge(w, now_ms);
+        self.window_of_purged(w, now_ms)
+    }
+
+    /// Units per second at `now_ms`.
+    pub fn measure(&mut self, w: QuotaWindow, now_ms: i64) -> f64 {
+        self.purge(w, now_ms);
+        self.rate_and_window_of_purged(w, now_ms).0
+    }
+
+    /// How long to hold the client so that the rate falls back to `bound`:
+    /// the excess over the bound, as a share of it, times the window.
+    pub fn throttle_ms(&mut self, w: QuotaWindow, bound: f64, now_ms: i64) -> u64 {
+        self.purge(w, now_ms);
+        let (rate, window) = self.rate_and_window_of_purged(w, now_ms);
+        if rate <= bound || bound <= 0.0 {
+            return 0;
+        }
+        // Kafka's cap: the largest int.
+        ((rate - bound) / bound * window as f64)
+            .round()
+            .min(f64::from(i32::MAX)) as u64
+    }
+
+    /// [`Rate::window_size_ms`] on samples already purged at `now_ms`.
+    fn window_of_purged(&self, w: QuotaWindow, now_ms: i64) -> i64 {
         let oldest = self
             .samples
             .iter()
@@ -137,25 +162,11 @@ impl Rate {
         size.max(1)
     }
 
-    /// Units per second at `now_ms`.
-    pub fn measure(&mut self, w: QuotaWindow, now_ms: i64) -> f64 {
-        self.purge(w, now_ms);
+    /// The rate and its window, on samples already purged at `now_ms`.
+    fn rate_and_window_of_purged(&self, w: QuotaWindow, now_ms: i64) -> (f64, i64) {
         let total: f64 = self.samples.iter().map(|s| s.total).sum();
-        total * 1000.0 / self.window_size_ms(w, now_ms) as f64
-    }
-
-    /// How long to hold the client so that the rate falls back to `bound`:
-    /// the excess over the bound, as a share of it, times the window.
-    pub fn throttle_ms(&mut self, w: QuotaWindow, bound: f64, now_ms: i64) -> u64 {
-        let rate = self.measure(w, now_ms);
-        if rate <= bound || bound <= 0.0 {
-            return 0;
-        }
-        let window = self.window_size_ms(w, now_ms) as f64;
-        // Kafka's cap: the largest int.
-        ((rate - bound) / bound * window)
-            .round()
-            .min(f64::from(i32::MAX)) as u64
+        let window = self.window_of_purged(w, now_ms);
+        (total * 1000.0 / window as f64, window)
     }
 
     /// When something was last recorded.
