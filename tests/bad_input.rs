@@ -257,3 +257,132 @@ fn bad_input_gets_errors_or_close_and_broker_keeps_serving() {
         vec![0, 3]
     );
 }
+
+/// One request frame with `correlation`, as a client that pipelines writes
+/// it (length prefix included).
+fn request_frame<
+    Req: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion,
+>(
+    key: ApiKey,
+    version: i16,
+    correlation: i32,
+    req: &Req,
+) -> Vec<u8> {
+    use kafka_protocol::protocol::Encodable;
+    let mut body = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str("pipelined")))
+        .encode(&mut body, key.request_header_version(version))
+        .unwrap();
+    req.encode(&mut body, version).unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// A response frame's correlation id and body.
+fn response_of(c: &mut Client, key: ApiKey, version: i16) -> (i32, Bytes) {
+    let mut frame = c.read_frame().unwrap();
+    let header = ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
+    (header.correlation_id, frame)
+}
+
+/// A client may write its next requests before the first is answered (every
+/// Kafka client keeps several in flight), and the broker reads the next one
+/// while it serves the one before. What a client relies on holds: each is
+/// answered, in the order sent, and applied in that order; an acks=0 produce
+/// written just before the client closes its connection is still appended;
+/// a bad frame, or the client's half-close, right behind a request that
+/// waits closes the connection only after that request is answered.
+#[test]
+fn requests_written_back_to_back_are_served_in_order() {
+    let broker = Broker::start(
+        &common::strand_bin(),
+        &[("socket.request.max.bytes", "1048576")],
+    )
+    .unwrap();
+    let addr = broker.addr();
+    let mut c = Client::connect(&addr).unwrap();
+    create_topic(&mut c, "pipe", &[]);
+
+    // 50 produces in one write, each a different number of records.
+    let produces: Vec<usize> = (1..=50).map(|i| i % 7 + 1).collect();
+    let mut burst = Vec::new();
+    for (i, records) in produces.iter().enumerate() {
+        let req = produce_req(
+            "pipe",
+            encode_batch(*records, -1, -1, -1, Compression::None),
+        );
+        burst.extend(request_frame(ApiKey::Produce, 9, 1000 + i as i32, &req));
+    }
+    use std::io::Write;
+    c.stream.write_all(&burst).unwrap();
+    let mut next_offset = 0i64;
+    for (i, records) in produces.iter().enumerate() {
+        let (correlation, mut body) = response_of(&mut c, ApiKey::Produce, 9);
+        assert_eq!(correlation, 1000 + i as i32, "answered in the order sent");
+        let r = ProduceResponse::decode(&mut body, 9).unwrap();
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (0, next_offset),
+            "produce {i}"
+        );
+        next_offset += *records as i64;
+    }
+
+    // acks=0, then the client goes away at once: the records are still
+    // appended (nothing is answered to say otherwise).
+    {
+        let mut gone = Client::connect(&addr).unwrap();
+        let req = produce_req("pipe", encode_batch(4, -1, -1, -1, Compression::None)).with_acks(0);
+        gone.stream
+            .write_all(&request_frame(ApiKey::Produce, 9, 1, &req))
+            .unwrap();
+        gone.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    }
+    let end = next_offset + 4;
+    common::eventually(
+        "the acks=0 records",
+        std::time::Duration::from_secs(10),
+        || {
+            let fetched = common::fetch_values(&mut c, "pipe", 0, 0, 0).unwrap();
+            (fetched.high_watermark == end).then_some(())
+        },
+    );
+
+    // A fetch that waits (nothing past the end yet) with, right behind it
+    // in one write, a bad length prefix, or the client's half-close: the
+    // fetch is answered when its wait is over, and only then does the
+    // connection close.
+    let waiting_fetch = FetchRequest::default()
+        .with_max_wait_ms(300)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("pipe")))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(end)
+                .with_partition_max_bytes(1 << 20)])]);
+    for half_close in [false, true] {
+        let mut c = Client::connect(&addr).unwrap();
+        let mut frames = request_frame(ApiKey::Fetch, 11, 77, &waiting_fetch);
+        if !half_close {
+            frames.extend_from_slice(&50_000_000i32.to_be_bytes());
+        }
+        c.stream.write_all(&frames).unwrap();
+        if half_close {
+            c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let (correlation, mut body) = response_of(&mut c, ApiKey::Fetch, 11);
+        assert_eq!(correlation, 77, "half-close {half_close}");
+        let r = FetchResponse::decode(&mut body, 11).unwrap();
+        let p = &r.responses[0].partitions[0];
+        assert_eq!((p.error_code, p.high_watermark), (0, end));
+        assert!(c.is_closed(), "half-close {half_close}: closed after");
+    }
+}
