@@ -225,7 +225,11 @@ const SESSION: &[Step] = &[
         unordered: true,
         ..step("consume", "kafka-console-consumer", "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --formatter-property print.key=true --formatter-property print.partition=true --formatter-property print.offset=true --group g1")
     },
-    step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1"),
+    // The first group lookup when the consume above could not run (Kafka
+    // 3.9's consumer has no --formatter-property): Kafka creates
+    // __consumer_offsets for it, which on a busy machine outlasts the tool's
+    // 5 s default (seen in a run: "Timed out waiting for a node assignment").
+    step("group describe", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g1 --timeout 60000"),
     step("group list", "kafka-consumer-groups", "--bootstrap-server {B} --list"),
     step("group reset dry run", "kafka-consumer-groups", "--bootstrap-server {B} --reset-offsets --group g1 --topic quick --to-earliest --dry-run"),
     step("group reset", "kafka-consumer-groups", "--bootstrap-server {B} --reset-offsets --group g1 --topic quick:0,1 --to-offset 1 --execute"),
