@@ -39,6 +39,7 @@ use strand_replication::leader::{
 use strand_replication::rules::{self, Acks, DivergingEpoch};
 use strand_txn::{
     CompletedTxn, ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck,
+    VerificationGuard,
 };
 use strand_types::{
     BrokerEpoch, BrokerId, Clock, LeaderEpoch, Offset, PartitionEpoch, ProducerEpoch, ProducerId,
@@ -452,11 +453,31 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<AppendOutcome, PartitionError> {
         let headers = validate_records(records)?;
-        self.append_validated(records, headers, acks, produce_version, origin)
+        self.append_validated(records, headers, acks, produce_version, origin, None)
+    }
+
+    /// Starts (or joins) the verification of a transactional produce from
+    /// `producer_id` (KIP-890): the guard to append with, and whether its
+    /// transaction at `producer_epoch` is already open here.
+    pub fn start_verification(
+        &self,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
+    ) -> (VerificationGuard, bool) {
+        self.producers
+            .lock()
+            .start_verification(producer_id, producer_epoch)
+    }
+
+    /// A verification that failed: its guard is dropped.
+    pub fn end_verification(&self, producer_id: ProducerId, guard: VerificationGuard) {
+        self.producers.lock().end_verification(producer_id, guard);
     }
 
     /// Appends a record set that [`validate_records`] accepted (`headers`
-    /// are its batches), as leader.
+    /// are its batches), as leader. With `verification`, a transactional
+    /// batch that would open a transaction is refused (INVALID_TXN_STATE)
+    /// if a marker for its producer was written since it was verified.
     pub fn append_validated(
         &self,
         records: &Bytes,
@@ -464,6 +485,7 @@ impl Partition {
         acks: Acks,
         produce_version: i16,
         origin: AppendOrigin,
+        verification: Option<VerificationGuard>,
     ) -> Result<AppendOutcome, PartitionError> {
         let settings = self.settings.read().clone();
         // compression.type: a client's batches are stored in the topic's
@@ -523,6 +545,7 @@ impl Partition {
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
+        let mut verified = None;
         match ProducerId::from_wire(first.producer_id) {
             None => {}
             Some(producer_id) if origin == AppendOrigin::Coordinator => producers
@@ -531,8 +554,15 @@ impl Partition {
                     ProducerEpoch::from_wire(first.producer_epoch),
                 )
                 .map_err(producer_error)?,
-            Some(_) => match producers.check(first) {
-                Ok(SequenceCheck::Append) => {}
+            Some(producer_id) => match producers.check(first) {
+                Ok(SequenceCheck::Append) => {
+                    if let Some(guard) = verification {
+                        producers
+                            .check_verification(first, guard)
+                            .map_err(producer_error)?;
+                        verified = Some((producer_id, guard));
+                    }
+                }
                 Ok(SequenceCheck::Duplicate(meta)) => {
                     // Already appended: answer with the original offsets, append nothing.
                     return Ok(AppendOutcome {
@@ -558,6 +588,10 @@ impl Partition {
             if h.has_producer_id() {
                 producers.record(&h, h.max_timestamp, None);
             }
+        }
+        // The transaction is open now: its later batches need no guard.
+        if let Some((producer_id, guard)) = verified {
+            producers.end_verification(producer_id, guard);
         }
         drop(producers);
         state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
@@ -1713,6 +1747,102 @@ mod tests {
         let headers = validate_record_set(batch).unwrap();
         log.append_as_follower(batch, &headers).unwrap();
         record_appended(log, producers, batch, &headers).unwrap();
+    }
+
+    /// The chaos run's late batch (chaos/findings/seed-1-aborted-read), at
+    /// the partition: a transactional batch verified while its transaction
+    /// was open and appended after the transaction's abort marker is refused
+    /// with INVALID_TXN_STATE and appends nothing, so no later commit of the
+    /// producer can make it committed; verified again after the marker, the
+    /// producer's next transaction is appended.
+    #[test]
+    fn a_batch_verified_before_an_abort_is_refused_after_it() {
+        use strand_log::storage::MemStorage;
+        use strand_types::ManualClock;
+        let io = PartitionIo {
+            storage: MemStorage::new().shared(),
+            clock: Arc::new(ManualClock::starting_at(1_000)),
+            lease: Arc::new(lease::WriteLease::unenforced()),
+        };
+        let b1 = BrokerId::new(1);
+        let replica = ReplicaState {
+            leader_epoch: LeaderEpoch::new(1),
+            partition_epoch: PartitionEpoch::ZERO,
+            replicas: vec![b1],
+            isr: vec![b1],
+            leader: Some(b1),
+            metadata_offset: 0,
+        };
+        let settings = PartitionSettings {
+            log: LogConfig::default(),
+            max_message_bytes: 1 << 20,
+            log_append_time: false,
+            min_insync_replicas: 1,
+            compacted: false,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
+            acks: Default::default(),
+            compression: None,
+        };
+        let p = Partition::open_in(
+            io,
+            Path::new("/d/t-0"),
+            "t",
+            Uuid::nil(),
+            0,
+            replica.clone(),
+            settings,
+        )
+        .unwrap();
+        let config = LeaderConfig {
+            min_insync_replicas: 1,
+            replica_lag_time_max_ms: 1_000,
+            acks: Default::default(),
+        };
+        p.apply_registration(replica, config, &|_| true, b1);
+        let producer = ProducerId::new(1001);
+        let batch = |epoch: i16, seq: i32| {
+            Bytes::from(encode_records_txn(
+                &[(None, Some(Bytes::from_static(b"v")), 1_000)],
+                1001,
+                epoch,
+                seq,
+                Compression::None,
+                true,
+            ))
+        };
+        let append = |records: Bytes, guard| {
+            let headers = validate_records(&records).unwrap();
+            p.append_validated(
+                &records,
+                headers,
+                Acks::Leader,
+                9,
+                AppendOrigin::Client,
+                guard,
+            )
+            .map(|o| o.base_offset)
+            .map_err(|e| e.code)
+        };
+        // The transaction's first batch, then a second verified while it is open.
+        let (g1, open) = p.start_verification(producer, ProducerEpoch::from_wire(0));
+        assert!(!open);
+        assert_eq!(append(batch(0, 0), Some(g1)), Ok(Offset::new(0)));
+        let (g2, open) = p.start_verification(producer, ProducerEpoch::from_wire(0));
+        assert!(open);
+        // The coordinator aborts the transaction before the second is appended.
+        p.write_txn_marker(Some(producer), ProducerEpoch::from_wire(0), 3, false, 1)
+            .unwrap();
+        let end = p.offsets().log_end_offset;
+        assert_eq!(
+            append(batch(0, 1), Some(g2)),
+            Err(ErrorCode::InvalidTxnState)
+        );
+        assert_eq!(p.offsets().log_end_offset, end, "nothing appended");
+        // The producer's next transaction (bumped epoch), verified after the marker.
+        let (g3, open) = p.start_verification(producer, ProducerEpoch::from_wire(1));
+        assert!(!open);
+        assert_eq!(append(batch(1, 0), Some(g3)), Ok(end));
     }
 
     /// An answer to an older fetch (the follower's log has moved on since)

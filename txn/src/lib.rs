@@ -69,6 +69,7 @@ pub mod txn_log;
 
 pub use producer_state::{
     check_marker_epoch, check_sequence, last_stable_offset, BatchMetadata, CompletedTxn,
-    ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck, MAX_REMEMBERED_BATCHES,
+    ProducerEntry, ProducerStateError, ProducerStateManager, SequenceCheck, VerificationGuard,
+    MAX_REMEMBERED_BATCHES,
 };
 pub use snapshot::{SnapshotError, SNAPSHOT_VERSION};

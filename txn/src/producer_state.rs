@@ -141,6 +141,10 @@ pub enum ProducerStateError {
     /// A non-transactional batch arrived while the producer has an open transaction.
     #[error("expected a transactional batch from producer {producer_id}: a transaction is open")]
     InvalidTxnState { producer_id: ProducerId },
+    /// A transactional batch verified before a marker for its producer was
+    /// written would open a new transaction (Kafka's verification guard).
+    #[error("producer {producer_id}'s transaction ended after this batch was verified")]
+    TransactionNotVerified { producer_id: ProducerId },
     /// A transaction marker from an older coordinator epoch.
     #[error("coordinator epoch {coordinator_epoch} is older than the current {current_coordinator_epoch}")]
     TransactionCoordinatorFenced {
@@ -155,7 +159,8 @@ impl ProducerStateError {
         match self {
             ProducerStateError::InvalidProducerEpoch { .. } => ErrorCode::InvalidProducerEpoch,
             ProducerStateError::OutOfOrderSequence { .. } => ErrorCode::OutOfOrderSequenceNumber,
-            ProducerStateError::InvalidTxnState { .. } => ErrorCode::InvalidTxnState,
+            ProducerStateError::InvalidTxnState { .. }
+            | ProducerStateError::TransactionNotVerified { .. } => ErrorCode::InvalidTxnState,
             ProducerStateError::TransactionCoordinatorFenced { .. } => {
                 ErrorCode::TransactionCoordinatorFenced
             }
@@ -250,10 +255,39 @@ pub fn last_stable_offset(
         .unwrap_or(hw)
 }
 
+/// What a transactional produce's verification saw (KIP-890's verification
+/// guard): taken before the partition's state or the coordinator is asked,
+/// and dropped when a marker for the producer is written. A batch that would
+/// open a transaction is appended only while its guard is still the
+/// producer's, so a batch verified before a marker and delayed past it
+/// cannot open a transaction at the old epoch (which the producer's next
+/// commit would then commit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+/// The guards of the producers being verified on a leader. In memory only,
+/// as Kafka's: not part of the state replicas agree on, so two states
+/// compare equal whatever guards they hold.
+#[derive(Debug, Clone, Default)]
+pub struct VerificationGuards {
+    by_producer: HashMap<ProducerId, VerificationGuard>,
+    issued: u64,
+}
+
+impl PartialEq for VerificationGuards {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for VerificationGuards {}
+
 /// Producer state of one partition: producer id -> [`ProducerEntry`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
     pub(crate) entries: HashMap<ProducerId, ProducerEntry>,
+    /// Transactional produces being verified (leader only).
+    pub(crate) verifications: VerificationGuards,
     /// One past the last offset whose batch has been recorded (Kafka's `lastMapOffset`).
     pub(crate) map_end_offset: Offset,
     /// Transactions whose marker has been appended but not yet passed by the
@@ -275,6 +309,63 @@ impl ProducerStateManager {
         match ProducerBatch::of(h) {
             Some(b) => check_batch(self.entries.get(&b.producer_id), &b),
             None => Ok(SequenceCheck::Append),
+        }
+    }
+
+    /// Starts (or joins) the verification of a transactional produce from
+    /// `producer_id`: the guard its append must still hold, and whether the
+    /// producer's transaction at `producer_epoch` is already open here (then
+    /// the coordinator need not be asked).
+    pub fn start_verification(
+        &mut self,
+        producer_id: ProducerId,
+        producer_epoch: Option<ProducerEpoch>,
+    ) -> (VerificationGuard, bool) {
+        let open = self.entries.get(&producer_id).is_some_and(|e| {
+            e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
+        });
+        let issued = &mut self.verifications.issued;
+        let guard = *self
+            .verifications
+            .by_producer
+            .entry(producer_id)
+            .or_insert_with(|| {
+                *issued += 1;
+                VerificationGuard(*issued)
+            });
+        (guard, open)
+    }
+
+    /// A verification that failed, or whose batch was appended: its guard
+    /// is dropped if it is still the producer's.
+    pub fn end_verification(&mut self, producer_id: ProducerId, guard: VerificationGuard) {
+        if self.verifications.by_producer.get(&producer_id) == Some(&guard) {
+            self.verifications.by_producer.remove(&producer_id);
+        }
+    }
+
+    /// Checks a verified client batch: a transactional batch that would open
+    /// a transaction (none is open for its producer at its epoch) must hold
+    /// the producer's current guard; a marker written since its verification
+    /// dropped it (Kafka answers INVALID_TXN_STATE).
+    pub fn check_verification(
+        &self,
+        h: &BatchHeader,
+        guard: VerificationGuard,
+    ) -> Result<(), ProducerStateError> {
+        let Some(b) = ProducerBatch::of(h).filter(|b| b.transactional) else {
+            return Ok(());
+        };
+        let open = self
+            .entries
+            .get(&b.producer_id)
+            .is_some_and(|e| e.producer_epoch == b.epoch && e.current_txn_first_offset.is_some());
+        if open || self.verifications.by_producer.get(&b.producer_id) == Some(&guard) {
+            Ok(())
+        } else {
+            Err(ProducerStateError::TransactionNotVerified {
+                producer_id: b.producer_id,
+            })
         }
     }
 
@@ -413,6 +504,8 @@ impl ProducerStateManager {
         control: ControlType,
     ) -> Option<CompletedTxn> {
         self.map_end_offset = self.map_end_offset.max(marker_offset.next());
+        // A produce verified before this marker no longer opens a transaction.
+        self.verifications.by_producer.remove(&producer_id);
         let entry = self
             .entries
             .entry(producer_id)

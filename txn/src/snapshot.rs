@@ -186,6 +186,7 @@ impl ProducerStateManager {
             entries,
             map_end_offset,
             unreplicated,
+            verifications: Default::default(),
         })
     }
 }

@@ -458,6 +458,67 @@ fn transactions_open_and_close() {
     assert_eq!(m.map_end_offset(), off(111));
 }
 
+/// KIP-890's verification guard, the race a chaos run found
+/// (chaos/findings/seed-1-aborted-read): a batch verified while its
+/// transaction was open, then delayed past the transaction's abort marker,
+/// must not open a new transaction at the same epoch (the producer's next
+/// commit would commit it). A batch verified after the marker, and any
+/// batch of a transaction still open, is appended.
+#[test]
+fn a_batch_verified_before_a_marker_does_not_open_a_transaction_after_it() {
+    let mut m = ProducerStateManager::new();
+    let not_verified = |m: &ProducerStateManager, h: &BatchHeader, g| {
+        m.check_verification(h, g).map_err(|e| e.error_code())
+    };
+    // The first batch of a transaction: verified (nothing open yet), appended.
+    let (g1, open) = m.start_verification(pid(PID), ep(0));
+    assert!(!open);
+    assert_eq!(not_verified(&m, &txn_header(PID, 0, 0, 2, -1), g1), Ok(()));
+    m.record(&txn_header(PID, 0, 0, 2, 100), 1, None);
+    m.end_verification(pid(PID), g1);
+    // The next batch is verified while the transaction is open...
+    let (g2, open) = m.start_verification(pid(PID), ep(0));
+    assert!(open);
+    assert_eq!(not_verified(&m, &txn_header(PID, 0, 2, 1, -1), g2), Ok(()));
+    // ...then the transaction is aborted before it is appended.
+    m.record_end_txn_marker(pid(PID), ep(0), 3, off(102), 2, ControlType::Abort);
+    assert_eq!(
+        not_verified(&m, &txn_header(PID, 0, 2, 1, -1), g2),
+        Err(ErrorCode::InvalidTxnState),
+        "a batch verified before the abort would open a transaction after it"
+    );
+    // So is one verified (against the coordinator) with nothing open, when a
+    // marker comes between its verification and its append.
+    let (g3, open) = m.start_verification(pid(PID), ep(0));
+    assert!(!open);
+    m.record_end_txn_marker(pid(PID), ep(0), 3, off(103), 3, ControlType::Abort);
+    assert_eq!(
+        not_verified(&m, &txn_header(PID, 0, 2, 1, -1), g3),
+        Err(ErrorCode::InvalidTxnState)
+    );
+    // A guard another verification of the producer holds is not this one's.
+    let (g4, _) = m.start_verification(pid(PID), ep(1));
+    assert_ne!(g3, g4);
+    assert_eq!(
+        not_verified(&m, &txn_header(PID, 1, 0, 1, -1), g3),
+        Err(ErrorCode::InvalidTxnState)
+    );
+    // Verified after the marker: appended.
+    assert_eq!(not_verified(&m, &txn_header(PID, 1, 0, 1, -1), g4), Ok(()));
+    // Batches without a transaction are not verified at all.
+    assert_eq!(not_verified(&m, &header(PID, 1, 0, 1, -1), g3), Ok(()));
+    // A failed verification gives its guard back; the next one gets another.
+    m.end_verification(pid(PID), g4);
+    let (g5, _) = m.start_verification(pid(PID), ep(1));
+    assert_ne!(g4, g5);
+    // Guards are a leader's memory, not state replicas agree on.
+    assert_eq!(m, {
+        let mut other = m.clone();
+        other.end_verification(pid(PID), g5);
+        other
+    });
+}
+
 #[test]
 fn check_batches_follows_earlier_batches_in_the_request() {
     let mut m = ProducerStateManager::new();

@@ -15,6 +15,7 @@ use strand_metadata::validate_topic_name;
 use strand_partition::{validate_records, AppendOrigin, AppendOutcome, Partition, PartitionError};
 use strand_protocol::ErrorCode;
 use strand_replication::rules::Acks;
+use strand_txn::VerificationGuard;
 use strand_types::{ProducerEpoch, ProducerId};
 
 /// A partition's place in the response and what happened to it.
@@ -78,12 +79,20 @@ pub async fn handle(
                         verify_transaction(node, id.0.as_str(), &name, pd.index, records, version)
                             .await
                     }
-                    _ => Ok(()),
+                    _ => Ok(None),
                 }
             };
             let result = match verified {
-                Ok(()) => {
-                    append_one(broker, &name, pd.index, pd.records.as_ref(), acks, version).await
+                Ok(guard) => {
+                    append_one(
+                        broker,
+                        &name,
+                        pd.index,
+                        pd.records.as_ref(),
+                        (acks, version),
+                        guard,
+                    )
+                    .await
                 }
                 Err(e) => Err(e),
             };
@@ -149,8 +158,8 @@ async fn append_one(
     topic: &str,
     index: i32,
     records: Option<&bytes::Bytes>,
-    acks: Acks,
-    version: i16,
+    (acks, version): (Acks, i16),
+    verification: Option<VerificationGuard>,
 ) -> Result<(Arc<Partition>, AppendOutcome), PartitionError> {
     let err = |code: ErrorCode, msg: &str| PartitionError::new(code, msg);
     if let Err(e) = validate_topic_name(topic) {
@@ -178,8 +187,14 @@ async fn append_one(
     // streamed in bounded memory) and the append hold up no other task.
     let outcome = crate::disk::run(|| {
         let headers = validate_records(records)?;
-        let outcome =
-            partition.append_validated(records, headers, acks, version, AppendOrigin::Client)?;
+        let outcome = partition.append_validated(
+            records,
+            headers,
+            acks,
+            version,
+            AppendOrigin::Client,
+            verification,
+        )?;
         // Durable acknowledgements: the HW counts fsynced offsets, so every
         // append is synced, whatever its acks (one fsync covers every append
         // made meanwhile).
@@ -202,19 +217,19 @@ async fn verify_transaction(
     index: i32,
     records: &bytes::Bytes,
     version: i16,
-) -> Result<(), PartitionError> {
+) -> Result<Option<VerificationGuard>, PartitionError> {
     let broker = &node.broker;
     let Ok(h) = strand_protocol::batch::BatchHeader::parse(records) else {
-        return Ok(()); // The append reports the malformed batch.
+        return Ok(None); // The append reports the malformed batch.
     };
     // Part 2 clients rely on the add, so it happens whatever the setting.
     let verified = h.is_transactional()
         && (broker.config.transaction_partition_verification_enable || version >= 12);
     let Some(producer_id) = ProducerId::from_wire(h.producer_id).filter(|_| verified) else {
-        return Ok(());
+        return Ok(None);
     };
     let Some(partition) = broker.partition(topic, index) else {
-        return Ok(()); // The append reports the unknown partition.
+        return Ok(None); // The append reports the unknown partition.
     };
     let Some(producer_epoch) = ProducerEpoch::from_wire(h.producer_epoch) else {
         return Err(PartitionError::new(
@@ -222,8 +237,11 @@ async fn verify_transaction(
             format!("a transactional batch for {topic}-{index} without a producer epoch"),
         ));
     };
-    if partition.has_ongoing_txn(producer_id, Some(producer_epoch)) {
-        return Ok(());
+    // Taken first: a marker written from here on drops it, and the append
+    // then refuses a batch that would open a transaction with it.
+    let (guard, open) = partition.start_verification(producer_id, Some(producer_epoch));
+    if open {
+        return Ok(Some(guard));
     }
     node.txns.verify_in_transaction(
         &broker.image(),
@@ -234,7 +252,9 @@ async fn verify_transaction(
         version >= 12,
     )
     .await
+    .map(|()| Some(guard))
     .map_err(|code| {
+        partition.end_verification(producer_id, guard);
         PartitionError::new(
             code,
             format!(
