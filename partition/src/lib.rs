@@ -1749,29 +1749,15 @@ mod tests {
         record_appended(log, producers, batch, &headers).unwrap();
     }
 
-    /// The chaos run's late batch (chaos/findings/seed-1-aborted-read), at
-    /// the partition: a transactional batch verified while its transaction
-    /// was open and appended after the transaction's abort marker is refused
-    /// with INVALID_TXN_STATE and appends nothing, so no later commit of the
-    /// producer can make it committed; verified again after the marker, the
-    /// producer's next transaction is appended.
-    #[test]
-    fn a_batch_verified_before_an_abort_is_refused_after_it() {
+    /// Partition t-0 on in-memory storage and a manual clock, with
+    /// `replica` as its registration, and a leader configuration (min ISR 1).
+    fn in_memory(replica: ReplicaState) -> (Partition, LeaderConfig) {
         use strand_log::storage::MemStorage;
         use strand_types::ManualClock;
         let io = PartitionIo {
             storage: MemStorage::new().shared(),
             clock: Arc::new(ManualClock::starting_at(1_000)),
             lease: Arc::new(lease::WriteLease::unenforced()),
-        };
-        let b1 = BrokerId::new(1);
-        let replica = ReplicaState {
-            leader_epoch: LeaderEpoch::new(1),
-            partition_epoch: PartitionEpoch::ZERO,
-            replicas: vec![b1],
-            isr: vec![b1],
-            leader: Some(b1),
-            metadata_offset: 0,
         };
         let settings = PartitionSettings {
             log: LogConfig::default(),
@@ -1790,7 +1776,7 @@ mod tests {
             "t",
             Uuid::nil(),
             0,
-            replica.clone(),
+            replica,
             settings,
         )
         .unwrap();
@@ -1799,6 +1785,27 @@ mod tests {
             replica_lag_time_max_ms: 1_000,
             acks: Default::default(),
         };
+        (p, config)
+    }
+
+    /// The chaos run's late batch (chaos/findings/seed-1-aborted-read), at
+    /// the partition: a transactional batch verified while its transaction
+    /// was open and appended after the transaction's abort marker is refused
+    /// with INVALID_TXN_STATE and appends nothing, so no later commit of the
+    /// producer can make it committed; verified again after the marker, the
+    /// producer's next transaction is appended.
+    #[test]
+    fn a_batch_verified_before_an_abort_is_refused_after_it() {
+        let b1 = BrokerId::new(1);
+        let replica = ReplicaState {
+            leader_epoch: LeaderEpoch::new(1),
+            partition_epoch: PartitionEpoch::ZERO,
+            replicas: vec![b1],
+            isr: vec![b1],
+            leader: Some(b1),
+            metadata_offset: 0,
+        };
+        let (p, config) = in_memory(replica.clone());
         p.apply_registration(replica, config, &|_| true, b1);
         let producer = ProducerId::new(1001);
         let batch = |epoch: i16, seq: i32| {
@@ -1851,13 +1858,6 @@ mod tests {
     /// after it had rejoined the ISR.)
     #[test]
     fn a_stale_fetch_answer_is_ignored() {
-        use strand_log::storage::MemStorage;
-        use strand_types::ManualClock;
-        let io = PartitionIo {
-            storage: MemStorage::new().shared(),
-            clock: Arc::new(ManualClock::starting_at(1_000)),
-            lease: Arc::new(lease::WriteLease::unenforced()),
-        };
         let (b1, b2) = (BrokerId::new(1), BrokerId::new(2));
         let epoch = LeaderEpoch::new(1);
         let replica = ReplicaState {
@@ -1868,32 +1868,7 @@ mod tests {
             leader: Some(b2),
             metadata_offset: 0,
         };
-        let settings = PartitionSettings {
-            log: LogConfig::default(),
-            max_message_bytes: 1 << 20,
-            log_append_time: false,
-            min_insync_replicas: 1,
-            compacted: false,
-            timestamp_before_max_ms: i64::MAX,
-            timestamp_after_max_ms: i64::MAX,
-            acks: Default::default(),
-            compression: None,
-        };
-        let p = Partition::open_in(
-            io,
-            Path::new("/d/t-0"),
-            "t",
-            Uuid::nil(),
-            0,
-            replica.clone(),
-            settings,
-        )
-        .unwrap();
-        let config = LeaderConfig {
-            min_insync_replicas: 1,
-            replica_lag_time_max_ms: 1_000,
-            acks: Default::default(),
-        };
+        let (p, config) = in_memory(replica.clone());
         assert!(
             p.apply_registration(replica, config, &|_| true, b1),
             "follows 2"
