@@ -457,21 +457,21 @@ impl Partition {
     }
 
     /// Starts (or joins) the verification of a transactional produce from
-    /// `producer_id` (KIP-890): the guard to append with, and whether its
-    /// transaction at `producer_epoch` is already open here.
+    /// `producer_id` (KIP-890; `supports_epoch_bump`: a transaction.version
+    /// 2 client): the guard to append with, and whether its transaction at
+    /// `producer_epoch` is already open here.
     pub fn start_verification(
         &self,
         producer_id: ProducerId,
         producer_epoch: Option<ProducerEpoch>,
+        supports_epoch_bump: bool,
     ) -> (VerificationGuard, bool) {
-        self.producers
-            .lock()
-            .start_verification(producer_id, producer_epoch)
-    }
-
-    /// A verification that failed: its guard is dropped.
-    pub fn end_verification(&self, producer_id: ProducerId, guard: VerificationGuard) {
-        self.producers.lock().end_verification(producer_id, guard);
+        self.producers.lock().start_verification(
+            producer_id,
+            producer_epoch,
+            supports_epoch_bump,
+            self.clock.now_ms(),
+        )
     }
 
     /// Appends a record set that [`validate_records`] accepted (`headers`
@@ -545,7 +545,6 @@ impl Partition {
         }
         let mut producers = self.producers.lock();
         let first = &headers[0];
-        let mut verified = None;
         match ProducerId::from_wire(first.producer_id) {
             None => {}
             Some(producer_id) if origin == AppendOrigin::Coordinator => producers
@@ -554,13 +553,12 @@ impl Partition {
                     ProducerEpoch::from_wire(first.producer_epoch),
                 )
                 .map_err(producer_error)?,
-            Some(producer_id) => match producers.check(first) {
+            Some(_) => match producers.check(first) {
                 Ok(SequenceCheck::Append) => {
                     if let Some(guard) = verification {
                         producers
                             .check_verification(first, guard)
                             .map_err(producer_error)?;
-                        verified = Some((producer_id, guard));
                     }
                 }
                 Ok(SequenceCheck::Duplicate(meta)) => {
@@ -588,10 +586,6 @@ impl Partition {
             if h.has_producer_id() {
                 producers.record(&h, h.max_timestamp, None);
             }
-        }
-        // The transaction is open now: its later batches need no guard.
-        if let Some((producer_id, guard)) = verified {
-            producers.end_verification(producer_id, guard);
         }
         drop(producers);
         state.on_leader_append(log.log_end_offset(), self.clock.now_ms());
@@ -1832,10 +1826,10 @@ mod tests {
             .map_err(|e| e.code)
         };
         // The transaction's first batch, then a second verified while it is open.
-        let (g1, open) = p.start_verification(producer, ProducerEpoch::from_wire(0));
+        let (g1, open) = p.start_verification(producer, ProducerEpoch::from_wire(0), false);
         assert!(!open);
         assert_eq!(append(batch(0, 0), Some(g1)), Ok(Offset::new(0)));
-        let (g2, open) = p.start_verification(producer, ProducerEpoch::from_wire(0));
+        let (g2, open) = p.start_verification(producer, ProducerEpoch::from_wire(0), false);
         assert!(open);
         // The coordinator aborts the transaction before the second is appended.
         p.write_txn_marker(Some(producer), ProducerEpoch::from_wire(0), 3, false, 1)
@@ -1847,9 +1841,32 @@ mod tests {
         );
         assert_eq!(p.offsets().log_end_offset, end, "nothing appended");
         // The producer's next transaction (bumped epoch), verified after the marker.
-        let (g3, open) = p.start_verification(producer, ProducerEpoch::from_wire(1));
+        let (g3, open) = p.start_verification(producer, ProducerEpoch::from_wire(1), false);
         assert!(!open);
         assert_eq!(append(batch(1, 0), Some(g3)), Ok(end));
+
+        // A transaction.version 2 client (produce v12): its markers carry the
+        // epoch bumped at the transaction's end, and its next transaction runs
+        // at that epoch. A late batch of the open transaction (epoch 1) and
+        // the next transaction's first batch (epoch 2) are both verified before
+        // the marker is written (the coordinator holds the next transaction's
+        // add until its markers are done); they share one guard.
+        let (late, open) = p.start_verification(producer, ProducerEpoch::from_wire(1), true);
+        assert!(open);
+        let (next, open) = p.start_verification(producer, ProducerEpoch::from_wire(2), true);
+        assert!(!open);
+        assert_eq!(late, next, "one producer, one guard");
+        p.write_txn_marker(Some(producer), ProducerEpoch::from_wire(2), 3, true, 1)
+            .unwrap();
+        let end = p.offsets().log_end_offset;
+        // The marker at the next transaction's epoch leaves its verification
+        // standing, and the late batch's older epoch is fenced.
+        assert_eq!(
+            append(batch(1, 1), Some(late)),
+            Err(ErrorCode::InvalidProducerEpoch)
+        );
+        assert_eq!(p.offsets().log_end_offset, end, "nothing appended");
+        assert_eq!(append(batch(2, 0), Some(next)), Ok(end));
     }
 
     /// An answer to an older fetch (the follower's log has moved on since)

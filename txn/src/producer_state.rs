@@ -257,20 +257,33 @@ pub fn last_stable_offset(
 
 /// What a transactional produce's verification saw (KIP-890's verification
 /// guard): taken before the partition's state or the coordinator is asked,
-/// and dropped when a marker for the producer is written. A batch that would
-/// open a transaction is appended only while its guard is still the
-/// producer's, so a batch verified before a marker and delayed past it
-/// cannot open a transaction at the old epoch (which the producer's next
-/// commit would then commit).
+/// and dropped when a marker for the producer ends the transaction it was
+/// verified for. A batch that would open a transaction is appended only
+/// while its guard is still the producer's, so a batch verified before a
+/// marker and delayed past it cannot open a transaction at the old epoch
+/// (which the producer's next commit would then commit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerificationGuard(u64);
+
+/// One producer's verification in progress (Kafka's `VerificationStateEntry`).
+#[derive(Debug, Clone, Copy)]
+struct Verification {
+    guard: VerificationGuard,
+    /// The highest epoch verified with this guard.
+    epoch: Option<ProducerEpoch>,
+    /// Verified for a transaction.version 2 client (produce v12+), whose
+    /// every transaction ends with an epoch bump: a marker at the verified
+    /// epoch then ended the previous transaction, not this one.
+    supports_epoch_bump: bool,
+    started_ms: i64,
+}
 
 /// The guards of the producers being verified on a leader. In memory only,
 /// as Kafka's: not part of the state replicas agree on, so two states
 /// compare equal whatever guards they hold.
 #[derive(Debug, Clone, Default)]
 pub struct VerificationGuards {
-    by_producer: HashMap<ProducerId, VerificationGuard>,
+    by_producer: HashMap<ProducerId, Verification>,
     issued: u64,
 }
 
@@ -313,35 +326,56 @@ impl ProducerStateManager {
     }
 
     /// Starts (or joins) the verification of a transactional produce from
-    /// `producer_id`: the guard its append must still hold, and whether the
-    /// producer's transaction at `producer_epoch` is already open here (then
-    /// the coordinator need not be asked).
+    /// `producer_id` at `producer_epoch` (`supports_epoch_bump`: a
+    /// transaction.version 2 client): the guard its append must still hold,
+    /// and whether the producer's transaction at that epoch is already open
+    /// here (then the coordinator need not be asked). Concurrent
+    /// verifications of one producer share a guard, as Kafka's do, so one
+    /// cannot invalidate another; it is dropped by the producer's next
+    /// transactional append or marker, or by [`expire`](Self::expire).
     pub fn start_verification(
         &mut self,
         producer_id: ProducerId,
         producer_epoch: Option<ProducerEpoch>,
+        supports_epoch_bump: bool,
+        now_ms: i64,
     ) -> (VerificationGuard, bool) {
         let open = self.entries.get(&producer_id).is_some_and(|e| {
             e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
         });
         let issued = &mut self.verifications.issued;
-        let guard = *self
+        let v = self
             .verifications
             .by_producer
             .entry(producer_id)
             .or_insert_with(|| {
                 *issued += 1;
-                VerificationGuard(*issued)
+                Verification {
+                    guard: VerificationGuard(*issued),
+                    epoch: producer_epoch,
+                    supports_epoch_bump,
+                    started_ms: now_ms,
+                }
             });
-        (guard, open)
+        v.epoch = v.epoch.max(producer_epoch);
+        (v.guard, open)
     }
 
-    /// A verification that failed, or whose batch was appended: its guard
-    /// is dropped if it is still the producer's.
-    pub fn end_verification(&mut self, producer_id: ProducerId, guard: VerificationGuard) {
-        if self.verifications.by_producer.get(&producer_id) == Some(&guard) {
-            self.verifications.by_producer.remove(&producer_id);
-        }
+    /// Whether a marker of `producer_id` at `marker_epoch` leaves the
+    /// producer's verification standing: only a transaction.version 2
+    /// verification at the marker's epoch, whose transaction is the next one
+    /// (such a client's every marker carries the epoch its transaction ended
+    /// with bumped, and its next transaction runs at that epoch). Every other
+    /// marker ended the transaction a guard was taken for, or one before it.
+    fn marker_keeps_verification(
+        &self,
+        producer_id: ProducerId,
+        marker_epoch: Option<ProducerEpoch>,
+    ) -> bool {
+        self.verifications
+            .by_producer
+            .get(&producer_id)
+            .is_some_and(|v| v.supports_epoch_bump && v.epoch == marker_epoch)
     }
 
     /// Checks a verified client batch: a transactional batch that would open
@@ -360,7 +394,8 @@ impl ProducerStateManager {
             .entries
             .get(&b.producer_id)
             .is_some_and(|e| e.producer_epoch == b.epoch && e.current_txn_first_offset.is_some());
-        if open || self.verifications.by_producer.get(&b.producer_id) == Some(&guard) {
+        let current = self.verifications.by_producer.get(&b.producer_id);
+        if open || current.is_some_and(|v| v.guard == guard) {
             Ok(())
         } else {
             Err(ProducerStateError::TransactionNotVerified {
@@ -441,6 +476,10 @@ impl ProducerStateManager {
             );
         }
         let last_offset = Offset::from_wire(h.last_offset())?;
+        if b.transactional {
+            // Its transaction is open now: later batches need no guard.
+            self.verifications.by_producer.remove(&b.producer_id);
+        }
         let entry = self
             .entries
             .entry(b.producer_id)
@@ -505,7 +544,9 @@ impl ProducerStateManager {
     ) -> Option<CompletedTxn> {
         self.map_end_offset = self.map_end_offset.max(marker_offset.next());
         // A produce verified before this marker no longer opens a transaction.
-        self.verifications.by_producer.remove(&producer_id);
+        if !self.marker_keeps_verification(producer_id, producer_epoch) {
+            self.verifications.by_producer.remove(&producer_id);
+        }
         let entry = self
             .entries
             .entry(producer_id)
@@ -604,8 +645,14 @@ impl ProducerStateManager {
 
     /// Removes producers idle for at least `producer_id_expiration_ms`
     /// (`producer.id.expiration.ms`, default 1 day) that have no open
-    /// transaction, as Kafka's `removeExpiredProducers` does. Returns how many.
+    /// transaction, as Kafka's `removeExpiredProducers` does, and
+    /// verifications started as long ago (one that failed is not dropped
+    /// at once: another verification may share its guard). Returns how many
+    /// producers.
     pub fn expire(&mut self, now_ms: i64, producer_id_expiration_ms: i64) -> usize {
+        self.verifications
+            .by_producer
+            .retain(|_, v| now_ms.saturating_sub(v.started_ms) < producer_id_expiration_ms);
         let before = self.entries.len();
         self.entries.retain(|_, e| {
             e.current_txn_first_offset.is_some()

@@ -470,15 +470,16 @@ fn a_batch_verified_before_a_marker_does_not_open_a_transaction_after_it() {
     let not_verified = |m: &ProducerStateManager, h: &BatchHeader, g| {
         m.check_verification(h, g).map_err(|e| e.error_code())
     };
+    let v1 = false; // transaction.version 1 (produce v11 and older)
     // The first batch of a transaction: verified (nothing open yet), appended.
-    let (g1, open) = m.start_verification(pid(PID), ep(0));
+    let (g1, open) = m.start_verification(pid(PID), ep(0), v1, 0);
     assert!(!open);
     assert_eq!(not_verified(&m, &txn_header(PID, 0, 0, 2, -1), g1), Ok(()));
     m.record(&txn_header(PID, 0, 0, 2, 100), 1, None);
-    m.end_verification(pid(PID), g1);
     // The next batch is verified while the transaction is open...
-    let (g2, open) = m.start_verification(pid(PID), ep(0));
+    let (g2, open) = m.start_verification(pid(PID), ep(0), v1, 0);
     assert!(open);
+    assert_ne!(g1, g2, "the append ended the first verification");
     assert_eq!(not_verified(&m, &txn_header(PID, 0, 2, 1, -1), g2), Ok(()));
     // ...then the transaction is aborted before it is appended.
     m.record_end_txn_marker(pid(PID), ep(0), 3, off(102), 2, ControlType::Abort);
@@ -489,15 +490,18 @@ fn a_batch_verified_before_a_marker_does_not_open_a_transaction_after_it() {
     );
     // So is one verified (against the coordinator) with nothing open, when a
     // marker comes between its verification and its append.
-    let (g3, open) = m.start_verification(pid(PID), ep(0));
+    let (g3, open) = m.start_verification(pid(PID), ep(0), v1, 0);
     assert!(!open);
     m.record_end_txn_marker(pid(PID), ep(0), 3, off(103), 3, ControlType::Abort);
     assert_eq!(
         not_verified(&m, &txn_header(PID, 0, 2, 1, -1), g3),
         Err(ErrorCode::InvalidTxnState)
     );
-    // A guard another verification of the producer holds is not this one's.
-    let (g4, _) = m.start_verification(pid(PID), ep(1));
+    // Concurrent verifications of one producer share a guard (one cannot
+    // invalidate another, e.g. by failing); an older guard is not it.
+    let (g4, _) = m.start_verification(pid(PID), ep(1), v1, 0);
+    let (g4b, _) = m.start_verification(pid(PID), ep(1), v1, 0);
+    assert_eq!(g4, g4b);
     assert_ne!(g3, g4);
     assert_eq!(
         not_verified(&m, &txn_header(PID, 1, 0, 1, -1), g3),
@@ -507,16 +511,62 @@ fn a_batch_verified_before_a_marker_does_not_open_a_transaction_after_it() {
     assert_eq!(not_verified(&m, &txn_header(PID, 1, 0, 1, -1), g4), Ok(()));
     // Batches without a transaction are not verified at all.
     assert_eq!(not_verified(&m, &header(PID, 1, 0, 1, -1), g3), Ok(()));
-    // A failed verification gives its guard back; the next one gets another.
-    m.end_verification(pid(PID), g4);
-    let (g5, _) = m.start_verification(pid(PID), ep(1));
-    assert_ne!(g4, g5);
     // Guards are a leader's memory, not state replicas agree on.
     assert_eq!(m, {
         let mut other = m.clone();
-        other.end_verification(pid(PID), g5);
+        other.start_verification(pid(PID + 1), ep(0), v1, 0);
         other
     });
+}
+
+/// A transaction.version 2 client's markers carry the epoch bumped at its
+/// transaction's end, and its next transaction runs at that epoch: a marker
+/// at the epoch a verification was taken for ended the previous transaction
+/// (the coordinator holds the next transaction's add until those markers are
+/// written), so the guard stands. Every other marker drops it.
+#[test]
+fn a_version_2_marker_at_the_verified_epoch_keeps_the_guard() {
+    // (verified with epoch bump, verified epoch, marker epoch) -> guard kept
+    let table = [
+        (true, 1, 1, true),
+        (true, 1, 0, false),
+        (true, 0, 1, false),
+        (false, 1, 1, false),
+        (false, 0, 1, false),
+    ];
+    for (bump, verified, marker, kept) in table {
+        let mut m = ProducerStateManager::new();
+        let (g, open) = m.start_verification(pid(PID), ep(verified), bump, 0);
+        assert!(!open);
+        m.record_end_txn_marker(pid(PID), ep(marker), 3, off(10), 1, ControlType::Commit);
+        let h = txn_header(PID, verified, 0, 1, -1);
+        assert_eq!(
+            m.check_verification(&h, g).is_ok(),
+            kept,
+            "bump {bump}, verified at {verified}, marker at {marker}"
+        );
+    }
+    // Joined at a higher epoch, the guard is the higher epoch's.
+    let mut m = ProducerStateManager::new();
+    let (g, _) = m.start_verification(pid(PID), ep(1), true, 0);
+    m.start_verification(pid(PID), ep(2), true, 0);
+    m.record_end_txn_marker(pid(PID), ep(2), 3, off(10), 1, ControlType::Commit);
+    assert!(m.check_verification(&txn_header(PID, 2, 0, 1, -1), g).is_ok());
+}
+
+/// A verification that never reaches an append (it failed, the client went
+/// away) is forgotten when `producer.id.expiration.ms` has passed since it
+/// started, as Kafka forgets its verification entries.
+#[test]
+fn a_verification_expires_with_producer_id_expiration() {
+    let day = 86_400_000;
+    let mut m = ProducerStateManager::new();
+    let (g, _) = m.start_verification(pid(PID), ep(0), false, 1_000);
+    let h = txn_header(PID, 0, 0, 1, -1);
+    m.expire(1_000 + day - 1, day);
+    assert!(m.check_verification(&h, g).is_ok());
+    m.expire(1_000 + day, day);
+    assert!(m.check_verification(&h, g).is_err());
 }
 
 #[test]

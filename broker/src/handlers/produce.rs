@@ -239,7 +239,8 @@ async fn verify_transaction(
     };
     // Taken first: a marker written from here on drops it, and the append
     // then refuses a batch that would open a transaction with it.
-    let (guard, open) = partition.start_verification(producer_id, Some(producer_epoch));
+    let (guard, open) =
+        partition.start_verification(producer_id, Some(producer_epoch), version >= 12);
     if open {
         return Ok(Some(guard));
     }
@@ -254,7 +255,6 @@ async fn verify_transaction(
     .await
     .map(|()| Some(guard))
     .map_err(|code| {
-        partition.end_verification(producer_id, guard);
         PartitionError::new(
             code,
             format!(
