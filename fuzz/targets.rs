@@ -173,10 +173,10 @@ fn open_and_use(dir: &Path) {
     if let Ok(Some((_, snapshot))) = log.latest_producer_snapshot() {
         let _ = strand_txn::ProducerStateManager::from_snapshot(&snapshot);
     }
-    let mut b = batch_around(&one_record(), 0, 1, 0);
+    let b = batch_around(&one_record(), 0, 1, 0);
     if let Ok(headers) = batch::validate_record_set(&b) {
         if log
-            .append_as_leader(&mut b, &headers, LeaderEpoch::ZERO, None)
+            .append_as_leader(&b, &headers, LeaderEpoch::ZERO, None)
             .is_ok()
         {
             assert_eq!(log.log_end_offset(), end.next());

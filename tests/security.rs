@@ -852,18 +852,37 @@ fn a_sasl_controller_listener_admits_its_super_users_only() {
 /// 200 messages produced acks=all idempotently with the rdkafka crate
 /// under `config`, then read back in order through a group.
 fn rdkafka_roundtrip(config: &rdkafka::config::ClientConfig, topic: &str) {
+    rdkafka_roundtrip_sized(config, topic, 200, 0);
+}
+
+/// `count` messages of at least `size` bytes produced acks=all
+/// idempotently with the rdkafka crate under `config`, then read back in
+/// order through a group, every byte compared.
+fn rdkafka_roundtrip_sized(
+    config: &rdkafka::config::ClientConfig,
+    topic: &str,
+    count: usize,
+    size: usize,
+) {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use rdkafka::Message;
     use std::time::Duration;
+    let value_of = |i: usize| {
+        let mut v = format!("rdkafka-{i}-");
+        while v.len() < size {
+            v.push_str(&format!("{i:08x}"));
+        }
+        v
+    };
     let producer: BaseProducer = config
         .clone()
         .set("acks", "all")
         .set("enable.idempotence", "true")
         .create()
         .unwrap();
-    for i in 0..200 {
-        let value = format!("rdkafka-{i}");
+    for i in 0..count {
+        let value = value_of(i);
         let mut record = BaseRecord::<(), str>::to(topic)
             .payload(&value)
             .partition(0);
@@ -890,14 +909,14 @@ fn rdkafka_roundtrip(config: &rdkafka::config::ClientConfig, topic: &str) {
     consumer.subscribe(&[topic]).unwrap();
     let mut values = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while values.len() < 200 && std::time::Instant::now() < deadline {
+    while values.len() < count && std::time::Instant::now() < deadline {
         if let Some(m) = consumer.poll(Duration::from_millis(200)) {
             let m = m.expect("no consume error");
             values.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
         }
     }
-    let expected: Vec<String> = (0..200).map(|i| format!("rdkafka-{i}")).collect();
-    assert_eq!(values, expected, "{topic}");
+    let expected: Vec<String> = (0..count).map(value_of).collect();
+    assert!(values == expected, "{topic}: {} of {count} read back as sent", values.len());
 }
 
 /// Whether a client of `config` can fetch metadata at all.
@@ -908,6 +927,38 @@ fn rdkafka_gets_metadata(config: &rdkafka::config::ClientConfig) -> bool {
         .client()
         .fetch_metadata(None, std::time::Duration::from_secs(10))
         .is_ok()
+}
+
+/// Produce requests of about a megabyte over TLS (mutual TLS) and over
+/// plaintext: the broker waits for most of such a frame to arrive before it
+/// reads on (the socket's receive low-water mark), never for more than the
+/// client still has to send. Read back whole and in order; a mark past the
+/// frame's end would stall each request until the connection's idle timeout
+/// (minutes), far past the flush's minute.
+#[test]
+fn megabyte_requests_over_tls_and_plaintext_are_read_whole() {
+    use rdkafka::config::ClientConfig;
+    let s = start();
+    let (cert, key) = s.issuer.sign("big-client", &[], false);
+    let mut tls = ClientConfig::new();
+    tls.set("bootstrap.servers", &s.ssl)
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", path_str(&s.ca))
+        .set(
+            "ssl.certificate.location",
+            path_str(&s.pki.write("big.crt", &cert)),
+        )
+        .set("ssl.key.location", path_str(&s.pki.write("big.key", &key)));
+    let mut plain = ClientConfig::new();
+    plain.set("bootstrap.servers", s.broker.addr());
+    for (config, topic) in [(&mut tls, "big-tls"), (&mut plain, "big-plain")] {
+        // 16 messages of 60,000 bytes to a request.
+        config
+            .set("linger.ms", "200")
+            .set("batch.size", "1000000")
+            .set("message.max.bytes", "1000000");
+        rdkafka_roundtrip_sized(config, topic, 96, 60_000);
+    }
 }
 
 /// The rdkafka crate (librdkafka with OpenSSL) over SASL_SSL with

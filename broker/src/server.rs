@@ -356,11 +356,21 @@ const FRAME_STEP: usize = 64 * 1024;
 
 /// Reads a `len`-byte frame into a buffer that grows with the bytes that
 /// arrive (doubling, up to `len`): a length prefix alone never allocates what
-/// it claims.
+/// it claims. While much of a large frame is still to come, the connection is
+/// woken only when a good part of it has arrived ([`read_low_water`]), not
+/// for every segment or TLS record the client sends: the frame cannot be
+/// handled before its last byte anyway, and each wake-up costs a pass
+/// through the scheduler and the system calls of a read.
 async fn read_frame<S: ServerConn>(stream: &mut S, len: usize) -> std::io::Result<BytesMut> {
     let mut frame = BytesMut::with_capacity(len.min(FRAME_STEP));
+    let mut low_water = 1;
     while frame.len() < len {
         let remaining = len - frame.len();
+        let wanted = read_low_water(remaining, S::HELD_ABOVE_SOCKET);
+        if wanted != low_water {
+            stream.set_read_low_water(wanted)?;
+            low_water = wanted;
+        }
         if frame.capacity() == frame.len() {
             frame.reserve(remaining.min(frame.len().max(FRAME_STEP)));
         }
@@ -372,7 +382,31 @@ async fn read_frame<S: ServerConn>(stream: &mut S, len: usize) -> std::io::Resul
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
     }
+    if low_water != 1 {
+        stream.set_read_low_water(1)?;
+    }
     Ok(frame)
+}
+
+/// The most a frame read waits to have arrived before it is woken.
+const MAX_READ_LOW_WATER: usize = 256 * 1024;
+/// Below this, a frame is read as its bytes come.
+const MIN_READ_LOW_WATER: usize = 32 * 1024;
+
+/// The socket's receive low-water mark while `remaining` bytes of a frame
+/// are unread, up to `held` of them possibly already above the socket (in
+/// TLS's buffers): a power of two no more than half of what must still come
+/// through the socket and at most [`MAX_READ_LOW_WATER`], or 1 (wake at any
+/// byte) once that is small. Never more than will arrive, so a read never
+/// waits for bytes the client will not send; powers of two so the mark
+/// changes a few times per frame, not at every read.
+fn read_low_water(remaining: usize, held: usize) -> usize {
+    let half = remaining.saturating_sub(held) / 2;
+    if half < MIN_READ_LOW_WATER {
+        return 1;
+    }
+    let power = 1usize << (usize::BITS - 1 - half.leading_zeros());
+    power.min(MAX_READ_LOW_WATER)
 }
 
 /// What to write for a request.
@@ -587,6 +621,49 @@ fn encode_body(
 mod tests {
     use super::*;
     use kafka_protocol::messages::ApiKey;
+
+    /// The receive low-water mark of a frame read: as the frame comes in,
+    /// the mark steps down in powers of two and ends at 1.
+    #[test]
+    fn read_low_water_steps_down_as_a_frame_arrives() {
+        let k = 1024;
+        let table = [
+            // (remaining, held above the socket) -> mark
+            ((1024 * k, 0), 256 * k),
+            ((600 * k, 0), 256 * k),
+            ((400 * k, 0), 128 * k),
+            ((130 * k, 0), 64 * k),
+            ((64 * k, 0), 32 * k),
+            ((63 * k, 0), 1),
+            ((4, 0), 1),
+            ((0, 0), 1),
+            ((1024 * k, 64 * k), 256 * k),
+            ((128 * k, 64 * k), 32 * k),
+            ((100 * k, 64 * k), 1),
+            ((10 * k, 64 * k), 1),
+        ];
+        for ((remaining, held), mark) in table {
+            assert_eq!(read_low_water(remaining, held), mark, "{remaining} {held}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The mark never exceeds what must still come through the socket
+        /// (else the read would wait for bytes the client never sends), and
+        /// a read that has gained bytes never raises it.
+        #[test]
+        fn read_low_water_never_waits_past_the_frame(
+            remaining in 0usize..64 << 20,
+            held in 0usize..1 << 20,
+            read in 1usize..1 << 20,
+        ) {
+            let mark = read_low_water(remaining, held);
+            proptest::prop_assert!(mark == 1 || mark <= remaining.saturating_sub(held));
+            proptest::prop_assert!(mark <= MAX_READ_LOW_WATER);
+            let after = read_low_water(remaining.saturating_sub(read), held);
+            proptest::prop_assert!(after <= mark);
+        }
+    }
 
     /// The ApiVersions response header is v0 at every version: no tag buffer
     /// between the correlation id and the error code, even for v3+.

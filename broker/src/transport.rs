@@ -44,6 +44,43 @@ pub trait ServerConn: Stream + 'static {
     ) -> impl Future<Output = io::Result<()>> + Send + 'a {
         copy_file_slice(self, slice)
     }
+
+    /// Bytes of a frame the connection may hold above its socket, already
+    /// received but not yet read (TLS: a partly received record and one
+    /// record's plaintext).
+    const HELD_ABOVE_SOCKET: usize = 0;
+
+    /// Wake a reader only once `bytes` are waiting in the socket (or it
+    /// closes): `SO_RCVLOWAT`. The caller passes no more than it knows is
+    /// still to arrive, so nothing waits on bytes that never come. By
+    /// default (no socket) nothing is done.
+    fn set_read_low_water(&mut self, bytes: usize) -> io::Result<()> {
+        let _ = bytes;
+        Ok(())
+    }
+}
+
+/// Sets `SO_RCVLOWAT` on a socket. Linux's TCP honours it in `epoll` (the
+/// socket turns readable at that many bytes, at a FIN, or when its receive
+/// buffer is full) and grows the receive buffer to fit it.
+fn set_rcvlowat(socket: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: `socket` is an open descriptor its caller owns for the call;
+    // the option value is a c_int that lives across it, its size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Reads `slice` into memory and writes it to `stream`.
@@ -94,6 +131,10 @@ impl std::fmt::Debug for SaslCredentials {
 impl ServerConn for tokio::net::TcpStream {
     fn readable(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
         tokio::net::TcpStream::readable(self)
+    }
+
+    fn set_read_low_water(&mut self, bytes: usize) -> io::Result<()> {
+        set_rcvlowat(self.as_raw_fd(), bytes)
     }
 
     async fn closed(&mut self) {
@@ -204,6 +245,15 @@ impl AsyncWrite for TlsConn {
 }
 
 impl ServerConn for TlsConn {
+    /// rustls stops reading the socket once it has a record's plaintext, so
+    /// it holds at most a partial record (under 17 KiB on the wire) and one
+    /// record's plaintext (16 KiB): two maximum records, rounded up.
+    const HELD_ABOVE_SOCKET: usize = 64 * 1024;
+
+    fn set_read_low_water(&mut self, bytes: usize) -> io::Result<()> {
+        set_rcvlowat(self.inner.get_ref().0.as_raw_fd(), bytes)
+    }
+
     async fn readable(&mut self) -> io::Result<()> {
         use tokio::io::AsyncBufReadExt;
         self.inner.fill_buf().await.map(|_| ())

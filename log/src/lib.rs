@@ -95,8 +95,9 @@ pub use storage::FileSlice;
 use storage::{FileStorage, Storage};
 
 use bytes::Bytes;
+use segment::Batches;
 use strand_protocol::batch::{
-    assign_offset_and_epoch, stamp_log_append_time, BatchHeader, BATCH_HEADER_LEN,
+    assign_offset_and_epoch, stamp_log_append_time_split, BatchHeader, BATCH_HEADER_LEN,
 };
 use strand_protocol::record_count;
 use strand_types::{Clock, LeaderEpoch, Offset, ProducerId, SystemClock};
@@ -164,6 +165,8 @@ pub struct AppendInfo {
     /// The stamped LogAppendTime, -1 unless stamped.
     pub log_append_time: i64,
     pub log_start_offset: Offset,
+    /// The headers of the batches as written (offsets assigned).
+    pub batches: Vec<BatchHeader>,
 }
 
 /// Result of a read: whole batches.
@@ -564,7 +567,7 @@ impl PartitionLog {
     /// per `flush_interval_messages`.
     pub fn append_as_leader(
         &mut self,
-        records: &mut [u8],
+        records: &[u8],
         headers: &[BatchHeader],
         leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
@@ -576,7 +579,7 @@ impl PartitionLog {
     /// `append_as_leader` with an explicit wall clock (for roll-by-time).
     pub fn append_as_leader_at(
         &mut self,
-        records: &mut [u8],
+        records: &[u8],
         headers: &[BatchHeader],
         leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
@@ -595,7 +598,7 @@ impl PartitionLog {
 
     fn append_as_leader_at_unguarded(
         &mut self,
-        records: &mut [u8],
+        records: &[u8],
         headers: &[BatchHeader],
         leader_epoch: LeaderEpoch,
         log_append_time_ms: Option<i64>,
@@ -605,17 +608,23 @@ impl PartitionLog {
         let first = self.leo;
         let mut offset = first.get();
         let mut pos = 0usize;
+        // The leader's fields go into a copy of each header only: the
+        // records after it are written from the client's bytes.
+        let mut heads = Vec::with_capacity(headers.len());
         let mut assigned = Vec::with_capacity(headers.len());
         let mut max_ts = -1i64;
         let mut offset_of_max = -1i64;
         for h in headers {
             let size = h.total_size();
-            let b = &mut records[pos..pos + size];
-            assign_offset_and_epoch(b, offset, leader_epoch.get());
+            let (head_bytes, rest) = records[pos..pos + size].split_at(BATCH_HEADER_LEN);
+            let mut head = [0u8; BATCH_HEADER_LEN];
+            head.copy_from_slice(head_bytes);
+            assign_offset_and_epoch(&mut head, offset, leader_epoch.get());
             if let Some(t) = log_append_time_ms {
-                stamp_log_append_time(b, h, t);
+                stamp_log_append_time_split(&mut head, rest, h, t);
             }
-            let nh = BatchHeader::parse(b).map_err(|e| LogError::InvalidRecords(e.to_string()))?;
+            let nh =
+                BatchHeader::parse(&head).map_err(|e| LogError::InvalidRecords(e.to_string()))?;
             if nh.max_timestamp > max_ts {
                 max_ts = nh.max_timestamp;
                 offset_of_max = if log_append_time_ms.is_some() {
@@ -626,9 +635,17 @@ impl PartitionLog {
             }
             offset = nh.next_offset();
             pos += size;
+            heads.push(head);
             assigned.push(nh);
         }
-        self.append_batches(records, &assigned, now_ms)?;
+        self.append_batches(
+            Batches::WithHeads {
+                records,
+                heads: &heads,
+            },
+            &assigned,
+            now_ms,
+        )?;
         Ok(AppendInfo {
             first_offset: first,
             // At least one batch (checked), none empty: at or past `first`.
@@ -637,6 +654,7 @@ impl PartitionLog {
             offset_of_max_timestamp: Offset::from_wire(offset_of_max),
             log_append_time: log_append_time_ms.unwrap_or(-1),
             log_start_offset: self.log_start,
+            batches: assigned,
         })
     }
 
@@ -686,7 +704,7 @@ impl PartitionLog {
             }
         }
         let now = self.clock.now_ms();
-        self.append_batches(records, headers, now)?;
+        self.append_batches(Batches::Whole(records), headers, now)?;
         Ok(AppendInfo {
             first_offset,
             // Offsets increase from `first_offset` (checked), no batch empty.
@@ -695,12 +713,13 @@ impl PartitionLog {
             offset_of_max_timestamp: Offset::from_wire(offset_of_max),
             log_append_time: -1,
             log_start_offset: self.log_start,
+            batches: headers.to_vec(),
         })
     }
 
     fn append_batches(
         &mut self,
-        records: &[u8],
+        records: Batches<'_>,
         headers: &[BatchHeader],
         now_ms: i64,
     ) -> Result<(), LogError> {
@@ -709,7 +728,7 @@ impl PartitionLog {
 
     fn append_batches_inner(
         &mut self,
-        records: &[u8],
+        records: Batches<'_>,
         headers: &[BatchHeader],
         now_ms: i64,
     ) -> Result<(), LogError> {

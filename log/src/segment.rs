@@ -8,6 +8,29 @@ use std::sync::Arc;
 use strand_protocol::batch::{verify_crc, BatchHeader, BATCH_HEADER_LEN};
 
 use crate::error::LogError;
+
+/// Batches to write at the end of a segment.
+#[derive(Debug, Clone, Copy)]
+pub enum Batches<'a> {
+    /// Written as they are.
+    Whole(&'a [u8]),
+    /// Each batch of `records` written with its header replaced by the
+    /// matching one of `heads` (a leader's offsets, epoch and LogAppendTime),
+    /// so a client's bytes are written without first being copied.
+    WithHeads {
+        records: &'a [u8],
+        heads: &'a [[u8; BATCH_HEADER_LEN]],
+    },
+}
+
+impl Batches<'_> {
+    #[allow(clippy::len_without_is_empty)] // never empty: checked before a write
+    pub fn len(&self) -> usize {
+        match self {
+            Batches::Whole(records) | Batches::WithHeads { records, .. } => records.len(),
+        }
+    }
+}
 use crate::index::{
     lookup_offset, lookup_time, offset_entries_sane, time_entries_sane, IndexFile, OffsetEntry,
     TimeEntry,
@@ -267,13 +290,25 @@ impl Segment {
     /// Appends whole batches (already assigned offsets) at the end of the log.
     pub fn append(
         &mut self,
-        records: &[u8],
+        batches: Batches<'_>,
         headers: &[BatchHeader],
         interval: u64,
     ) -> Result<(), LogError> {
         let start = self.size;
-        self.log.write_all_at(records, start)?;
-        self.size += records.len() as u64;
+        match batches {
+            Batches::Whole(records) => self.log.write_all_at(records, start)?,
+            Batches::WithHeads { records, heads } => {
+                let mut pos = 0;
+                for (head, h) in heads.iter().zip(headers) {
+                    let at = start + pos as u64;
+                    self.log.write_all_at(head, at)?;
+                    let rest = &records[pos + BATCH_HEADER_LEN..pos + h.total_size()];
+                    self.log.write_all_at(rest, at + BATCH_HEADER_LEN as u64)?;
+                    pos += h.total_size();
+                }
+            }
+        }
+        self.size += batches.len() as u64;
         self.log_dirty = true;
         let mut pos = start;
         for h in headers {

@@ -12,11 +12,11 @@ use strand_log::{LogConfig, LogError, PartitionLog};
 
 /// An append, a flush and a checkpoint are all refused with an I/O error.
 fn refuses_every_write(log: &mut PartitionLog) {
-    let mut b = batch(1);
+    let b = batch(1);
     let h = headers(&b);
     let hw = log.log_end_offset();
     assert!(matches!(
-        log.append_as_leader(&mut b, &h, e(0), None),
+        log.append_as_leader(&b, &h, e(0), None),
         Err(LogError::Io(_))
     ));
     assert!(matches!(log.flush(), Err(LogError::Io(_))));

@@ -27,12 +27,16 @@ fn offsets_are_assigned_in_place_across_appends() {
     set.extend_from_slice(&batch(5));
     let hs = validate_record_set(&set).unwrap();
     let orig = set.clone();
-    let c = log.append_as_leader(&mut set, &hs, e(4), None).unwrap();
+    let c = log.append_as_leader(&set, &hs, e(4), None).unwrap();
     assert_eq!((c.first_offset, c.last_offset), (o(4), o(10)));
     assert_eq!(log.log_end_offset(), o(11));
-    // In place: only base offset and epoch changed.
-    assert_eq!(&set[8..12], &orig[8..12]);
-    assert_eq!(&set[16..hs[0].total_size()], &orig[16..hs[0].total_size()]);
+    assert_eq!(set, orig, "the caller's bytes are not changed");
+    let written: Vec<(i64, i32)> = c
+        .batches
+        .iter()
+        .map(|h| (h.base_offset, h.partition_leader_epoch))
+        .collect();
+    assert_eq!(written, vec![(4, 4), (6, 4)]);
 
     let all = read_all(&log);
     let got = validate_record_set(&all).unwrap();
@@ -41,8 +45,21 @@ fn offsets_are_assigned_in_place_across_appends() {
         .map(|h| (h.base_offset, h.last_offset(), h.partition_leader_epoch))
         .collect();
     assert_eq!(bases, vec![(0, 2, 0), (3, 3, 0), (4, 5, 4), (6, 10, 4)]);
-    // The stored bytes are the appended bytes.
-    assert_eq!(&all[all.len() - set.len()..], &set[..]);
+    // The stored bytes are the appended bytes with only each batch's base
+    // offset and epoch changed (the CRC does not cover them: still valid).
+    let stored = &all[all.len() - set.len()..];
+    let mut at = 0;
+    for (h, (base, epoch)) in hs.iter().zip([(4i64, 4i32), (6, 4)]) {
+        let (b, o) = (
+            &stored[at..at + h.total_size()],
+            &orig[at..at + h.total_size()],
+        );
+        assert_eq!(&b[0..8], &base.to_be_bytes());
+        assert_eq!(&b[8..12], &o[8..12]);
+        assert_eq!(&b[12..16], &epoch.to_be_bytes());
+        assert_eq!(&b[16..], &o[16..]);
+        at += h.total_size();
+    }
 }
 
 #[test]
@@ -50,11 +67,9 @@ fn log_append_time_is_stamped() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = open(tmp.path());
     append(&mut log, 2);
-    let mut b = batch(3);
+    let b = batch(3);
     let h = validate_record_set(&b).unwrap();
-    let info = log
-        .append_as_leader(&mut b, &h, e(1), Some(55_555))
-        .unwrap();
+    let info = log.append_as_leader(&b, &h, e(1), Some(55_555)).unwrap();
     assert_eq!(info.log_append_time, 55_555);
     assert_eq!(info.max_timestamp, 55_555);
     assert_eq!(info.offset_of_max_timestamp, Some(o(2)));
@@ -77,16 +92,16 @@ fn log_append_time_is_stamped() {
 fn rejects_headers_that_do_not_match_the_bytes() {
     let tmp = tempfile::tempdir().unwrap();
     let mut log = open(tmp.path());
-    let mut b = batch(2);
+    let b = batch(2);
     let h = validate_record_set(&b).unwrap();
     let mut longer = b.clone();
     longer.push(0);
     assert!(matches!(
-        log.append_as_leader(&mut longer, &h, e(0), None),
+        log.append_as_leader(&longer, &h, e(0), None),
         Err(LogError::InvalidRecords(_))
     ));
     assert!(matches!(
-        log.append_as_leader(&mut b, &[], e(0), None),
+        log.append_as_leader(&b, &[], e(0), None),
         Err(LogError::InvalidRecords(_))
     ));
     assert_eq!(log.log_end_offset(), o(0));
@@ -222,11 +237,11 @@ fn rolls_by_time_and_index_fullness() {
     };
     let mut log = PartitionLog::open(tmp.path(), cfg).unwrap();
     let t0 = 10_000_000_000_000i64; // far in the future relative to the open time
-    let mut b = batch(1);
+    let b = batch(1);
     let h = validate_record_set(&b).unwrap();
-    log.append_as_leader_at(&mut b, &h, e(0), None, 0).unwrap();
-    let mut b = batch(1);
-    log.append_as_leader_at(&mut b, &h, e(0), None, t0).unwrap();
+    log.append_as_leader_at(&b, &h, e(0), None, 0).unwrap();
+    let b = batch(1);
+    log.append_as_leader_at(&b, &h, e(0), None, t0).unwrap();
     assert_eq!(log.segment_base_offsets(), [0, 1].map(o));
     // An idle partition rolls on maybe_roll, an empty active segment does not.
     log.maybe_roll(t0).unwrap();

@@ -104,9 +104,9 @@ fn a_failed_fsync_is_never_believed() {
     storage.clear_faults();
     // Never retried: the page cache may have lost the data.
     assert!(log.flush().is_err());
-    let mut more = batch(1);
+    let more = batch(1);
     let h = strand_protocol::batch::validate_record_set(&more).unwrap();
-    assert!(log.append_as_leader(&mut more, &h, e(0), None).is_err());
+    assert!(log.append_as_leader(&more, &h, e(0), None).is_err());
     drop(log);
     storage.crash(|_, _| 0);
     let log = PartitionLog::open_in(

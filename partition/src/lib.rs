@@ -16,7 +16,7 @@
 pub mod lease;
 pub mod log_dir_failure;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,7 +25,7 @@ use strand_log::storage::{FileStorage, Storage};
 use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::{
     build_txn_marker_batch, end_txn_marker, validate_batch_framing, validate_record_set,
-    BatchError, BatchHeader, BatchIter, ControlType, EndTxnMarker,
+    BatchError, BatchHeader, ControlType, EndTxnMarker,
 };
 use strand_protocol::transcode::{
     needs_transcode, transcode_batch, TopicCompression, TranscodeError,
@@ -574,17 +574,17 @@ impl Partition {
                 Err(e) => return Err(producer_error(e)),
             },
         }
-        // One copy of the client's bytes so offsets and epoch can be written in place.
-        let mut buf = BytesMut::from(&records[..]);
+        // Written from the client's bytes, each header replaced by the
+        // leader's (offsets, epoch): no copy of the records.
         let append_time = settings.log_append_time.then(|| self.clock.now_ms());
         let info = log
-            .append_as_leader(&mut buf, &headers, leader_epoch, append_time)
+            .append_as_leader(records, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;
         // Client batches are never control batches (checked above), so
         // nothing here closes a transaction.
-        for (_, h) in BatchIter::new(&buf) {
+        for h in &info.batches {
             if h.has_producer_id() {
-                producers.record(&h, h.max_timestamp, None);
+                producers.record(h, h.max_timestamp, None);
             }
         }
         drop(producers);
@@ -658,7 +658,7 @@ impl Partition {
                 .map_err(producer_error)?;
         }
         let now = self.clock.now_ms();
-        let mut batch = build_txn_marker_batch(
+        let batch = build_txn_marker_batch(
             ProducerId::to_wire(producer_id),
             ProducerEpoch::to_wire(producer_epoch),
             coordinator_epoch,
@@ -670,7 +670,7 @@ impl Partition {
             .map_err(|e| PartitionError::new(ErrorCode::UnknownServerError, e.to_string()))?;
         let append_time = settings.log_append_time.then_some(now);
         let info = log
-            .append_as_leader(&mut batch, &headers, leader_epoch, append_time)
+            .append_as_leader(&batch, &headers, leader_epoch, append_time)
             .map_err(storage_error)?;
         let marker_offset = info.first_offset;
         let completed = producer_id.and_then(|producer_id| {

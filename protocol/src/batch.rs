@@ -290,11 +290,30 @@ pub fn assign_offset_and_epoch(buf: &mut [u8], base_offset: i64, leader_epoch: i
 /// Stamps LogAppendTime into a batch: sets the timestamp-type bit and
 /// max_timestamp, then recomputes the CRC (both fields are CRC-covered).
 pub fn stamp_log_append_time(buf: &mut [u8], header: &BatchHeader, now_ms: i64) {
+    let (head, rest) = buf.split_at_mut(BATCH_HEADER_LEN);
+    stamp_log_append_time_split(
+        head,
+        &rest[..header.total_size() - BATCH_HEADER_LEN],
+        header,
+        now_ms,
+    );
+}
+
+/// [`stamp_log_append_time`] on a batch held in two parts: its header
+/// (`head`, the first [`BATCH_HEADER_LEN`] bytes, a copy the caller may
+/// change) and the records after it (`rest`, left as they are), so a leader
+/// can stamp a client's batch without copying it.
+pub fn stamp_log_append_time_split(
+    head: &mut [u8],
+    rest: &[u8],
+    header: &BatchHeader,
+    now_ms: i64,
+) {
     let attrs = header.attributes | ATTR_TIMESTAMP_TYPE;
-    buf[21..23].copy_from_slice(&attrs.to_be_bytes());
-    buf[35..43].copy_from_slice(&now_ms.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[CRC_START..header.total_size()]);
-    buf[17..21].copy_from_slice(&crc.to_be_bytes());
+    head[21..23].copy_from_slice(&attrs.to_be_bytes());
+    head[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[CRC_START..BATCH_HEADER_LEN]), rest);
+    head[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Iterates the batch headers of a run of batches read from the log. Stops at

@@ -471,7 +471,7 @@ fn a_batch_verified_before_a_marker_does_not_open_a_transaction_after_it() {
         m.check_verification(h, g).map_err(|e| e.error_code())
     };
     let v1 = false; // transaction.version 1 (produce v11 and older)
-    // The first batch of a transaction: verified (nothing open yet), appended.
+                    // The first batch of a transaction: verified (nothing open yet), appended.
     let (g1, open) = m.start_verification(pid(PID), ep(0), v1, 0);
     assert!(!open);
     assert_eq!(not_verified(&m, &txn_header(PID, 0, 0, 2, -1), g1), Ok(()));
@@ -551,7 +551,9 @@ fn a_version_2_marker_at_the_verified_epoch_keeps_the_guard() {
     let (g, _) = m.start_verification(pid(PID), ep(1), true, 0);
     m.start_verification(pid(PID), ep(2), true, 0);
     m.record_end_txn_marker(pid(PID), ep(2), 3, off(10), 1, ControlType::Commit);
-    assert!(m.check_verification(&txn_header(PID, 2, 0, 1, -1), g).is_ok());
+    assert!(m
+        .check_verification(&txn_header(PID, 2, 0, 1, -1), g)
+        .is_ok());
 }
 
 /// A verification that never reaches an append (it failed, the client went

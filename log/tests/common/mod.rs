@@ -46,9 +46,9 @@ pub fn batch_with_timestamps(ts: &[i64]) -> Vec<u8> {
     encode_records(&records, -1, -1, -1, Compression::None)
 }
 
-pub fn append_bytes(log: &mut PartitionLog, mut b: Vec<u8>, epoch: i32) -> AppendInfo {
+pub fn append_bytes(log: &mut PartitionLog, b: Vec<u8>, epoch: i32) -> AppendInfo {
     let h = validate_record_set(&b).unwrap();
-    log.append_as_leader(&mut b, &h, e(epoch), None).unwrap()
+    log.append_as_leader(&b, &h, e(epoch), None).unwrap()
 }
 
 pub fn append(log: &mut PartitionLog, n: usize) -> AppendInfo {
