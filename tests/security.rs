@@ -916,7 +916,11 @@ fn rdkafka_roundtrip_sized(
         }
     }
     let expected: Vec<String> = (0..count).map(value_of).collect();
-    assert!(values == expected, "{topic}: {} of {count} read back as sent", values.len());
+    assert!(
+        values == expected,
+        "{topic}: {} of {count} read back as sent",
+        values.len()
+    );
 }
 
 /// Whether a client of `config` can fetch metadata at all.

@@ -443,6 +443,28 @@ impl Partition {
         self.append_from(records, acks, produce_version, AppendOrigin::Client)
     }
 
+    /// [`append`](Self::append) of a client's record set verified with
+    /// `guard` (KIP-890, [`start_verification`](Self::start_verification)):
+    /// a transactional batch that would open a transaction is refused
+    /// (INVALID_TXN_STATE) if a marker for its producer dropped the guard.
+    pub fn append_verified(
+        &self,
+        records: &Bytes,
+        acks: Acks,
+        produce_version: i16,
+        guard: VerificationGuard,
+    ) -> Result<AppendOutcome, PartitionError> {
+        let headers = validate_records(records)?;
+        self.append_validated(
+            records,
+            headers,
+            acks,
+            produce_version,
+            AppendOrigin::Client,
+            Some(guard),
+        )
+    }
+
     /// Validates and appends a record set as leader; a coordinator's
     /// transactional records (TxnOffsetCommit) skip the sequence check.
     pub fn append_from(

@@ -10,7 +10,9 @@ use strand_broker::replica_plan::{local_changes, Role};
 use strand_log::{LogConfig, LogError};
 use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::records::ConfigMap;
-use strand_partition::{AppendOutcome, FollowerFetchState, PartitionIo, PartitionSettings};
+use strand_partition::{
+    AppendOutcome, FollowerFetchState, PartitionError, PartitionIo, PartitionSettings,
+};
 use strand_protocol::batch::BatchHeader;
 use strand_protocol::ErrorCode;
 use strand_replication::ack::ReplicationDecision;
@@ -455,9 +457,13 @@ impl Sim {
                 };
                 let parked = self.node(id).parked.remove(i);
                 match result {
-                    Ok(()) => {
-                        self.append_produce(id, parked.client_id, &parked.tp, &parked.batch)?
-                    }
+                    Ok(()) => self.append_produce(
+                        id,
+                        parked.client_id,
+                        &parked.tp,
+                        &parked.batch,
+                        Some(parked.guard),
+                    )?,
                     // As `TxnCoordinator::verify_in_transaction` answers:
                     // a fenced epoch is INVALID_PRODUCER_EPOCH, coordinator
                     // trouble (concurrent, loading, moved) the retriable
@@ -551,15 +557,20 @@ impl Sim {
         let header = BatchHeader::parse(&batch)
             .ok()
             .filter(|h| h.is_transactional());
-        let needs_add = match (header, txn) {
-            (Some(h), Some(_)) => ProducerId::from_wire(h.producer_id).is_some_and(|pid| {
-                !p.has_ongoing_txn(pid, ProducerEpoch::from_wire(h.producer_epoch))
+        // The verification guard is taken first, as `handlers::produce`
+        // does (the sim's clients are transaction.version 2: each EndTxn
+        // bumps the epoch).
+        let verification = match (header, txn) {
+            (Some(h), Some(_)) => ProducerId::from_wire(h.producer_id).map(|pid| {
+                p.start_verification(pid, ProducerEpoch::from_wire(h.producer_epoch), true)
             }),
-            _ => false,
+            _ => None,
         };
-        if !needs_add {
-            return self.append_produce(id, req, &tp, &batch);
-        }
+        let guard = match verification {
+            None => return self.append_produce(id, req, &tp, &batch, None),
+            Some((guard, true)) => return self.append_produce(id, req, &tp, &batch, Some(guard)),
+            Some((guard, false)) => guard,
+        };
         let (Some(h), Some(txn)) = (header, txn) else {
             return Ok(());
         };
@@ -583,6 +594,7 @@ impl Sim {
             client_id: req,
             tp: tp.clone(),
             batch,
+            guard,
             add_id,
             deadline,
         });
@@ -607,11 +619,17 @@ impl Sim {
         req: u64,
         tp: &TopicPartition,
         batch: &Bytes,
+        guard: Option<strand_txn::VerificationGuard>,
     ) -> Result<(), Violation> {
-        let appended = match self.leader_partition(id, tp) {
-            Some(p) => p.append(batch, Acks::All, 9).map_err(|e| e.code),
-            None => Err(ErrorCode::NotLeaderOrFollower),
-        };
+        let appended = match (self.leader_partition(id, tp), guard) {
+            (Some(p), Some(guard)) => p.append_verified(batch, Acks::All, 9, guard),
+            (Some(p), None) => p.append(batch, Acks::All, 9),
+            (None, _) => Err(PartitionError::new(
+                ErrorCode::NotLeaderOrFollower,
+                "not the leader",
+            )),
+        }
+        .map_err(|e| e.code);
         self.appended(id, tp, Waiter::Client(req), appended)
     }
 

@@ -64,6 +64,9 @@ pub struct ParkedProduce {
     pub client_id: u64,
     pub tp: TopicPartition,
     pub batch: Bytes,
+    /// Taken before the partition's state was read: the append is refused
+    /// if a marker for the producer was written meanwhile.
+    pub guard: strand_txn::VerificationGuard,
     /// The AddPartition request sent for it.
     pub add_id: u64,
     pub deadline: i64,
