@@ -81,17 +81,29 @@ pub fn write(dir: &Path, meta: &MetaProperties) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// A Kafka-style cluster id: 16 random bytes as URL-safe base64 without padding.
+/// A Kafka-style cluster id: 16 random bytes as URL-safe base64 without
+/// padding, drawn again while it would start with '-' (as Kafka's
+/// `Uuid.randomUuid` does: `format -t -abc...` reads as an option).
 pub fn new_cluster_id() -> String {
+    loop {
+        let bits = u128::from_be_bytes(uuid::Uuid::new_v4().into_bytes());
+        if let Some(id) = cluster_id_from(bits) {
+            return id;
+        }
+    }
+}
+
+/// `bits` as a cluster id, or `None` when it would start with '-'.
+fn cluster_id_from(mut bits: u128) -> Option<String> {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut bits = u128::from_be_bytes(uuid::Uuid::new_v4().into_bytes());
-    (0..22)
+    let id: String = (0..22)
         .map(|_| {
             let c = ALPHABET[(bits >> 122) as usize & 63] as char;
             bits <<= 6;
             c
         })
-        .collect()
+        .collect();
+    (!id.starts_with('-')).then_some(id)
 }
 
 /// Checks this node's data against its configuration, formatting a fresh
@@ -346,6 +358,21 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster id never starts with '-' (62 in the URL-safe alphabet), so
+    /// `format -t <id>` never reads it as an option; '_' (63) is fine.
+    #[test]
+    fn a_cluster_id_never_starts_with_a_dash() {
+        assert_eq!(cluster_id_from(62u128 << 122), None);
+        assert_eq!(cluster_id_from(u128::MAX >> 6 | 62u128 << 122), None);
+        let underscore = cluster_id_from(63u128 << 122).unwrap();
+        assert!(underscore.starts_with('_') && underscore.len() == 22);
+        assert_eq!(
+            cluster_id_from(0).as_deref(),
+            Some("AAAAAAAAAAAAAAAAAAAAAA")
+        );
+        assert!((0..2_000).all(|_| !new_cluster_id().starts_with('-')));
+    }
 
     fn opts(cluster_id: &str, logs: &str) -> FormatOptions {
         FormatOptions {

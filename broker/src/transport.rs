@@ -62,7 +62,10 @@ pub trait ServerConn: Stream + 'static {
 
 /// Sets `SO_RCVLOWAT` on a socket. Linux's TCP honours it in `epoll` (the
 /// socket turns readable at that many bytes, at a FIN, or when its receive
-/// buffer is full) and grows the receive buffer to fit it.
+/// buffer is full), grows the receive buffer to fit it, and re-checks
+/// readiness when it is lowered. Elsewhere lowering the mark may raise no
+/// event for bytes already queued, so the mark is left alone there.
+#[cfg(target_os = "linux")]
 fn set_rcvlowat(socket: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     // SAFETY: `socket` is an open descriptor its caller owns for the call;
@@ -81,6 +84,11 @@ fn set_rcvlowat(socket: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_rcvlowat(_socket: std::os::fd::RawFd, _bytes: usize) -> io::Result<()> {
+    Ok(())
 }
 
 /// Reads `slice` into memory and writes it to `stream`.
@@ -245,9 +253,10 @@ impl AsyncWrite for TlsConn {
 }
 
 impl ServerConn for TlsConn {
-    /// rustls stops reading the socket once it has a record's plaintext, so
-    /// it holds at most a partial record (under 17 KiB on the wire) and one
-    /// record's plaintext (16 KiB): two maximum records, rounded up.
+    /// rustls stops reading the socket once it has a record's plaintext, and
+    /// its receive buffer holds at most one record's largest wire size
+    /// (18,437 bytes): plaintext and ciphertext together stay below that;
+    /// 64 KiB leaves room to spare.
     const HELD_ABOVE_SOCKET: usize = 64 * 1024;
 
     fn set_read_low_water(&mut self, bytes: usize) -> io::Result<()> {

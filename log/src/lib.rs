@@ -5,9 +5,11 @@
 //! A partition directory holds:
 //!
 //! * `<base>.log` — a segment: record batches (magic v2) stored byte-for-byte as
-//!   the client encoded them, except that the base offset and partition leader
-//!   epoch (outside the CRC) are written in place on append, and LogAppendTime
-//!   stamping rewrites the attributes, max timestamp and CRC. `<base>` is the
+//!   the client encoded them, except that a leader's append writes its own
+//!   base offset and partition leader epoch (outside the CRC) into each
+//!   batch's header, and LogAppendTime stamping rewrites the attributes, max
+//!   timestamp and CRC there (the records after the header are written from
+//!   the client's bytes). `<base>` is the
 //!   segment's base offset as 20 zero-padded decimal digits.
 //! * `<base>.index` — sparse offset index: big-endian `(relative offset u32,
 //!   file position u32)` entries, one per `index_interval_bytes` of log, pointing
@@ -562,7 +564,8 @@ impl PartitionLog {
     }
 
     /// Appends batches from a produce request as the leader: assigns offsets from
-    /// the LEO and `leader_epoch` in place, stamps LogAppendTime when given,
+    /// the LEO and `leader_epoch` in a copy of each batch's header (`records`
+    /// is not changed), stamps LogAppendTime when given,
     /// rolls if needed, writes, indexes, updates the epoch cache, and flushes
     /// per `flush_interval_messages`.
     pub fn append_as_leader(

@@ -298,6 +298,7 @@ impl Segment {
         match batches {
             Batches::Whole(records) => self.log.write_all_at(records, start)?,
             Batches::WithHeads { records, heads } => {
+                debug_assert_eq!(heads.len(), headers.len(), "one header per batch");
                 let mut pos = 0;
                 for (head, h) in heads.iter().zip(headers) {
                     let at = start + pos as u64;

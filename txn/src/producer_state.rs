@@ -284,8 +284,12 @@ struct Verification {
 #[derive(Debug, Clone, Default)]
 pub struct VerificationGuards {
     by_producer: HashMap<ProducerId, Verification>,
-    issued: u64,
 }
+
+/// Guards are numbered across the process, never per producer state: a
+/// state rebuilt meanwhile (a follower's truncation, a restart of the
+/// partition) must not issue a number a produce still holds from before.
+static ISSUED_GUARDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl PartialEq for VerificationGuards {
     fn eq(&self, _: &Self) -> bool {
@@ -343,15 +347,14 @@ impl ProducerStateManager {
         let open = self.entries.get(&producer_id).is_some_and(|e| {
             e.producer_epoch == producer_epoch && e.current_txn_first_offset.is_some()
         });
-        let issued = &mut self.verifications.issued;
         let v = self
             .verifications
             .by_producer
             .entry(producer_id)
             .or_insert_with(|| {
-                *issued += 1;
+                let issued = ISSUED_GUARDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Verification {
-                    guard: VerificationGuard(*issued),
+                    guard: VerificationGuard(issued),
                     epoch: producer_epoch,
                     supports_epoch_bump,
                     started_ms: now_ms,

@@ -556,6 +556,28 @@ fn a_version_2_marker_at_the_verified_epoch_keeps_the_guard() {
         .is_ok());
 }
 
+/// A producer state rebuilt while a produce holds a guard (a follower's
+/// truncation replays the log into a new state; a restart starts from a
+/// snapshot) issues new guards, never the one held: that produce, verified
+/// before the rebuild, must not open a transaction after it.
+#[test]
+fn a_rebuilt_state_never_reissues_a_held_guard() {
+    let mut before = ProducerStateManager::new();
+    let (held, _) = before.start_verification(pid(PID), ep(0), false, 0);
+    let mut rebuilt = ProducerStateManager::new();
+    let (fresh, open) = rebuilt.start_verification(pid(PID), ep(0), false, 0);
+    assert!(!open);
+    assert_ne!(held, fresh);
+    let h = txn_header(PID, 0, 0, 1, -1);
+    assert_eq!(
+        rebuilt
+            .check_verification(&h, held)
+            .map_err(|e| e.error_code()),
+        Err(ErrorCode::InvalidTxnState)
+    );
+    assert!(rebuilt.check_verification(&h, fresh).is_ok());
+}
+
 /// A verification that never reaches an append (it failed, the client went
 /// away) is forgotten when `producer.id.expiration.ms` has passed since it
 /// started, as Kafka forgets its verification entries.
