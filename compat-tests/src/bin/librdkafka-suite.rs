@@ -1,5 +1,6 @@
-//! Run librdkafka 2.12.1's own test suite (tests/test-runner) against Strand, one test
-//! number at a time, each against a freshly started broker. See `--help`.
+//! Run librdkafka 2.12.1's own test suite (tests/test-runner) against Strand, each test
+//! number against a freshly started broker or cluster, `--jobs` of them at once. See
+//! `--help`.
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -8,7 +9,8 @@ use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use strand_compat_tests::cluster::{Cluster, ClusterSpec};
@@ -21,9 +23,9 @@ use strand_compat_tests::rdkafka_suite::{
 const USAGE: &str = "\
 usage: librdkafka-suite (--strand BIN | --broker ADDR) [options] [TESTNUM ...]
 
-Runs librdkafka's tests/test-runner once per test number, sequentially. Unless --broker
-is given, every test number gets a fresh Strand (num.partitions=4,
-auto.create.topics.enable=true, default.replication.factor=1).
+Runs librdkafka's tests/test-runner once per test number. Unless --broker is given,
+every test number gets a fresh Strand (num.partitions=4, auto.create.topics.enable=true,
+default.replication.factor=1).
 
 options:
   --strand BIN           strand binary to start for each test
@@ -40,6 +42,9 @@ options:
                          may be repeated (the lists are joined)
   --except FILE          test numbers not to run (same format), even when listed
                          elsewhere; may be repeated
+  --jobs N               run up to N test numbers at once, each with its own fresh
+                         broker or cluster (default 1); most of the suite's time is
+                         spent waiting on timeouts and sessions, not on CPU
   --timeout SECS         per-test time limit (default 300); on expiry the runner's
                          process group is killed and the test counts as FAIL
   --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log (NNNN.nodeN.log
@@ -63,7 +68,7 @@ options:
                          that run the reference Kafka's tools
   -h, --help             this text
 
-output: one line per test `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then
+output: one line per test as it ends `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then
 `N passed, N failed[, N skipped]`. Exit status: 0, or 1 if a must-pass test failed,
 2 on usage errors. Environment variables (SUBTESTS, TEST_DEBUG, TEST_LEVEL,
 TEST_CONSUMER_GROUP_PROTOCOL, ...) pass through to the test-runner.";
@@ -93,6 +98,8 @@ struct Args {
     /// Every listener on SASL_SSL.
     sasl_ssl: bool,
     kafka_tool: Option<PathBuf>,
+    /// Test numbers run at once.
+    jobs: usize,
 }
 
 fn usage_err(msg: impl std::fmt::Display) -> String {
@@ -117,6 +124,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut test_overrides = Vec::new();
     let mut sasl_ssl = false;
     let mut kafka_tool = None;
+    let mut jobs = 1usize;
 
     let mut it = argv.into_iter();
     while let Some(a) = it.next() {
@@ -143,6 +151,13 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
                     .ok()
                     .filter(|n| *n >= 1)
                     .ok_or_else(|| usage_err("--nodes expects a positive number"))?
+            }
+            "--jobs" => {
+                jobs = val("--jobs")?
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| usage_err("--jobs expects a positive number"))?
             }
             "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
             "--list" => list_files.push(PathBuf::from(val("--list")?)),
@@ -294,6 +309,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         test_overrides,
         sasl_ssl,
         kafka_tool,
+        jobs,
     }))
 }
 
@@ -311,7 +327,8 @@ fn exit_code(st: ExitStatus) -> i32 {
 
 /// Removes the client-side offset files (`offset.store.method=file`, written
 /// into the tests directory as `<topic>-<partition>.offset`) that earlier runs
-/// left. Test topic names come from a random generator that can repeat across
+/// left; once per run, before any test starts, since tests run at once share
+/// the directory. Test topic names come from a random generator that can repeat across
 /// runs, and a leftover file then starts a consumer at an old run's offset
 /// (0014 once hung at EOF this way in the 3-node pass after the 1-node pass).
 fn remove_stale_offset_files(tests_dir: &Path) {
@@ -336,7 +353,6 @@ fn run_runner(
     env: &[(String, String)],
 ) -> io::Result<(RunEnd, f64)> {
     let tests_dir = args.suite.join("tests");
-    remove_stale_offset_files(&tests_dir);
     let ld = {
         let mut v = format!(
             "{}:{}",
@@ -486,13 +502,132 @@ fn main() -> ExitCode {
         args.suite.display(),
         out.display()
     );
+    remove_stale_offset_files(&args.suite.join("tests"));
+    let run = Run {
+        args: &args,
+        logs: &logs,
+        ov: &ov,
+        pki: pki.as_ref(),
+        env: &env,
+    };
+    // Workers take the next test number in list order and print each
+    // test's lines whole when it ends; the table keeps the list's order.
+    let next = AtomicUsize::new(0);
+    let reports: Mutex<Vec<Option<Report>>> = Mutex::new(vec![None; args.tests.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.min(args.tests.len()) {
+            scope.spawn(|| loop {
+                if INTERRUPTED.load(Ordering::SeqCst) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(num) = args.tests.get(i) else {
+                    break;
+                };
+                let report = run.test(num);
+                {
+                    let mut o = io::stdout().lock();
+                    let _ = o.write_all(report.printed.as_bytes());
+                    let _ = o.flush();
+                }
+                // A worker that panicked poisons the lock; the reports are
+                // still whole (each is stored in one assignment).
+                let mut r = reports.lock().unwrap_or_else(|p| p.into_inner());
+                r[i] = Some(report);
+            });
+        }
+    });
+    let reports = reports.into_inner().unwrap_or_else(|p| p.into_inner());
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        let not_run = args
+            .tests
+            .iter()
+            .zip(&reports)
+            .filter(|(_, r)| r.is_none())
+            .count();
+        eprintln!("librdkafka-suite: interrupted; {not_run} test(s) not run");
+    }
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut must_fail = Vec::new();
-    for num in &args.tests {
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            eprintln!("librdkafka-suite: interrupted; not running {num} and later tests");
-            break;
+    for (num, r) in args.tests.iter().zip(&reports) {
+        let Some(r) = r else { continue };
+        tsv.push_str(&format!(
+            "{num}\t{}\t{:.1}\t{}\n",
+            r.outcome.as_str(),
+            r.secs,
+            r.reason
+        ));
+        match r.outcome {
+            Outcome::Pass => passed += 1,
+            Outcome::Fail => failed += 1,
+            Outcome::Skip => skipped += 1,
         }
+        if r.outcome != Outcome::Pass && args.must_pass.contains(num) {
+            must_fail.push(if r.reason.is_empty() {
+                num.clone()
+            } else {
+                format!("{num} ({})", r.reason)
+            });
+        }
+    }
+    let _ = fs::write(out.join("results.tsv"), tsv);
+    if !must_fail.is_empty() {
+        println!("must-pass tests that did not pass:");
+        for f in &must_fail {
+            println!("  {f}");
+        }
+    }
+    if skipped > 0 {
+        println!("{passed} passed, {failed} failed, {skipped} skipped");
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
+    if !must_fail.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// How one test number ended, and the lines printed for it.
+#[derive(Clone)]
+struct Report {
+    outcome: Outcome,
+    secs: f64,
+    /// One line: no tabs or newlines.
+    reason: String,
+    printed: String,
+}
+
+impl Report {
+    fn failed(num: &str, secs: f64, reason: String, detail: String) -> Report {
+        let reason = reason.replace(['\n', '\t'], " ");
+        Report {
+            printed: format!("{num} FAIL {secs:.1}s {reason}\n{detail}"),
+            outcome: Outcome::Fail,
+            secs,
+            reason,
+        }
+    }
+}
+
+/// What every test of a run shares.
+struct Run<'a> {
+    args: &'a Args,
+    logs: &'a Path,
+    /// Strand overrides for every test.
+    ov: &'a [(&'a str, &'a str)],
+    pki: Option<&'a SuitePki>,
+    /// Variables for the test-runner.
+    env: &'a [(String, String)],
+}
+
+impl Run<'_> {
+    /// Starts the test's broker or cluster, runs the test-runner for `num`
+    /// against it, then ends them.
+    fn test(&self, num: &str) -> Report {
+        let args = self.args;
+        let logs = self.logs;
         let log = logs.join(format!("{num}.log"));
         let conf_path = logs.join(format!("{num}.test.conf"));
         let t0 = Instant::now();
@@ -500,11 +635,11 @@ fn main() -> ExitCode {
         // broker
         let mut broker = None;
         let mut cluster = None;
-        let mut ov = ov.clone();
+        let mut ov = self.ov.to_vec();
         for (_, k, v) in args.test_overrides.iter().filter(|(n, _, _)| n == num) {
             ov.push((k.as_str(), v.as_str()));
         }
-        let secured = pki.as_ref().map(|p| (p, p.broker_overrides()));
+        let secured = self.pki.map(|p| (p, p.broker_overrides()));
         let started = match (&args.broker, &args.strand) {
             (Some(a), _) => Ok(a.clone()),
             // Secured nodes come up through the cluster harness even alone:
@@ -547,27 +682,26 @@ fn main() -> ExitCode {
                 broker = Some(b);
                 a
             }),
-            (None, None) => unreachable!(),
+            // parse_args requires one of them.
+            (None, None) => Err(io::Error::other("neither --strand nor --broker")),
         };
         let addr = match started {
             Ok(a) => a,
             Err(e) => {
+                if let Some(mut c) = cluster.take() {
+                    let _ = c.shutdown();
+                }
                 let first = e.to_string().lines().next().unwrap_or("").to_string();
                 let reason = format!(
                     "strand did not start: {}",
                     first.split("; log tail").next().unwrap_or("")
                 );
-                println!("{num} FAIL {:.1}s {reason}", t0.elapsed().as_secs_f64());
-                print!("  strand startup error:\n{}", indent(&e.to_string()));
-                tsv.push_str(&format!(
-                    "{num}\tFAIL\t{:.1}\t{reason}\n",
-                    t0.elapsed().as_secs_f64()
-                ));
-                failed += 1;
-                if args.must_pass.contains(num) {
-                    must_fail.push(num.clone());
-                }
-                continue;
+                return Report::failed(
+                    num,
+                    t0.elapsed().as_secs_f64(),
+                    reason,
+                    format!("  strand startup error:\n{}", indent(&e.to_string())),
+                );
             }
         };
 
@@ -576,22 +710,26 @@ fn main() -> ExitCode {
         if let Some(m) = args.multiplier {
             conf.push_str(&format!("test.timeout.multiplier={m}\n"));
         }
-        let secured_conf = pki.as_ref().map(SuitePki::client_conf).unwrap_or_default();
+        let secured_conf = self.pki.map(SuitePki::client_conf).unwrap_or_default();
         for c in args.conf.iter().chain(&secured_conf) {
             conf.push_str(c);
             conf.push('\n');
         }
-        if let Err(e) = fs::write(&conf_path, conf) {
-            eprintln!("librdkafka-suite: writing {}: {e}", conf_path.display());
-            return ExitCode::from(2);
-        }
-
-        let (end, secs) = match run_runner(&args, (num, &addr), &conf_path, &log, &env) {
-            Ok(r) => r,
+        let (end, secs) = match fs::write(&conf_path, conf) {
             Err(e) => {
-                eprintln!("librdkafka-suite: running test-runner for {num}: {e}");
+                let _ = fs::write(
+                    &log,
+                    format!("librdkafka-suite: writing {}: {e}\n", conf_path.display()),
+                );
                 (RunEnd::NotStarted, 0.0)
             }
+            Ok(()) => match run_runner(args, (num, &addr), &conf_path, &log, self.env) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("librdkafka-suite: running test-runner for {num}: {e}");
+                    (RunEnd::NotStarted, 0.0)
+                }
+            },
         };
         let raw = fs::read(&log).unwrap_or_default();
         let parsed = parse_output(&String::from_utf8_lossy(&raw), num);
@@ -627,64 +765,36 @@ fn main() -> ExitCode {
         }
 
         let reason = v.reason.replace(['\n', '\t'], " ");
-        println!(
-            "{num} {} {secs:.1}s{}{}",
+        let mut printed = format!(
+            "{num} {} {secs:.1}s{}{}\n",
             v.outcome.as_str(),
             if reason.is_empty() { "" } else { " " },
             reason
         );
-        tsv.push_str(&format!(
-            "{num}\t{}\t{secs:.1}\t{reason}\n",
-            v.outcome.as_str()
-        ));
-        match v.outcome {
-            Outcome::Pass => passed += 1,
-            Outcome::Fail => failed += 1,
-            Outcome::Skip => skipped += 1,
-        }
         if v.outcome == Outcome::Fail {
             // Broker logs first and the test's own last lines after them, so
             // that a log viewer showing only the end of the output (CI) shows
             // why the test failed.
             if args.strand.is_some() {
-                print!(
+                printed.push_str(&format!(
                     "  --- strand log tail ({}):\n{}",
                     logs.join(format!("{num}.strand.log")).display(),
                     indent(&broker_tail)
-                );
+                ));
             }
             let tail = strip_ansi(&tail_file(&log, 30));
-            print!(
+            printed.push_str(&format!(
                 "  --- last 30 lines of {}:\n{}",
                 log.display(),
                 indent(&tail)
-            );
-            println!("  --- {num} FAIL {secs:.1}s {reason}");
+            ));
+            printed.push_str(&format!("  --- {num} FAIL {secs:.1}s {reason}\n"));
         }
-        if v.outcome != Outcome::Pass && args.must_pass.contains(num) {
-            must_fail.push(if reason.is_empty() {
-                num.clone()
-            } else {
-                format!("{num} ({reason})")
-            });
+        Report {
+            outcome: v.outcome,
+            secs,
+            reason,
+            printed,
         }
-        let _ = io::stdout().flush();
-    }
-    let _ = fs::write(out.join("results.tsv"), tsv);
-    if !must_fail.is_empty() {
-        println!("must-pass tests that did not pass:");
-        for f in &must_fail {
-            println!("  {f}");
-        }
-    }
-    if skipped > 0 {
-        println!("{passed} passed, {failed} failed, {skipped} skipped");
-    } else {
-        println!("{passed} passed, {failed} failed");
-    }
-    if !must_fail.is_empty() || INTERRUPTED.load(Ordering::SeqCst) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     }
 }
