@@ -106,6 +106,14 @@ fn usage_err(msg: impl std::fmt::Display) -> String {
     format!("librdkafka-suite: {msg}\n(see --help)")
 }
 
+/// A count of at least one, for `flag`.
+fn positive_count(flag: &str, v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| usage_err(format!("{flag} expects a positive number")))
+}
+
 fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let mut strand = None;
     let mut broker = None;
@@ -145,20 +153,8 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
             "-h" | "--help" => return Ok(None),
             "--strand" => strand = Some(PathBuf::from(val("--strand")?)),
             "--broker" => broker = Some(val("--broker")?),
-            "--nodes" => {
-                nodes = val("--nodes")?
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| usage_err("--nodes expects a positive number"))?
-            }
-            "--jobs" => {
-                jobs = val("--jobs")?
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| usage_err("--jobs expects a positive number"))?
-            }
+            "--nodes" => nodes = positive_count("--nodes", &val("--nodes")?)?,
+            "--jobs" => jobs = positive_count("--jobs", &val("--jobs")?)?,
             "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
             "--list" => list_files.push(PathBuf::from(val("--list")?)),
             "--must-pass" => must_pass_files.push(PathBuf::from(val("--must-pass")?)),
