@@ -894,23 +894,34 @@ fn eventually_init(c: &mut Client, addr: &str, txn: &str) -> (i16, i64, i16) {
     })
 }
 
-/// Every value read_committed reads from the start, and the aborted
-/// transactions the fetch names.
-fn fetch_committed(c: &mut Client, topic: &str) -> (Vec<String>, Vec<(i64, i64)>) {
-    use kafka_protocol::messages::{fetch_request, FetchRequest, FetchResponse};
-    let req = FetchRequest::default()
+/// A consumer's Fetch (v11) of `topic`/0 from `offset` under `isolation`.
+fn fetch_request(
+    topic: &str,
+    offset: i64,
+    isolation: i8,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::{fetch_request, FetchRequest};
+    FetchRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(100)
+        .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
-        .with_isolation_level(1)
+        .with_isolation_level(isolation)
         .with_topics(vec![fetch_request::FetchTopic::default()
             .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(vec![fetch_request::FetchPartition::default()
                 .with_partition(0)
                 .with_current_leader_epoch(-1)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+/// Every value read_committed reads from the start, and the aborted
+/// transactions the fetch names.
+fn fetch_committed(c: &mut Client, topic: &str) -> (Vec<String>, Vec<(i64, i64)>) {
+    use kafka_protocol::messages::FetchResponse;
+    let req = fetch_request(topic, 0, 1, 100);
     let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
     let p = &r.responses[0].partitions[0];
     let aborted: Vec<(i64, i64)> = p
@@ -1403,20 +1414,8 @@ fn create_ready_with(c: &mut Client, topic: &str, configs: &[(&str, &str)]) {
 /// record's (offset, key, value).
 type ReadBatches = (Vec<(i64, i16, i32)>, Vec<(i64, String, String)>);
 fn fetch_batches(c: &mut Client, topic: &str, offset: i64, isolation: i8) -> ReadBatches {
-    use kafka_protocol::messages::{fetch_request, FetchRequest, FetchResponse};
-    let req = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(100)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_isolation_level(isolation)
-        .with_topics(vec![fetch_request::FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![fetch_request::FetchPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(-1)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20)])]);
+    use kafka_protocol::messages::FetchResponse;
+    let req = fetch_request(topic, offset, isolation, 100);
     let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
     let data = r.responses[0].partitions[0]
         .records
@@ -2035,5 +2034,215 @@ fn three_brokers_answer_as_kafka_does() {
     let kafka = KafkaDist::locate().expect("the reference Kafka");
     let strand_facts = observe_three(&mut start_three(Server::Strand(strand_bin())));
     let kafka_facts = observe_three(&mut start_three(Server::Kafka(kafka)));
+    compare(&strand_facts, &kafka_facts, &[]);
+}
+
+/// The topic configs of the compaction scenario: segments rolled every
+/// `COMPACT_SEGMENT_MS`, cleaned at any dirtiness, tombstones and markers
+/// removable at the pass after the one that first keeps them.
+const COMPACT_SEGMENT_MS: u64 = 100;
+
+/// Keyed records (`None`: a tombstone) as one batch from `producer`
+/// (pid, epoch, first sequence; pid -1 for a plain producer), in `txn`.
+fn produce_keyed(
+    c: &mut Client,
+    topic: &str,
+    (pid, epoch, seq): (i64, i16, i32),
+    txn: Option<&str>,
+    records: &[(String, Option<String>)],
+) -> (i16, i64) {
+    let now = now_ms();
+    let recs: Vec<strand_protocol::testing::TestRecord> = records
+        .iter()
+        .map(|(k, v)| {
+            (
+                Some(bytes::Bytes::from(k.clone())),
+                v.clone().map(bytes::Bytes::from),
+                now,
+            )
+        })
+        .collect();
+    let batch = strand_protocol::testing::encode_records_txn(
+        &recs,
+        pid,
+        epoch,
+        seq,
+        Compression::None,
+        txn.is_some(),
+    );
+    send_produce(c, topic, txn, batch)
+}
+
+/// Every record of `topic`/0 from offset 0 to the HW, read_uncommitted:
+/// (offset, key, value; `None` for a tombstone).
+fn read_log(c: &mut Client, topic: &str) -> Vec<(i64, String, Option<String>)> {
+    use kafka_protocol::messages::FetchResponse;
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let req = fetch_request(topic, offset, 0, 0);
+        let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
+        let p = &r.responses[0].partitions[0];
+        let data = p.records.clone().unwrap_or_default();
+        let mut pos = 0;
+        let start = offset;
+        while let Ok(h) = strand_protocol::batch::BatchHeader::parse(&data[pos..]) {
+            let end = pos + h.total_size();
+            if end > data.len() {
+                break;
+            }
+            let mut buf = data.slice(pos..end);
+            let set =
+                kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).expect("decodes");
+            if !h.is_control() {
+                for r in set.records.into_iter().filter(|r| r.offset >= start) {
+                    let text = |b: bytes::Bytes| String::from_utf8_lossy(&b).into_owned();
+                    out.push((
+                        r.offset,
+                        r.key.map(text).unwrap_or_default(),
+                        r.value.map(text),
+                    ));
+                }
+            }
+            offset = offset.max(h.last_offset() + 1);
+            pos = end;
+        }
+        if offset == start || offset >= p.high_watermark {
+            return out;
+        }
+    }
+}
+
+/// A compacted topic (issue 34): keys rewritten over several segments,
+/// tombstones, an idempotent producer, a committed and an aborted
+/// transaction. Once the cleaner has been over it, a read from the start
+/// must give each key's latest committed record at its offset, the deleted
+/// keys gone, the aborted records gone: the same (offset, key, value)
+/// sequence on both. The sequence observed is the fact (the last one seen,
+/// if it never settles within a minute).
+fn compaction(c: &mut Client, addr: &str, facts: &mut Facts) {
+    let topic = "d-compacted";
+    let segment_ms = COMPACT_SEGMENT_MS.to_string();
+    create_ready_with(
+        c,
+        topic,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.ms", &segment_ms),
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("delete.retention.ms", "0"),
+        ],
+    );
+    let txn = "d-compact-txn";
+    let (e, tpid, tepoch) = eventually_init(c, addr, txn);
+    assert_eq!(e, 0, "transactional InitProducerId");
+    let (pid, epoch) = eventually(
+        "an idempotent producer id",
+        std::time::Duration::from_secs(30),
+        || {
+            let (e, pid, epoch) = init_producer_id(c, None, None);
+            (e == 0).then_some((pid, epoch))
+        },
+    );
+    // (offset, key, value, committed) of every record written.
+    let mut written: Vec<(i64, String, Option<String>, bool)> = Vec::new();
+    let mut note_batch = |base: i64, recs: &[(String, Option<String>)], committed: bool| {
+        for (i, (k, v)) in recs.iter().enumerate() {
+            written.push((base + i as i64, k.clone(), v.clone(), committed));
+        }
+    };
+    let mut seq = 0;
+    for round in 0..6 {
+        let recs: Vec<(String, Option<String>)> = (0..12)
+            .map(|k| (format!("k{k:02}"), Some(format!("r{round}-k{k}"))))
+            .collect();
+        let (e, base) = produce_keyed(c, topic, (-1, -1, -1), None, &recs[..6]);
+        assert_eq!(e, 0);
+        note_batch(base, &recs[..6], true);
+        let (e, base) = produce_keyed(c, topic, (pid, epoch, seq), None, &recs[6..]);
+        assert_eq!(e, 0);
+        note_batch(base, &recs[6..], true);
+        seq += 6;
+        if round % 2 == 1 {
+            // A transaction rewriting three keys, committed on round 1 and
+            // aborted on round 3 and 5.
+            let commit = round == 1;
+            assert_eq!(add_partition(c, txn, (tpid, tepoch), topic), 0);
+            let recs: Vec<(String, Option<String>)> = (0..3)
+                .map(|k| (format!("k{k:02}"), Some(format!("t{round}-k{k}"))))
+                .collect();
+            let (e, base) =
+                produce_keyed(c, topic, (tpid, tepoch, (round / 2) * 3), Some(txn), &recs);
+            assert_eq!(e, 0);
+            note_batch(base, &recs, commit);
+            assert_eq!(end_txn_settled(c, txn, (tpid, tepoch), commit), 0);
+        }
+        // Segments roll on the first append after segment.ms.
+        std::thread::sleep(std::time::Duration::from_millis(COMPACT_SEGMENT_MS + 50));
+    }
+    let tombstones: Vec<(String, Option<String>)> =
+        (8..11).map(|k| (format!("k{k:02}"), None)).collect();
+    let (e, base) = produce_keyed(c, topic, (-1, -1, -1), None, &tombstones);
+    assert_eq!(e, 0);
+    note_batch(base, &tombstones, true);
+    // Two more records, a segment each: the first pass past the
+    // tombstones' horizon needs new records to read (Kafka rolls a segment
+    // only on an append, so the second one makes the first readable).
+    for sentinel in ["last", "final"] {
+        std::thread::sleep(std::time::Duration::from_millis(COMPACT_SEGMENT_MS + 50));
+        let rec = vec![(sentinel.to_string(), Some(sentinel.to_string()))];
+        let (e, base) = produce_keyed(c, topic, (-1, -1, -1), None, &rec);
+        assert_eq!(e, 0);
+        note_batch(base, &rec, true);
+    }
+    // What compaction promises: each key's latest committed record, and
+    // no tombstone once its horizon (delete.retention.ms = 0) has passed.
+    let mut latest: BTreeMap<String, (i64, Option<String>)> = BTreeMap::new();
+    for (o, k, v, committed) in &written {
+        if *committed {
+            latest.insert(k.clone(), (*o, v.clone()));
+        }
+    }
+    let mut expected: Vec<(i64, String, Option<String>)> = latest
+        .into_iter()
+        .filter(|(_, (_, v))| v.is_some())
+        .map(|(k, (o, v))| (o, k, v))
+        .collect();
+    expected.sort();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = read_log(c, topic);
+    while seen != expected && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        seen = read_log(c, topic);
+    }
+    note(facts, "compacted topic read from the start", &seen);
+    note(
+        facts,
+        "compacted topic settled as compaction promises",
+        seen == expected,
+    );
+}
+
+/// Compacted topics (issue 34), Strand and Kafka each on one node with the
+/// cleaner looking for work every 100 ms.
+#[test]
+fn compacted_topics_read_as_kafka_does() {
+    let kafka = KafkaDist::locate().expect("the reference Kafka");
+    let run = |server: Server| {
+        let name = server.name();
+        let mut spec = ClusterSpec::combined(1);
+        for (k, v) in SETTINGS {
+            spec = spec.with_override(*k, *v);
+        }
+        let spec = spec.with_override("log.cleaner.backoff.ms", "100");
+        let cluster =
+            Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let mut facts = Facts::new();
+        let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
+        compaction(&mut c, &cluster.bootstrap(), &mut facts);
+        facts
+    };
+    let strand_facts = run(Server::Strand(strand_bin()));
+    let kafka_facts = run(Server::Kafka(kafka));
     compare(&strand_facts, &kafka_facts, &[]);
 }

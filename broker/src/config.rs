@@ -81,6 +81,8 @@ pub struct BrokerConfig {
     /// queued.max.request.bytes; <= 0: requests draw from no pool.
     pub queued_max_request_bytes: i64,
     pub log_retention_check_interval_ms: i64,
+    /// `log.cleaner.*`: the log cleaner's threads and their memory.
+    pub log_cleaner: LogCleanerSettings,
     pub producer_id_expiration_ms: i64,
     pub broker_rack: Option<String>,
     pub process_roles: Vec<String>,
@@ -177,6 +179,19 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("connections.max.idle.ms", "600000"),
     ("queued.max.request.bytes", "-1"),
     ("log.retention.check.interval.ms", "300000"),
+    // The log cleaner (Kafka's defaults; the per-topic ones are topic-config
+    // synonyms: log.cleaner.min.cleanable.ratio, .delete.retention.ms,
+    // .min.compaction.lag.ms, .max.compaction.lag.ms).
+    ("log.cleaner.enable", "true"),
+    ("log.cleaner.threads", "1"),
+    ("log.cleaner.backoff.ms", "15000"),
+    ("log.cleaner.dedupe.buffer.size", "134217728"),
+    ("log.cleaner.io.buffer.load.factor", "0.9"),
+    ("log.cleaner.io.buffer.size", "524288"),
+    (
+        "log.cleaner.io.max.bytes.per.second",
+        "1.7976931348623157E308",
+    ),
     ("log.retention.hours", "168"),
     ("log.retention.minutes", ""),
     ("log.roll.hours", "168"),
@@ -395,6 +410,18 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         },
         "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
         "log.retention.check.interval.ms" => int(1),
+        "log.cleaner.threads" | "log.cleaner.backoff.ms" => int(0),
+        "log.cleaner.dedupe.buffer.size" | "log.cleaner.io.buffer.size" => int(0),
+        "log.cleaner.enable" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid(key, value, "expected true or false")),
+        },
+        "log.cleaner.io.buffer.load.factor" | "log.cleaner.io.max.bytes.per.second" => {
+            match value.trim().parse::<f64>() {
+                Ok(v) if v > 0.0 => Ok(()),
+                _ => Err(invalid(key, value, "expected a positive number")),
+            }
+        }
         "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
         "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
             if value.is_empty() {
@@ -414,6 +441,19 @@ pub fn is_sensitive(key: &str) -> bool {
     key.ends_with(".password")
         || key.ends_with("sasl.jaas.config")
         || key.ends_with("ssl.keystore.key")
+}
+
+/// `log.cleaner.*`, as Kafka names and defaults them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogCleanerSettings {
+    pub enable: bool,
+    /// Threads, each with `dedupe_buffer_size / threads` of offset map.
+    pub threads: usize,
+    /// How long a thread with nothing to clean waits.
+    pub backoff_ms: u64,
+    pub dedupe_buffer_size: usize,
+    pub load_factor: f64,
+    pub io_max_bytes_per_second: f64,
 }
 
 /// A controller quorum voter: node id and controller listener address.
@@ -801,6 +841,22 @@ impl BrokerConfig {
             log_retention_check_interval_ms: get("log.retention.check.interval.ms")
                 .parse()
                 .unwrap_or(300000),
+            log_cleaner: LogCleanerSettings {
+                enable: get("log.cleaner.enable") == "true",
+                threads: get("log.cleaner.threads").parse().unwrap_or(1),
+                backoff_ms: get("log.cleaner.backoff.ms").parse().unwrap_or(15000),
+                dedupe_buffer_size: get("log.cleaner.dedupe.buffer.size")
+                    .parse()
+                    .unwrap_or(134217728),
+                load_factor: get("log.cleaner.io.buffer.load.factor")
+                    .trim()
+                    .parse()
+                    .unwrap_or(0.9),
+                io_max_bytes_per_second: get("log.cleaner.io.max.bytes.per.second")
+                    .trim()
+                    .parse()
+                    .unwrap_or(f64::MAX),
+            },
             producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
             broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
             process_roles: get("process.roles")

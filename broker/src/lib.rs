@@ -40,6 +40,7 @@ pub mod handlers;
 pub mod inter_broker;
 pub mod lifecycle;
 pub mod listener_security;
+pub mod log_cleaner;
 pub mod meta;
 pub mod node;
 pub mod replica_fetcher;

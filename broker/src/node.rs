@@ -15,6 +15,8 @@ pub struct Node {
     pub groups: Arc<GroupCoordinator>,
     /// Transaction coordination for the `__transaction_state` partitions led here.
     pub txns: Arc<TxnCoordinator>,
+    /// The log cleaner's threads (compacted topics, internal ones included).
+    pub cleaner: crate::log_cleaner::LogCleaner,
 }
 
 impl Node {
@@ -33,10 +35,12 @@ impl Node {
         ));
         broker.add_listener(groups.clone());
         broker.add_listener(txns.clone());
+        let cleaner = crate::log_cleaner::LogCleaner::start(&broker, &broker.config.log_cleaner);
         Arc::new(Node {
             broker,
             groups,
             txns,
+            cleaner,
         })
     }
 }

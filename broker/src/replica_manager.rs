@@ -11,6 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use strand_log::cleaner::CleanerLogConfig;
 use strand_log::storage::FileStorage;
 use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config};
@@ -70,6 +71,15 @@ pub fn partition_settings(
         log_append_time: get("message.timestamp.type") == "LogAppendTime",
         min_insync_replicas: long("min.insync.replicas", 1) as i32,
         compacted: policies().any(|p| p == "compact"),
+        cleaner: CleanerLogConfig {
+            delete_retention_ms: long("delete.retention.ms", 86_400_000),
+            min_compaction_lag_ms: long("min.compaction.lag.ms", 0),
+            max_compaction_lag_ms: long("max.compaction.lag.ms", i64::MAX),
+            min_cleanable_ratio: get("min.cleanable.dirty.ratio")
+                .trim()
+                .parse()
+                .unwrap_or(0.5),
+        },
         timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
         timestamp_after_max_ms: long("message.timestamp.after.max.ms", 3_600_000),
         acks: AckSettings {

@@ -188,6 +188,7 @@ mod tests {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1),
             compacted: false,
+            cleaner: Default::default(),
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             acks: Default::default(),

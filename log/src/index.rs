@@ -168,6 +168,17 @@ impl<E: Entry> IndexFile<E> {
         &self.path
     }
 
+    /// Renames the file (if it was made) to `path`, which the index then
+    /// writes to.
+    pub fn rename_to(&mut self, path: &Path) -> io::Result<()> {
+        match self.storage.rename(&self.path, path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.path = path.to_path_buf();
+        Ok(())
+    }
+
     pub fn last(&self) -> Option<E> {
         self.entries.last().copied()
     }

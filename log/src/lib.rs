@@ -77,6 +77,7 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod cleaner;
 pub mod epoch;
 pub mod index;
 pub mod storage;
@@ -237,6 +238,13 @@ pub struct PartitionLog {
     /// Set by the owner when the directory holding this log went offline
     /// (another log there failed): this one then refuses writes too.
     dir_offline: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Moves whenever a segment is deleted or truncated: a cleaner pass
+    /// planned at another generation is not committed.
+    generation: u64,
+    /// Where the last cleaner pass ended (the first dirty offset).
+    cleaner_checkpoint: Option<Offset>,
+    /// The latest delete horizon the cleaner left in a batch.
+    latest_delete_horizon: Option<i64>,
 }
 
 /// Called with the log's directory and the error of the first failed write,
@@ -306,6 +314,7 @@ impl PartitionLog {
         config: LogConfig,
     ) -> Result<PartitionLog, LogError> {
         storage.create_dir_all(dir)?;
+        cleaner::complete_interrupted(&*storage, dir)?;
         let now = clock.now_ms();
         let interval = config.index_interval_bytes;
         let clean = storage.exists(&dir.join(CLEAN_SHUTDOWN_FILE));
@@ -438,6 +447,16 @@ impl PartitionLog {
             failed: false,
             on_failure: None,
             dir_offline: None,
+            generation: 0,
+            // A damaged checkpoint only makes the next pass read more.
+            cleaner_checkpoint: checkpoint::read_value(
+                &*storage,
+                &dir.join(cleaner::CHECKPOINT_FILE),
+            )
+            .ok()
+            .flatten()
+            .and_then(Offset::from_wire),
+            latest_delete_horizon: None,
         };
         log.leo = log_offset(log.active().next_offset);
         let first_base = log.first_base();
@@ -1003,6 +1022,7 @@ impl PartitionLog {
     }
 
     fn delete_first_segment(&mut self) -> Result<(), LogError> {
+        self.generation += 1;
         if let Some((_, seg)) = self.segments.pop_first() {
             tracing::info!(segment = %seg.log_path().display(), "deleting log segment");
             seg.delete_files()?;
@@ -1227,6 +1247,7 @@ impl PartitionLog {
         if offset.get() < self.first_base() {
             return self.truncate_fully_and_start_at(offset);
         }
+        self.generation += 1;
         let above: Vec<i64> = self
             .segments
             .range(offset.get() + 1..)
@@ -1254,6 +1275,7 @@ impl PartitionLog {
     }
 
     fn truncate_fully_and_start_at_unguarded(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.generation += 1;
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
@@ -1270,6 +1292,9 @@ impl PartitionLog {
     }
 
     fn after_truncation(&mut self) -> Result<(), LogError> {
+        if self.cleaner_checkpoint.is_some_and(|c| c > self.leo) {
+            self.cleaner_checkpoint = None;
+        }
         if self.epochs.truncate_from_end(self.leo) {
             self.write_epochs()?;
         }
@@ -1554,6 +1579,7 @@ impl PartitionLog {
     }
 
     fn close_clean_unguarded(&mut self) -> Result<(), LogError> {
+        self.generation += 1;
         self.active_mut().maybe_append_time_entry()?;
         self.flush_unguarded()?;
         let leo = self.leo;
@@ -1561,6 +1587,94 @@ impl PartitionLog {
         self.storage
             .write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), b"")?;
         Ok(())
+    }
+
+    /// What a cleaner pass needs of the log, taken without I/O (see
+    /// [`cleaner`]): segment summaries and open files, aborted
+    /// transactions, the last pass's end and the generation.
+    pub fn clean_snapshot(&self) -> cleaner::LogSnapshot {
+        cleaner::LogSnapshot {
+            storage: self.storage.clone(),
+            dir: self.dir.clone(),
+            segments: self.segments.values().map(|s| s.cleaner_ref()).collect(),
+            log_start: self.log_start,
+            checkpoint: self.cleaner_checkpoint,
+            generation: self.generation,
+            aborted: self.aborted_txns(),
+            latest_delete_horizon: self.latest_delete_horizon,
+            index_interval: self.config.index_interval_bytes,
+            segment_bytes: self.segment_limit(),
+        }
+    }
+
+    /// A cleaner pass failed with `e`: the log fails (as any write's
+    /// failure fails it) unless it changed since the pass's snapshot
+    /// (a truncation or deletion under the pass explains the error).
+    /// Returns whether it failed.
+    pub fn fail_if_unchanged(&mut self, snapshot: &cleaner::LogSnapshot, e: &io::Error) -> bool {
+        if snapshot.generation != self.generation {
+            return false;
+        }
+        if !self.failed {
+            self.failed = true;
+            if let Some(listener) = &self.on_failure {
+                listener(&self.dir, e);
+            }
+        }
+        true
+    }
+
+    /// Installs a cleaner pass's segments in place of those they replace
+    /// (see [`cleaner`]): renames and removals only, and one directory
+    /// fsync between them (the removals must be durable before a swap
+    /// takes their name). Returns false, with the pass's files removed,
+    /// when the log changed since the pass's snapshot (a truncation or a
+    /// segment deletion) or has failed.
+    pub fn commit_clean(&mut self, output: cleaner::CleanOutput) -> Result<bool, LogError> {
+        let offline = self
+            .dir_offline
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Acquire));
+        if output.generation != self.generation || self.failed || offline {
+            output.discard();
+            return Ok(false);
+        }
+        self.guarded(|log| log.commit_clean_unguarded(output))
+    }
+
+    fn commit_clean_unguarded(&mut self, output: cleaner::CleanOutput) -> Result<bool, LogError> {
+        let active = *self.segments.keys().next_back().expect("an active segment");
+        let mut replaced = Vec::new();
+        for g in &output.groups {
+            debug_assert!(
+                g.last_base < active,
+                "the cleaner never replaces the active segment"
+            );
+            let bases: Vec<i64> = self
+                .segments
+                .range(g.first_base..=g.last_base)
+                .map(|(b, _)| *b)
+                .collect();
+            for b in bases {
+                replaced.extend(self.segments.remove(&b));
+            }
+        }
+        self.generation += 1;
+        for seg in replaced {
+            seg.delete_files()?;
+        }
+        self.storage.sync_dir(&self.dir)?;
+        for g in output.groups {
+            let mut seg = g.segment;
+            seg.install_cleaned(&self.dir)?;
+            for t in g.retained_aborts {
+                seg.txn.add(t)?;
+            }
+            self.segments.insert(seg.base, seg);
+        }
+        self.cleaner_checkpoint = Some(log_offset(output.stats.end));
+        self.latest_delete_horizon = output.latest_delete_horizon;
+        Ok(true)
     }
 
     /// Removes the partition directory (topic deletion).

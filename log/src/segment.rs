@@ -44,6 +44,16 @@ use strand_types::Offset;
 const FIRST_CHUNK: usize = 8 * 1024;
 const MAX_CHUNK: usize = 1024 * 1024;
 
+/// The suffix of a file the cleaner is still writing.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+
+/// `path` with `suffix` appended to its name.
+pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
 pub fn log_file_name(base: i64) -> String {
     format!("{base:020}.log")
 }
@@ -213,6 +223,94 @@ impl Segment {
             log_dirty: create_new,
             index_missing,
         })
+    }
+
+    /// A new segment at `base` written by the cleaner: its files carry the
+    /// `.cleaned` suffix until [`install_cleaned`](Self::install_cleaned)
+    /// (a crash before leaves files recovery removes), and its
+    /// aborted-transaction index is in memory only until then.
+    pub fn create_cleaned(
+        storage: &Arc<dyn Storage>,
+        dir: &Path,
+        base: i64,
+        now_ms: i64,
+    ) -> Result<Segment, LogError> {
+        let (lp, ip, tp) = Self::paths(dir, base);
+        let [lp, ip, tp] = [lp, ip, tp].map(|p| with_suffix(&p, CLEANED_SUFFIX));
+        for p in [&lp, &ip, &tp] {
+            storage.remove_if_exists(p)?;
+        }
+        let log: Arc<dyn StorageFile> = Arc::from(storage.open(&lp, true)?);
+        log.set_len(0)?;
+        let txn_path = with_suffix(
+            &crate::txn_index::txn_index_path(dir, Offset::new(base)),
+            CLEANED_SUFFIX,
+        );
+        Ok(Segment {
+            base,
+            log_path: lp,
+            storage: storage.clone(),
+            log,
+            size: 0,
+            oi: IndexFile::open(storage, &ip)?,
+            ti: IndexFile::open(storage, &tp)?,
+            txn: TxnIndex::detached(storage, txn_path, Offset::new(base)),
+            bytes_since_index: 0,
+            max_ts: -1,
+            offset_of_max_ts: -1,
+            next_offset: base,
+            created_ms: now_ms,
+            log_dirty: true,
+            index_missing: false,
+        })
+    }
+
+    /// Renames a cleaned segment's log file to `path` (its swap name).
+    pub fn rename_log(&mut self, path: &Path) -> io::Result<()> {
+        self.storage.rename(&self.log_path, path)?;
+        self.log_path = path.to_path_buf();
+        Ok(())
+    }
+
+    /// Gives a cleaned segment its final names (`<base>.log` and its
+    /// indexes) once the segments it replaces are gone, and an (empty)
+    /// aborted-transaction index there.
+    pub fn install_cleaned(&mut self, dir: &Path) -> Result<(), LogError> {
+        let (lp, ip, tp) = Self::paths(dir, self.base);
+        self.rename_log(&lp)?;
+        self.oi.rename_to(&ip)?;
+        self.ti.rename_to(&tp)?;
+        self.txn = TxnIndex::open(&self.storage, dir, Offset::new(self.base), true)?;
+        Ok(())
+    }
+
+    /// Removes a cleaned segment's files that were never installed.
+    pub fn discard_cleaned(self) {
+        let paths = [
+            self.log_path.clone(),
+            self.oi.path().to_path_buf(),
+            self.ti.path().to_path_buf(),
+        ];
+        let storage = self.storage.clone();
+        drop(self);
+        for p in paths {
+            if let Err(e) = storage.remove_if_exists(&p) {
+                tracing::warn!(path = %p.display(), error = %e, "could not remove a discarded cleaned segment file");
+            }
+        }
+    }
+
+    /// The segment as a cleaner pass sees it.
+    pub fn cleaner_ref(&self) -> crate::cleaner::SegmentRef {
+        crate::cleaner::SegmentRef::new(
+            crate::cleaner::SegmentSummary {
+                base: self.base,
+                next_offset: self.next_offset,
+                size: self.size,
+                max_ts: self.max_ts,
+            },
+            self.log.clone(),
+        )
     }
 
     pub fn log_path(&self) -> &Path {

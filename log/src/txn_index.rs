@@ -101,15 +101,7 @@ impl TxnIndex {
         base: Offset,
         create_new: bool,
     ) -> io::Result<TxnIndex> {
-        let path = txn_index_path(dir, base);
-        let mut index = TxnIndex {
-            path,
-            base,
-            storage: storage.clone(),
-            entries: Vec::new(),
-            min_first: None,
-            dirty: false,
-        };
+        let mut index = TxnIndex::detached(storage, txn_index_path(dir, base), base);
         if create_new {
             storage.remove_if_exists(&index.path)?;
             return Ok(index);
@@ -143,6 +135,19 @@ impl TxnIndex {
         }
         index.recompute_min();
         Ok(index)
+    }
+
+    /// An empty index that touches no file until an entry is added (the
+    /// index of a segment the cleaner is writing, at `path`).
+    pub fn detached(storage: &Arc<dyn Storage>, path: PathBuf, base: Offset) -> TxnIndex {
+        TxnIndex {
+            path,
+            base,
+            storage: storage.clone(),
+            entries: Vec::new(),
+            min_first: None,
+            dirty: false,
+        }
     }
 
     pub fn path(&self) -> &Path {

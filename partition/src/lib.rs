@@ -21,6 +21,10 @@ use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use strand_log::cleaner::{
+    self, CleanError, CleanStats, Cleanable, CleanerLogConfig, CleanerResources, LastRecord,
+    PassInputs, Urgency,
+};
 use strand_log::storage::{FileStorage, Storage};
 use strand_log::{AbortedTxn, LogConfig, LogError, PartitionLog};
 use strand_protocol::batch::{
@@ -65,8 +69,11 @@ pub struct PartitionSettings {
     pub max_message_bytes: usize,
     pub log_append_time: bool,
     pub min_insync_replicas: i32,
-    /// cleanup.policy includes compact: records must have keys.
+    /// cleanup.policy includes compact: records must have keys, and the log
+    /// cleaner compacts the log.
     pub compacted: bool,
+    /// The log cleaner's topic settings (used where `compacted`).
+    pub cleaner: CleanerLogConfig,
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
     /// `strand.acks.*`: how acks=all is proven.
@@ -1378,6 +1385,107 @@ impl Partition {
     }
 }
 
+impl Partition {
+    /// How urgently the log cleaner should take this partition now (`None`:
+    /// not compacted, closed, or nothing worth a pass). Reads no segment
+    /// under a lock (the snapshot is summaries; the one header read for
+    /// `max.compaction.lag.ms` is done after).
+    pub fn cleaner_urgency(&self, now_ms: i64) -> Option<(Urgency, Cleanable)> {
+        let settings = self.settings.read().clone();
+        if !settings.compacted || self.is_closed() {
+            return None;
+        }
+        let snapshot = self.log.read().clean_snapshot();
+        snapshot.urgency(self.offsets().last_stable_offset, now_ms, &settings.cleaner)
+    }
+
+    /// One log cleaner pass (see `strand_log::cleaner`): the snapshot under
+    /// the log's read lock and the producer state's (no I/O), the reading
+    /// and writing of segments with no lock held, the swap under the write
+    /// lock (renames and one directory fsync). `Ok(None)`: nothing to
+    /// clean, or the log changed under the pass (a truncation, a segment
+    /// deleted, the partition closed). A failed write or fsync takes the log
+    /// directory offline, as any other log write's failure does.
+    pub fn clean(
+        &self,
+        resources: &mut CleanerResources,
+        now_ms: i64,
+    ) -> Result<Option<CleanStats>, CleanError> {
+        let settings = self.settings.read().clone();
+        if !settings.compacted {
+            return Ok(None);
+        }
+        let (snapshot, active_producers) = {
+            let log = self.log.read();
+            let producers = self.producers.lock();
+            (log.clean_snapshot(), last_records(&producers))
+        };
+        // Records below the LSO (never above the HW) are final.
+        let stable_bound = self.offsets().last_stable_offset;
+        let closed = || self.is_closed();
+        let inputs = PassInputs {
+            snapshot: &snapshot,
+            stable_bound,
+            now_ms,
+            config: &settings.cleaner,
+            active_producers: &active_producers,
+            abort: &closed,
+        };
+        let output = match cleaner::clean(&inputs, resources) {
+            Ok(Some(output)) => output,
+            Ok(None) | Err(CleanError::Aborted) => return Ok(None),
+            Err(CleanError::Log(e)) => return Err(self.cleaner_failure(&snapshot, e)),
+        };
+        let stats = output.stats.clone();
+        let committed = {
+            let mut log = self.log.write();
+            if self.is_closed() {
+                output.discard();
+                false
+            } else {
+                log.commit_clean(output)?
+            }
+        };
+        if !committed {
+            return Ok(None);
+        }
+        if let Err(e) = cleaner::write_checkpoint(&snapshot, Offset::new(stats.end)) {
+            return Err(self.cleaner_failure(&snapshot, e));
+        }
+        Ok(Some(stats))
+    }
+
+    /// A pass's error: an I/O error fails the log (its directory goes
+    /// offline) unless the log changed under the pass, which explains it.
+    fn cleaner_failure(&self, snapshot: &cleaner::LogSnapshot, e: LogError) -> CleanError {
+        if let LogError::Io(io) = &e {
+            let mut log = self.log.write();
+            if self.is_closed() || !log.fail_if_unchanged(snapshot, io) {
+                return CleanError::Aborted;
+            }
+        }
+        CleanError::Log(e)
+    }
+}
+
+/// Each active producer's last batch, as the cleaner must keep it.
+fn last_records(
+    producers: &ProducerStateManager,
+) -> std::collections::HashMap<ProducerId, LastRecord> {
+    producers
+        .entries()
+        .map(|e| {
+            (
+                e.producer_id,
+                LastRecord {
+                    last_data_offset: e.last_offset(),
+                    producer_epoch: e.producer_epoch,
+                },
+            )
+        })
+        .collect()
+}
+
 /// Whether a producer snapshot has anything to keep: an empty log with no
 /// producers needs none (without one, the empty state is rebuilt from the
 /// log start), which saves a new partition two fsyncs.
@@ -1781,6 +1889,7 @@ mod tests {
             log_append_time: false,
             min_insync_replicas: 1,
             compacted: false,
+            cleaner: CleanerLogConfig::default(),
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             acks: Default::default(),

@@ -14,6 +14,7 @@ pub mod batch;
 pub mod extensions;
 pub mod frame;
 pub mod record_count;
+pub mod records;
 pub mod request;
 pub mod testing;
 pub mod transcode;

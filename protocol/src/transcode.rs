@@ -36,6 +36,17 @@ impl Codec {
         }
     }
 
+    /// The `compression.type` value naming the codec.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            Codec::None => "uncompressed",
+            Codec::Gzip => "gzip",
+            Codec::Snappy => "snappy",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
+        }
+    }
+
     /// The codec a topic's `compression.type` stores batches with; `None`
     /// for `producer` (each batch keeps its producer's codec) and for a
     /// value that names no codec (the config's validation refuses those).
@@ -61,6 +72,12 @@ pub struct TopicCompression {
 }
 
 impl TopicCompression {
+    /// `codec` at its default level.
+    pub fn at_default(codec: Codec) -> TopicCompression {
+        TopicCompression::from_topic_configs(codec.config_name(), |_| None)
+            .expect("every codec is a topic compression type")
+    }
+
     /// From the topic's `compression.type` and the level config of the
     /// codec it names; `None` for `producer`.
     pub fn from_topic_configs(
@@ -252,6 +269,23 @@ impl Encoder {
     }
 }
 
+/// `data` (records, uncompressed) compressed with `codec` at the codec's
+/// default level, as a batch body.
+pub fn compress(codec: Codec, data: &[u8]) -> Result<Vec<u8>, TranscodeError> {
+    let topic = TopicCompression::at_default(codec);
+    let io_error = |e: std::io::Error| TranscodeError::Compress {
+        codec,
+        reason: e.to_string(),
+    };
+    let bounded = Bounded {
+        out: Vec::with_capacity(data.len() / 2),
+        limit: usize::MAX,
+    };
+    let mut encoder = Encoder::new(topic, bounded).map_err(io_error)?;
+    encoder.writer().write_all(data).map_err(io_error)?;
+    Ok(encoder.finish().map_err(io_error)?.out)
+}
+
 /// The batch at the start of `batch` (whole, validated) with its records
 /// compressed by `target`; the result is at most `max_batch_size` bytes or
 /// the transcode fails with [`TranscodeError::TooLarge`].
@@ -326,17 +360,7 @@ mod tests {
     ];
 
     fn at_default(codec: Codec) -> TopicCompression {
-        TopicCompression::from_topic_configs(
-            match codec {
-                Codec::None => "uncompressed",
-                Codec::Gzip => "gzip",
-                Codec::Snappy => "snappy",
-                Codec::Lz4 => "lz4",
-                Codec::Zstd => "zstd",
-            },
-            |_| None,
-        )
-        .expect("a codec")
+        TopicCompression::at_default(codec)
     }
 
     /// Each codec's levels, Kafka's range ends included, give the same

@@ -45,6 +45,7 @@ fn settings(configs: &ConfigMap) -> PartitionSettings {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1),
         compacted: false,
+        cleaner: Default::default(),
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
         acks: strand_replication::ack::AckSettings {

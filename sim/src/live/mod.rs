@@ -538,6 +538,9 @@ async fn start_broker(
         ("strand.write.lease.enable", "true".into()),
         ("strand.write.lease.ms", WRITE_LEASE_MS.to_string()),
         ("strand.write.lease.safety.margin.ms", "300".into()),
+        // The cleaner's threads run on the wall clock, outside the
+        // simulated runtime: not simulated.
+        ("log.cleaner.enable", "false".into()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
