@@ -145,15 +145,7 @@ fn read_all(addr: &str) -> (BTreeMap<i64, Vec<String>>, i64) {
     let mut out = BTreeMap::new();
     let mut offset = 0;
     loop {
-        let req = FetchRequest::default()
-            .with_max_wait_ms(0)
-            .with_max_bytes(4 << 20)
-            .with_topics(vec![fetch_request::FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partitions(vec![fetch_request::FetchPartition::default()
-                    .with_partition(0)
-                    .with_fetch_offset(offset)
-                    .with_partition_max_bytes(4 << 20)])]);
+        let req = common::consumer_fetch(TOPIC, 0, offset, 0, 0);
         let resp: FetchResponse = c.call(ApiKey::Fetch, 11, &req).unwrap();
         let p = &resp.responses[0].partitions[0];
         assert_eq!(p.error_code, 0, "fetch at {offset}");

@@ -14,8 +14,8 @@
 mod common;
 
 use common::{
-    batch_around, creatable_topic, create_topics, eventually, fetch_values, produce_values,
-    strand_bin, Client,
+    add_partition, batch_around, consumer_fetch, creatable_topic, create_topics, end_txn,
+    eventually, fetch_values, init_producer_id_with_timeout, produce_values, strand_bin, Client,
 };
 use kafka_protocol::messages::{
     describe_configs_request::DescribeConfigsResource, list_offsets_request, ApiKey, BrokerId,
@@ -545,33 +545,6 @@ fn init_producer_id(
     init_producer_id_with_timeout(c, txn, current, 60_000)
 }
 
-/// [`init_producer_id`] with the transaction timeout given.
-fn init_producer_id_with_timeout(
-    c: &mut Client,
-    txn: Option<&str>,
-    current: Option<(i64, i16)>,
-    timeout_ms: i32,
-) -> (i16, i64, i16) {
-    use kafka_protocol::messages::{
-        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
-    };
-    let (pid, epoch) = current.unwrap_or((-1, -1));
-    let r: InitProducerIdResponse = c
-        .call(
-            ApiKey::InitProducerId,
-            4,
-            &InitProducerIdRequest::default()
-                .with_transactional_id(
-                    txn.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
-                )
-                .with_transaction_timeout_ms(timeout_ms)
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch),
-        )
-        .expect("InitProducerId");
-    (r.error_code, r.producer_id.0, r.producer_epoch)
-}
-
 /// The idempotent producer's sequence rules.
 fn idempotence(c: &mut Client, facts: &mut Facts) {
     create_ready(c, "d-idem");
@@ -668,39 +641,6 @@ fn list_offset_isolated(c: &mut Client, topic: &str, isolation: i8) -> (i16, i64
 }
 
 /// AddPartitionsToTxn (v3, a client's) of `topic`/0: the partition's error.
-fn add_partition(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), topic: &str) -> i16 {
-    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-    use kafka_protocol::messages::{
-        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ProducerId, TransactionalId,
-    };
-    let req = AddPartitionsToTxnRequest::default()
-        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
-        .with_v3_and_below_producer_id(ProducerId(pid))
-        .with_v3_and_below_producer_epoch(epoch)
-        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![0])]);
-    let r: AddPartitionsToTxnResponse = c
-        .call(ApiKey::AddPartitionsToTxn, 3, &req)
-        .expect("AddPartitionsToTxn");
-    r.results_by_topic_v3_and_below
-        .first()
-        .and_then(|t| t.results_by_partition.first())
-        .map_or(-100, |p| p.partition_error_code)
-}
-
-/// EndTxn (v3): the error.
-fn end_txn(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), commit: bool) -> i16 {
-    use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, TransactionalId};
-    let req = EndTxnRequest::default()
-        .with_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
-        .with_producer_id(ProducerId(pid))
-        .with_producer_epoch(epoch)
-        .with_committed(commit);
-    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req).expect("EndTxn");
-    r.error_code
-}
-
 /// EndTxn retried while it answers CONCURRENT_TRANSACTIONS (the previous
 /// end's markers still being written), as a client retries it: the answer
 /// once the coordinator has settled.
@@ -894,34 +834,11 @@ fn eventually_init(c: &mut Client, addr: &str, txn: &str) -> (i16, i64, i16) {
     })
 }
 
-/// A consumer's Fetch (v11) of `topic`/0 from `offset` under `isolation`.
-fn fetch_request(
-    topic: &str,
-    offset: i64,
-    isolation: i8,
-    max_wait_ms: i32,
-) -> kafka_protocol::messages::FetchRequest {
-    use kafka_protocol::messages::{fetch_request, FetchRequest};
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_isolation_level(isolation)
-        .with_topics(vec![fetch_request::FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![fetch_request::FetchPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(-1)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20)])])
-}
-
 /// Every value read_committed reads from the start, and the aborted
 /// transactions the fetch names.
 fn fetch_committed(c: &mut Client, topic: &str) -> (Vec<String>, Vec<(i64, i64)>) {
     use kafka_protocol::messages::FetchResponse;
-    let req = fetch_request(topic, 0, 1, 100);
+    let req = consumer_fetch(topic, 0, 0, 1, 100);
     let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
     let p = &r.responses[0].partitions[0];
     let aborted: Vec<(i64, i64)> = p
@@ -1415,7 +1332,7 @@ fn create_ready_with(c: &mut Client, topic: &str, configs: &[(&str, &str)]) {
 type ReadBatches = (Vec<(i64, i16, i32)>, Vec<(i64, String, String)>);
 fn fetch_batches(c: &mut Client, topic: &str, offset: i64, isolation: i8) -> ReadBatches {
     use kafka_protocol::messages::FetchResponse;
-    let req = fetch_request(topic, offset, isolation, 100);
+    let req = consumer_fetch(topic, 0, offset, isolation, 100);
     let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
     let data = r.responses[0].partitions[0]
         .records
@@ -2080,7 +1997,7 @@ fn read_log(c: &mut Client, topic: &str) -> Vec<(i64, String, Option<String>)> {
     let mut out = Vec::new();
     let mut offset = 0;
     loop {
-        let req = fetch_request(topic, offset, 0, 0);
+        let req = consumer_fetch(topic, 0, offset, 0, 0);
         let r: FetchResponse = c.call(ApiKey::Fetch, 11, &req).expect("fetch");
         let p = &r.responses[0].partitions[0];
         let data = p.records.clone().unwrap_or_default();

@@ -4,8 +4,9 @@
 //! through a repartition topic and a state store with its changelog. The
 //! run goes on across an application instance killed (kill -9) in the
 //! middle of its work, a new instance that starts with an empty state
-//! directory (so it restores the store from the changelog), and a broker
-//! killed and restarted.
+//! directory (so it restores the store from the changelog, which the log
+//! cleaner has compacted by then: issue 34), and a broker killed and
+//! restarted.
 //!
 //! The property a user of exactly-once relies on, read back under
 //! read_committed: the record cache is off, so each word of the input
@@ -39,6 +40,32 @@ const PARTITIONS: i32 = 3;
 const WORDS: usize = 40;
 const LINES_PER_PHASE: usize = 400;
 const WORDS_PER_LINE: usize = 4;
+
+/// The state store's changelog (`<application.id>-<store>-changelog`).
+const CHANGELOG: &str = "strand-word-count-counts-changelog";
+
+/// How many data records (control batches aside) `topic`/`partition`
+/// holds from its start to its HW, read from its leader.
+fn data_records(cluster: &Cluster, any: &str, topic: &str, partition: i32) -> Option<usize> {
+    let leader = partition_view(any, topic, partition, Duration::from_secs(5))?.leader;
+    let mut c = Client::connect(&cluster.broker_addr(leader)?).ok()?;
+    let (mut offset, mut n) = (0, 0);
+    loop {
+        let f = common::fetch_values(&mut c, topic, partition, offset, 0).ok()?;
+        if f.error_code != 0 {
+            return None;
+        }
+        n += f
+            .records
+            .iter()
+            .filter(|(o, _)| *o >= offset && !f.control.contains(o))
+            .count();
+        if f.next_offset <= offset || f.next_offset >= f.high_watermark {
+            return Some(n);
+        }
+        offset = f.next_offset;
+    }
+}
 
 /// Line `i` of the input: four words of a small vocabulary, spread unevenly.
 fn line(i: usize) -> String {
@@ -200,7 +227,12 @@ fn exactly_once_word_count_across_an_instance_kill_and_a_broker_restart() {
             .with_override("min.insync.replicas", "2")
             .with_override("group.initial.rebalance.delay.ms", "0")
             .with_override("broker.session.timeout.ms", "4000")
-            .with_override("broker.heartbeat.interval.ms", "500"),
+            .with_override("broker.heartbeat.interval.ms", "500")
+            // Segments roll every half second and the cleaner takes any
+            // dirty log, so the changelog is compacted before it is restored.
+            .with_override("log.roll.ms", "500")
+            .with_override("log.cleaner.backoff.ms", "200")
+            .with_override("log.cleaner.min.cleanable.ratio", "0.01"),
     )
     .expect("a 3-node cluster");
     let bootstrap = cluster.bootstrap();
@@ -246,8 +278,18 @@ fn exactly_once_word_count_across_an_instance_kill_and_a_broker_restart() {
     );
     writing.join().expect("phase 1 written");
 
+    // The changelog compacted: far fewer records than the counts A made.
+    let counted = output_len();
+    let left = eventually("the changelog compacted", Duration::from_secs(120), || {
+        let left: usize = (0..PARTITIONS)
+            .map(|p| data_records(&cluster, &first, CHANGELOG, p))
+            .sum::<Option<usize>>()?;
+        (left * 2 < counted).then_some(left)
+    });
+    println!("changelog compacted to {left} records of {counted} counts");
+
     // Phase 2: instance B from an empty state directory (it restores the
-    // store from the changelog, and waits out A's open transaction).
+    // store from the compacted changelog, and waits out A's open transaction).
     produce(
         &producer,
         LINES_PER_PHASE..2 * LINES_PER_PHASE,

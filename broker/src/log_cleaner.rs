@@ -186,6 +186,7 @@ fn report(shared: &Shared, p: &Partition, stats: &CleanStats, resources: &Cleane
         records_read = stats.records_read,
         records_kept = stats.records_kept,
         dirty_ratio_before = format!("{:.3}", stats.dirty_ratio),
+        dirty_ratio_after = format!("{:.3}", stats.dirty_ratio_after),
         first_dirty = stats.first_dirty,
         end = stats.end,
         keys = stats.keys_in_map,

@@ -540,6 +540,7 @@ impl TxnCoordinator {
 
     async fn load_txn_partition(self: Arc<Self>, partition: Arc<Partition>, epoch: i32) {
         let index = partition.index;
+        let started = std::time::Instant::now();
         let p = partition.clone();
         let config = self.config;
         let loaded = tokio::task::spawn_blocking(move || {
@@ -593,6 +594,7 @@ impl TxnCoordinator {
             epoch,
             transactional_ids = report.transactional_ids,
             completing = report.completing,
+            elapsed_ms = started.elapsed().as_millis() as u64,
             "transaction state loaded; coordinating its transactional ids"
         );
         // Transactions left in PrepareCommit/PrepareAbort: finish them.

@@ -4,7 +4,8 @@
 # $STRAND_CACHE/kafka-VERSION/libs, and Kafka's tools of the 3.9 line
 # (reference-kafka/clients-3.9/pom.xml) into $STRAND_CACHE/kafka-tools-VERSION/libs. Installs Java 17 and Maven from Debian's
 # packages when missing. Idempotent: a stamp makes a second run only print.
-# The last line printed is the directory (for STRAND_KAFKA_DIR).
+# The last line printed is the directory (for STRAND_KAFKA_DIR): Kafka's,
+# or with --tools-3.9 that of the 3.9 tools.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pom="$here/reference-kafka/pom.xml"
@@ -46,4 +47,8 @@ if [ ! -f "$old_dir/.stamp" ] || [ "$old_pom" -nt "$old_dir/.stamp" ]; then
     touch "$old_dir/.stamp"
 fi
 log "Kafka's tools $old_version: $(ls "$old_dir/libs" | wc -l) jars"
-echo "$dir"
+if [ "${1:-}" = "--tools-3.9" ]; then
+    echo "$old_dir"
+else
+    echo "$dir"
+fi

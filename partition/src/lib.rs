@@ -1452,6 +1452,11 @@ impl Partition {
         if let Err(e) = cleaner::write_checkpoint(&snapshot, Offset::new(stats.end)) {
             return Err(self.cleaner_failure(&snapshot, e));
         }
+        let mut stats = stats;
+        let after = self.log.read().clean_snapshot();
+        stats.dirty_ratio_after = after
+            .cleanable(stable_bound, now_ms, &settings.cleaner)
+            .dirty_ratio();
         Ok(Some(stats))
     }
 

@@ -826,3 +826,50 @@ fn a_crash_anywhere_in_a_pass_recovers() {
     }
     assert!(rounds >= 20, "{rounds} crash points");
 }
+
+/// An fsync that fails during a pass fails the log, as any other write's
+/// failure does: the pass reports the error, its output is not installed,
+/// and the partition takes no more appends (KAFKA_STORAGE_ERROR) until a
+/// restart recovers it; after the restart the log is as before the pass.
+#[test]
+fn a_failed_fsync_during_a_pass_takes_the_log_offline() {
+    use strand_log::storage::Fault;
+    use strand_log::LogError;
+    let mut h = Harness::new(300, 1 << 16);
+    crash_history(&mut h);
+    let before = h.log_records();
+    h.storage.inject(Fault::FailSync(PathBuf::from(
+        "/d/c-0/00000000000000000000.log.cleaned",
+    )));
+    let now = h.clock.now_ms();
+    match h.partition.clean(&mut h.resources, now) {
+        Err(strand_log::cleaner::CleanError::Log(LogError::Io(_))) => {}
+        other => panic!("the pass reported {other:?}"),
+    }
+    h.storage.clear_faults();
+    let batch = Bytes::from(encode_records_txn(
+        &[(
+            Some(Bytes::from_static(b"k0")),
+            Some(Bytes::from_static(b"v")),
+            now,
+        )],
+        -1,
+        -1,
+        -1,
+        Compression::None,
+        false,
+    ));
+    let refused = h
+        .partition
+        .append_from(&batch, Acks::Leader, 9, AppendOrigin::Client)
+        .expect_err("the log is offline");
+    assert_eq!(refused.code, strand_protocol::ErrorCode::KafkaStorageError);
+    assert_eq!(h.log_records(), before, "nothing installed");
+    h.storage.crash(|_, _| 0);
+    h.partition = open(
+        Crashing::wrap(&h.storage, &h.ops_left),
+        &h.clock,
+        h.segment_bytes,
+    );
+    assert_eq!(h.log_records(), before, "recovered as before the pass");
+}

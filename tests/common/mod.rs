@@ -323,6 +323,9 @@ pub struct Fetched {
     /// (offset, value) of every record of the whole batches returned, including
     /// records before the fetch offset when a batch starts earlier.
     pub records: Vec<(i64, Bytes)>,
+    /// The offsets among `records` that are control records (transaction
+    /// markers).
+    pub control: Vec<i64>,
     /// Offset after the last whole batch returned (the fetch offset if none).
     pub next_offset: i64,
 }
@@ -373,6 +376,7 @@ pub fn fetch_values_at_epoch(
         error_code: p.error_code,
         high_watermark: p.high_watermark,
         records: Vec::new(),
+        control: Vec::new(),
         next_offset: offset,
     };
     let data = p.records.clone().unwrap_or_default();
@@ -388,6 +392,9 @@ pub fn fetch_values_at_epoch(
         let mut buf = data.slice(pos..end);
         let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(io_err)?;
         for r in set.records {
+            if h.is_control() {
+                out.control.push(r.offset);
+            }
             out.records
                 .push((r.offset, r.value.clone().unwrap_or_default()));
         }
@@ -617,4 +624,92 @@ pub fn kafka_tool(
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// InitProducerId (v4) with the transaction timeout given: (error,
+/// producer id, epoch).
+pub fn init_producer_id_with_timeout(
+    c: &mut Client,
+    txn: Option<&str>,
+    current: Option<(i64, i16)>,
+    timeout_ms: i32,
+) -> (i16, i64, i16) {
+    use kafka_protocol::messages::{
+        InitProducerIdRequest, InitProducerIdResponse, ProducerId, TransactionalId,
+    };
+    let (pid, epoch) = current.unwrap_or((-1, -1));
+    let r: InitProducerIdResponse = c
+        .call(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(
+                    txn.map(|t| TransactionalId(StrBytes::from_string(t.into()))),
+                )
+                .with_transaction_timeout_ms(timeout_ms)
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch),
+        )
+        .expect("InitProducerId");
+    (r.error_code, r.producer_id.0, r.producer_epoch)
+}
+
+/// AddPartitionsToTxn (v3) of `topic`/0: the partition's error.
+pub fn add_partition(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), topic: &str) -> i16 {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ProducerId, TopicName,
+        TransactionalId,
+    };
+    let req = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
+        .with_v3_and_below_producer_id(ProducerId(pid))
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![0])]);
+    let r: AddPartitionsToTxnResponse = c
+        .call(ApiKey::AddPartitionsToTxn, 3, &req)
+        .expect("AddPartitionsToTxn");
+    r.results_by_topic_v3_and_below
+        .first()
+        .and_then(|t| t.results_by_partition.first())
+        .map_or(-100, |p| p.partition_error_code)
+}
+
+/// EndTxn (v3): the error.
+pub fn end_txn(c: &mut Client, txn: &str, (pid, epoch): (i64, i16), commit: bool) -> i16 {
+    use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, TransactionalId};
+    let req = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string(txn.into())))
+        .with_producer_id(ProducerId(pid))
+        .with_producer_epoch(epoch)
+        .with_committed(commit);
+    let r: EndTxnResponse = c.call(ApiKey::EndTxn, 3, &req).expect("EndTxn");
+    r.error_code
+}
+
+/// A consumer's Fetch (v11, replica id -1, no current leader epoch) of
+/// `topic`/`partition` from `offset` under `isolation`, at most 4 MiB.
+pub fn consumer_fetch(
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    isolation: i8,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::{fetch_request, BrokerId, FetchRequest, TopicName};
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(4 << 20)
+        .with_isolation_level(isolation)
+        .with_topics(vec![fetch_request::FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![fetch_request::FetchPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(4 << 20)])])
 }

@@ -14,6 +14,9 @@
 //! machine, with a release build of Strand.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod procstat;
+use procstat::{cpu_seconds, peak_rss_mib};
+
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -198,33 +201,6 @@ impl Workload {
 struct Sample {
     value: f64,
     broker_cpu_s: f64,
-}
-
-/// The CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // Fields after the parenthesised command name: utime is the 12th, stime the 13th.
-    let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz.max(1.0)
-}
-
-/// Peak resident set (VmHWM) in MiB.
-fn peak_rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 /// The number before `pat` in `line` (`... 810372 msgs/s`).

@@ -247,7 +247,10 @@ pub struct CleanStats {
     pub records_read: u64,
     pub records_kept: u64,
     pub keys_in_map: usize,
+    /// The dirty ratio before the pass.
     pub dirty_ratio: f64,
+    /// And after it (set by the log's owner once the pass is installed).
+    pub dirty_ratio_after: f64,
     pub duration: Duration,
 }
 
