@@ -13,6 +13,8 @@
 //! only where its timestamp delta must change (a batch given a delete
 //! horizon has the horizon as its base timestamp, KIP-534).
 
+use std::borrow::Cow;
+
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::record_count::{self, CountError};
 use crate::transcode::{self, Codec, TranscodeError};
@@ -168,13 +170,14 @@ impl RecordView<'_> {
 }
 
 /// The records section of a whole batch (`batch`, exactly one batch),
-/// decompressed; at most `limit` bytes, else [`RecordError::TooLarge`]
-/// (what a batch decompresses to is bounded by nothing but this).
-pub fn decompressed_body(
-    batch: &[u8],
+/// decompressed (borrowed when it is not compressed); at most `limit`
+/// bytes, else [`RecordError::TooLarge`] (what a batch decompresses to is
+/// bounded by nothing but this).
+pub fn decompressed_body<'a>(
+    batch: &'a [u8],
     h: &BatchHeader,
     limit: usize,
-) -> Result<Vec<u8>, RecordError> {
+) -> Result<Cow<'a, [u8]>, RecordError> {
     let body = batch
         .get(BATCH_HEADER_LEN..h.total_size())
         .ok_or(RecordError::Malformed(0))?;
@@ -182,7 +185,7 @@ pub fn decompressed_body(
         if body.len() > limit {
             return Err(RecordError::TooLarge(limit));
         }
-        return Ok(body.to_vec());
+        return Ok(Cow::Borrowed(body));
     }
     let mut out = Vec::with_capacity(body.len().saturating_mul(2).min(limit));
     let mut too_large = false;
@@ -198,7 +201,7 @@ pub fn decompressed_body(
         _ if too_large => Err(RecordError::TooLarge(limit)),
         Err(CountError::UnknownCodec(c)) => Err(RecordError::UnknownCodec(c)),
         Err(e) => Err(RecordError::Decompress(e)),
-        Ok(()) => Ok(out),
+        Ok(()) => Ok(Cow::Owned(out)),
     }
 }
 
