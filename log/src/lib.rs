@@ -98,7 +98,7 @@ pub use storage::FileSlice;
 use storage::{FileStorage, Storage};
 
 use bytes::Bytes;
-use segment::Batches;
+use segment::{parse_base, Batches};
 use strand_protocol::batch::{
     assign_offset_and_epoch, stamp_log_append_time_split, BatchHeader, BATCH_HEADER_LEN,
 };
@@ -258,15 +258,6 @@ pub type FailureListener = std::sync::Arc<dyn Fn(&Path, &io::Error) + Send + Syn
 fn log_offset(offset: i64) -> Offset {
     debug_assert!(offset >= 0, "offset {offset} in a segment");
     Offset::new(offset)
-}
-
-/// Parses a 20-digit base-offset file stem.
-fn parse_base(stem: &str) -> Option<i64> {
-    if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
-        stem.parse().ok()
-    } else {
-        None
-    }
 }
 
 /// Checks that `headers` describe `records` exactly, in order.
@@ -1596,7 +1587,11 @@ impl PartitionLog {
         cleaner::LogSnapshot {
             storage: self.storage.clone(),
             dir: self.dir.clone(),
-            segments: self.segments.values().map(|s| s.cleaner_ref()).collect(),
+            segments: self
+                .segments
+                .values()
+                .map(cleaner::SegmentRef::of)
+                .collect(),
             log_start: self.log_start,
             checkpoint: self.cleaner_checkpoint,
             generation: self.generation,

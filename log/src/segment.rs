@@ -54,6 +54,15 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Parses a 20-digit base-offset file stem.
+pub fn parse_base(stem: &str) -> Option<i64> {
+    if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
+        stem.parse().ok()
+    } else {
+        None
+    }
+}
+
 pub fn log_file_name(base: i64) -> String {
     format!("{base:020}.log")
 }
@@ -300,17 +309,10 @@ impl Segment {
         }
     }
 
-    /// The segment as a cleaner pass sees it.
-    pub fn cleaner_ref(&self) -> crate::cleaner::SegmentRef {
-        crate::cleaner::SegmentRef::new(
-            crate::cleaner::SegmentSummary {
-                base: self.base,
-                next_offset: self.next_offset,
-                size: self.size,
-                max_ts: self.max_ts,
-            },
-            self.log.clone(),
-        )
+    /// The log file (positional reads; it stays open while held, even
+    /// once the segment is replaced or deleted).
+    pub fn file(&self) -> Arc<dyn StorageFile> {
+        self.log.clone()
     }
 
     pub fn log_path(&self) -> &Path {

@@ -215,7 +215,7 @@ fn drain(sink: &mut dyn Sink, mut r: impl Read) -> Result<(), CountError> {
 }
 
 /// Reads a zig-zag varint of at most `max` bytes from the front of `buf`.
-fn read_varint(buf: &mut &[u8], max: usize) -> Result<i64, CountError> {
+pub(crate) fn read_varint(buf: &mut &[u8], max: usize) -> Result<i64, CountError> {
     let n = buf
         .iter()
         .take(max)

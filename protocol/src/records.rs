@@ -58,17 +58,14 @@ pub enum RecordError {
 
 /// Reads a zig-zag varint of at most `max` bytes at `*at`.
 fn varint(buf: &[u8], at: &mut usize, max: usize) -> Option<i64> {
-    let rest = buf.get(*at..)?;
-    let n = rest.iter().take(max).position(|b| b & 0x80 == 0)? + 1;
-    let raw = rest[..n]
-        .iter()
-        .enumerate()
-        .fold(0u64, |v, (i, b)| v | (u64::from(b & 0x7f) << (7 * i)));
-    *at += n;
-    Some(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    let mut rest = buf.get(*at..)?;
+    let v = record_count::read_varint(&mut rest, max).ok()?;
+    *at = buf.len() - rest.len();
+    Some(v)
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
+/// Appends `v` as a zig-zag varint (Kafka's record framing).
+pub fn put_varint(v: i64, out: &mut Vec<u8>) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
@@ -160,9 +157,9 @@ impl RecordView<'_> {
         let attributes = self.raw[self.body_at];
         let rest = &self.raw[self.after_timestamp_at..];
         let mut ts = Vec::with_capacity(10);
-        put_varint(&mut ts, timestamp_delta);
+        put_varint(timestamp_delta, &mut ts);
         let len = 1 + ts.len() + rest.len();
-        put_varint(out, len as i64);
+        put_varint(len as i64, out);
         out.push(attributes);
         out.extend_from_slice(&ts);
         out.extend_from_slice(rest);

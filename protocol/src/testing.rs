@@ -85,15 +85,4 @@ pub fn encode_batch(n: usize, pid: i64, epoch: i16, seq: i32, compression: Compr
 }
 
 /// Appends `v` as a zig-zag varint (Kafka's record framing).
-pub fn put_varint(v: i64, out: &mut Vec<u8>) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    loop {
-        let b = (z & 0x7f) as u8;
-        z >>= 7;
-        if z == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
+pub use crate::records::put_varint;

@@ -79,8 +79,17 @@ pub struct SegmentRef {
 }
 
 impl SegmentRef {
-    pub(crate) fn new(summary: SegmentSummary, file: Arc<dyn StorageFile>) -> SegmentRef {
-        SegmentRef { summary, file }
+    /// The segment as a pass sees it.
+    pub(crate) fn of(seg: &Segment) -> SegmentRef {
+        SegmentRef {
+            summary: SegmentSummary {
+                base: seg.base,
+                next_offset: seg.next_offset,
+                size: seg.size,
+                max_ts: seg.max_ts,
+            },
+            file: seg.file(),
+        }
     }
 }
 
@@ -317,7 +326,7 @@ fn swap_path(dir: &Path, first: i64, last: i64) -> PathBuf {
 /// `(first base, last base)` of a swap file name.
 fn parse_swap(name: &str) -> Option<(i64, i64)> {
     let (first, last) = name.split_once(SWAP_INFIX)?;
-    Some((crate::parse_base(first)?, crate::parse_base(last)?))
+    Some((segment::parse_base(first)?, segment::parse_base(last)?))
 }
 
 /// At open, before the segments are read: removes what an interrupted pass
@@ -334,7 +343,7 @@ pub(crate) fn complete_interrupted(storage: &dyn Storage, dir: &Path) -> Result<
             storage.remove_if_exists(&path)?;
         } else if let Some(range) = parse_swap(name) {
             swaps.push((range, path.clone()));
-        } else if let Some(base) = name.strip_suffix(".log").and_then(crate::parse_base) {
+        } else if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_base) {
             bases.push(base);
         }
     }
