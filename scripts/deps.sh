@@ -24,15 +24,17 @@ STRAND_BUILD_PKGS=(build-essential pkg-config libclang-dev librocksdb-dev libsna
 # iptables and iproute2: the chaos run's network faults between namespaces.
 STRAND_TEST_PKGS=(kcat openssl python3 python3-venv zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev iptables iproute2)
 
-# The Python client the exactly-once tests drive (confluent-kafka bundles its
-# own librdkafka), in a virtualenv under the cache; STRAND_PYTHON names it.
+# The Python clients, in a virtualenv under the cache; STRAND_PYTHON names
+# it: confluent-kafka (bundling its own librdkafka) drives the exactly-once
+# tests, kafka-python's admin client the reassignment tests.
 STRAND_CONFLUENT_KAFKA_VERSION=2.16.1
+STRAND_KAFKA_PYTHON_VERSION=3.0.12
 strand_python_env() {
     local venv="$STRAND_CACHE/python"
-    if ! "$venv/bin/python" -c "import confluent_kafka, sys; sys.exit(confluent_kafka.version()[0] != '$STRAND_CONFLUENT_KAFKA_VERSION')" 2>/dev/null; then
-        echo "[deps] installing confluent-kafka $STRAND_CONFLUENT_KAFKA_VERSION into $venv" >&2
+    if ! "$venv/bin/python" -c "import confluent_kafka, kafka, sys; sys.exit(confluent_kafka.version()[0] != '$STRAND_CONFLUENT_KAFKA_VERSION' or kafka.__version__ != '$STRAND_KAFKA_PYTHON_VERSION')" 2>/dev/null; then
+        echo "[deps] installing confluent-kafka $STRAND_CONFLUENT_KAFKA_VERSION and kafka-python $STRAND_KAFKA_PYTHON_VERSION into $venv" >&2
         python3 -m venv "$venv"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$STRAND_CONFLUENT_KAFKA_VERSION"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "confluent-kafka==$STRAND_CONFLUENT_KAFKA_VERSION" "kafka-python==$STRAND_KAFKA_PYTHON_VERSION"
     fi
     export STRAND_PYTHON="$venv/bin/python"
 }

@@ -41,7 +41,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Formats the node's data directory (as `kafka-storage format`).
-    Format(FormatArgs),
+    Format(Box<FormatArgs>),
     /// Prints a new cluster id (as `kafka-storage random-uuid`).
     RandomUuid,
 }
@@ -55,8 +55,15 @@ struct FormatArgs {
     #[arg(long)]
     node_id: Option<i32>,
     /// The initial controllers: `id@host:port,...`.
-    #[arg(long, conflicts_with = "standalone")]
+    #[arg(short = 'I', long, conflicts_with = "standalone")]
     initial_controllers: Option<String>,
+    /// The cluster's metadata.version, as a level name (`4.4-IV2`) or a
+    /// release (`3.9`); other features take the release's levels.
+    #[arg(short = 'r', long)]
+    release_version: Option<String>,
+    /// A feature's level, `name=level` (repeatable), over the release's.
+    #[arg(short = 'f', long = "feature", value_name = "NAME=LEVEL")]
+    features: Vec<String>,
     /// This node alone is the initial controller set.
     #[arg(short = 's', long)]
     standalone: bool,
@@ -147,6 +154,8 @@ fn main() {
                 config: f.config.or(f.properties),
                 overrides: f.overrides,
                 add_scram: f.add_scram,
+                release_version: f.release_version,
+                features: f.features,
             };
             match meta::format(&opts) {
                 Ok(msg) => {
@@ -300,6 +309,11 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                 default_replication_factor: config.default_replication_factor,
                 producer_id_block_size: 1000,
                 max_replication_factor: usize::MAX,
+                leader_balance_interval_ms: if config.auto_leader_rebalance_enable {
+                    Some(config.leader_imbalance_check_interval_ms)
+                } else {
+                    None
+                },
             },
             clock: strand_types::SystemClock::shared(),
             seed: None,

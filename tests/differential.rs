@@ -37,6 +37,18 @@ const KNOWN: &[(&str, &str)] = &[
          has no such record, the same value comes from its default",
     ),
     (
+        "broker 1's configs after the changes",
+        "Kafka's answer for one broker leaves out a replication throttle rate set only \
+         cluster-wide (it lists the throttle rates it holds per broker); Strand lists the \
+         rate the broker applies, from the cluster-wide setting",
+    ),
+    (
+        "broker 1's configs after deleting them",
+        "after the cluster-wide throttle rate is deleted, Kafka's answer for one broker \
+         still shows its old value as a default; Strand shows none (Long.MAX, no throttle, \
+         is not listed unless asked with its default)",
+    ),
+    (
         "produce compression codec 7: error",
         "Kafka fails with UNKNOWN_SERVER_ERROR; Strand names it CORRUPT_MESSAGE",
     ),
@@ -1594,9 +1606,324 @@ fn acks_zero_sizes_and_timeouts(c: &mut Client, addr: &str, facts: &mut Facts) {
     );
 }
 
+/// Cluster operations on one node (issue 35): the features ApiVersions
+/// reports, UpdateFeatures' answers, AlterPartitionReassignments' refusals
+/// and ListPartitionReassignments, DescribeLogDirs' shape, broker configs
+/// through DescribeConfigs and IncrementalAlterConfigs.
+fn cluster_operations(c: &mut Client, facts: &mut Facts) {
+    use kafka_protocol::messages::*;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    // ApiVersions v3: supported and finalized features (epochs differ:
+    // each is its server's metadata offset).
+    let av: ApiVersionsResponse = c
+        .call(
+            ApiKey::ApiVersions,
+            3,
+            &ApiVersionsRequest::default()
+                .with_client_software_name(s("strand-differential"))
+                .with_client_software_version(s("1")),
+        )
+        .expect("ApiVersions");
+    let mut supported: Vec<(String, i16, i16)> = av
+        .supported_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.min_version, f.max_version))
+        .collect();
+    supported.sort();
+    note(facts, "ApiVersions v3 supported features", supported);
+    let finalized: BTreeMap<String, (i16, i16)> = av
+        .finalized_features
+        .iter()
+        .map(|f| {
+            (
+                f.name.to_string(),
+                (f.min_version_level, f.max_version_level),
+            )
+        })
+        .filter(|(n, _)| n == "metadata.version" || n == "transaction.version")
+        .collect();
+    note(
+        facts,
+        "ApiVersions v3 finalized metadata.version and transaction.version",
+        finalized,
+    );
+    // UpdateFeatures v1: validate-only answers, nothing changed.
+    let update = |c: &mut Client, name: &str, level: i16, kind: i8| {
+        use update_features_request::FeatureUpdateKey;
+        let r: UpdateFeaturesResponse = c
+            .call(
+                ApiKey::UpdateFeatures,
+                1,
+                &UpdateFeaturesRequest::default()
+                    .with_timeout_ms(10_000)
+                    .with_validate_only(true)
+                    .with_feature_updates(vec![FeatureUpdateKey::default()
+                        .with_feature(s(name))
+                        .with_max_version_level(level)
+                        .with_upgrade_type(kind)]),
+            )
+            .expect("UpdateFeatures");
+        (
+            r.error_code,
+            r.error_message.map(|m| m.to_string()),
+            r.results
+                .iter()
+                .map(|x| (x.feature.to_string(), x.error_code))
+                .collect::<Vec<_>>(),
+        )
+    };
+    for (label, name, level, kind) in [
+        ("the current level", "transaction.version", 2, 1),
+        ("a safe downgrade", "transaction.version", 1, 2),
+        ("past the supported level", "transaction.version", 3, 1),
+        ("an upgrade to a lower level", "transaction.version", 1, 1),
+        ("a metadata.version downgrade", "metadata.version", 21, 2),
+        (
+            "an unsafe metadata.version downgrade",
+            "metadata.version",
+            21,
+            3,
+        ),
+        (
+            "a metadata.version past the supported",
+            "metadata.version",
+            34,
+            1,
+        ),
+        ("an unknown feature", "foo.version", 1, 1),
+        ("disabling an unknown feature", "foo.version", 0, 2),
+    ] {
+        note(
+            facts,
+            format!("UpdateFeatures {label}"),
+            update(c, name, level, kind),
+        );
+    }
+    // Reassignment on one node: refusals, and nothing in flight.
+    create_ready(c, "moved");
+    let reassign = |c: &mut Client, topic: &str, partition: i32, target: Option<Vec<i32>>| {
+        use alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+        let r: AlterPartitionReassignmentsResponse = c
+            .call(
+                ApiKey::AlterPartitionReassignments,
+                0,
+                &AlterPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(10_000)
+                    .with_topics(vec![ReassignableTopic::default()
+                        .with_name(TopicName(s(topic)))
+                        .with_partitions(vec![ReassignablePartition::default()
+                            .with_partition_index(partition)
+                            .with_replicas(
+                                target.map(|t| t.into_iter().map(BrokerId).collect()),
+                            )])]),
+            )
+            .expect("AlterPartitionReassignments");
+        let p = &r.responses[0].partitions[0];
+        (
+            r.error_code,
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    for (label, topic, partition, target) in [
+        ("an unknown topic", "nope", 0, Some(vec![1])),
+        ("an unknown partition", "moved", 5, Some(vec![1])),
+        ("an empty target", "moved", 0, Some(vec![])),
+        ("a broker twice", "moved", 0, Some(vec![1, 1])),
+        ("an unknown broker", "moved", 0, Some(vec![1, 7])),
+        ("the same replicas", "moved", 0, Some(vec![1])),
+        ("a cancel with nothing in flight", "moved", 0, None),
+    ] {
+        note(
+            facts,
+            format!("reassign {label}"),
+            reassign(c, topic, partition, target),
+        );
+    }
+    let listed: ListPartitionReassignmentsResponse = c
+        .call(
+            ApiKey::ListPartitionReassignments,
+            0,
+            &ListPartitionReassignmentsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(None),
+        )
+        .expect("ListPartitionReassignments");
+    note(
+        facts,
+        "ListPartitionReassignments with nothing in flight",
+        (listed.error_code, listed.topics.len()),
+    );
+    // DescribeLogDirs: one directory holding the topic's partition.
+    let dirs: DescribeLogDirsResponse = c
+        .call(
+            ApiKey::DescribeLogDirs,
+            4,
+            &DescribeLogDirsRequest::default().with_topics(Some(vec![
+                describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(TopicName(s("moved")))
+                    .with_partitions(vec![0]),
+            ])),
+        )
+        .expect("DescribeLogDirs");
+    note(
+        facts,
+        "DescribeLogDirs: directories, their errors, the topic's partitions",
+        (
+            dirs.error_code,
+            dirs.results.len(),
+            dirs.results
+                .iter()
+                .map(|d| {
+                    (
+                        d.error_code,
+                        d.topics
+                            .iter()
+                            .map(|t| {
+                                (
+                                    t.name.to_string(),
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| (p.partition_index, p.is_future_key))
+                                        .collect::<Vec<_>>(),
+                                )
+                            })
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        ),
+    );
+    // Broker configs: a dynamic one set for the cluster and for the broker.
+    let alter = |c: &mut Client, name: &str, key: &str, value: Option<&str>| {
+        use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+        let r: IncrementalAlterConfigsResponse = c
+            .call(
+                ApiKey::IncrementalAlterConfigs,
+                1,
+                &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(s(name))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s(key))
+                            .with_config_operation(if value.is_some() { 0 } else { 1 })
+                            .with_value(value.map(s))]),
+                ]),
+            )
+            .expect("IncrementalAlterConfigs");
+        (
+            r.responses[0].error_code,
+            r.responses[0].error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    for (label, name, key, value) in [
+        (
+            "cluster-wide log.retention.ms",
+            "",
+            "log.retention.ms",
+            Some("1000000"),
+        ),
+        (
+            "broker 1's log.retention.ms",
+            "1",
+            "log.retention.ms",
+            Some("2000000"),
+        ),
+        (
+            "cluster-wide leader.replication.throttled.rate",
+            "",
+            "leader.replication.throttled.rate",
+            Some("1000"),
+        ),
+        (
+            "a static config",
+            "1",
+            "auto.create.topics.enable",
+            Some("false"),
+        ),
+        ("a bad value", "", "log.retention.ms", Some("soon")),
+        (
+            "a negative throttle",
+            "",
+            "follower.replication.throttled.rate",
+            Some("-1"),
+        ),
+        (
+            "a broker name that is no number",
+            "b1",
+            "log.retention.ms",
+            Some("1"),
+        ),
+    ] {
+        note(
+            facts,
+            format!("broker config {label}"),
+            alter(c, name, key, value),
+        );
+    }
+    let describe = |c: &mut Client, name: &str, keys: &[&str]| {
+        let r: DescribeConfigsResponse = c
+            .call(
+                ApiKey::DescribeConfigs,
+                4,
+                &DescribeConfigsRequest::default()
+                    .with_include_synonyms(true)
+                    .with_resources(vec![DescribeConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(s(name))
+                        .with_configuration_keys(Some(keys.iter().map(|k| s(k)).collect()))]),
+            )
+            .expect("DescribeConfigs");
+        let mut entries: Vec<_> = r.results[0]
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.as_ref().map(|v| v.to_string()),
+                    c.config_source,
+                    c.read_only,
+                    c.synonyms
+                        .iter()
+                        .map(|s| (s.name.to_string(), s.source))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        // By name: the order of an answer's entries is no promise.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries
+    };
+    let keys = ["log.retention.ms", "leader.replication.throttled.rate"];
+    note(
+        facts,
+        "broker 1's configs after the changes",
+        describe(c, "1", &keys),
+    );
+    note(
+        facts,
+        "the cluster-wide broker configs after the changes",
+        describe(c, "", &keys),
+    );
+    for (name, key) in [
+        ("", "log.retention.ms"),
+        ("1", "log.retention.ms"),
+        ("", "leader.replication.throttled.rate"),
+    ] {
+        alter(c, name, key, None);
+    }
+    note(
+        facts,
+        "broker 1's configs after deleting them",
+        describe(c, "1", &keys),
+    );
+}
+
 fn observe(cluster: &Cluster) -> Facts {
     let mut facts = Facts::new();
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
+    cluster_operations(&mut c, &mut facts);
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);

@@ -4,7 +4,9 @@
 //! consumer, `kafka-consumer-groups`, `kafka-configs`, `kafka-get-offsets`,
 //! `kafka-delete-records`, `kafka-transactions`, `kafka-leader-election`,
 //! `kafka-log-dirs`, `kafka-metadata-quorum`, `kafka-cluster`,
-//! `kafka-features` and the producer and consumer perf tests runs on both;
+//! `kafka-features`, `kafka-reassign-partitions` (three nodes), broker
+//! configs with `kafka-configs`, and the producer and consumer perf tests
+//! runs on both;
 //! each step's
 //! exit status and output (ids, addresses and timestamps masked) must be the
 //! same, except the lines KNOWN lists with their reasons (COMPATIBILITY.md).
@@ -32,25 +34,31 @@ const ELR: &str = "Kafka 4.4 formats with eligible.leader.replicas.version=1, wh
 const REMOVED_IN_KAFKA_4: &str =
     "a topic config Kafka 4.0 removed; Strand still accepts it (clients of 3.x set it)";
 const EXTENSION: &str = "Strand's acknowledgement policies (issue 15), its own topic configs";
-const FEATURES: &str = "Strand finalizes only transaction.version (KIP-890 part 2); advertising metadata.version, kraft.version, group.version (KIP-848), share.version (KIP-932), streams.version (KIP-1071) or eligible.leader.replicas.version would tell clients to use what it does not have";
+const FEATURES: &str = "Strand supports metadata.version and transaction.version only; advertising kraft.version 1 (KIP-853), group.version (KIP-848), share.version (KIP-932), streams.version (KIP-1071) or eligible.leader.replicas.version would tell clients to use what it does not have";
 
 type Known = (&'static str, Side, &'static str, &'static str);
-
-/// Kafka's metadata.version line, as the 4.x and the 3.9 tools print it.
-const MV_4: &str = "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: N.N-IVN FinalizedVersionLevel: N.N-IVN Epoch: N";
-const MV_3_9: &str = "Feature: metadata.version SupportedMinVersion: N.N-IVN SupportedMaxVersion: UNKNOWN N FinalizedVersionLevel: UNKNOWN N Epoch: N";
 
 const KNOWN: &[Known] = &[
     ("features", Side::Kafka, "Feature: eligible.leader.replicas.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: group.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: kraft.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
-    ("features", Side::Kafka, MV_4, FEATURES),
     ("features", Side::Kafka, "Feature: share.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     ("features", Side::Kafka, "Feature: streams.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features after a downgrade", Side::Kafka, "Feature: eligible.leader.replicas.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features after a downgrade", Side::Kafka, "Feature: group.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features after a downgrade", Side::Kafka, "Feature: kraft.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features after a downgrade", Side::Kafka, "Feature: share.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
+    ("features after a downgrade", Side::Kafka, "Feature: streams.version SupportedMinVersion: N SupportedMaxVersion: N FinalizedVersionLevel: N Epoch: N", FEATURES),
     (
         "describe",
         Side::Kafka,
         "Topic: quick\tTopicId: ID\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: min.insync.replicas=1",
+        ELR,
+    ),
+    (
+        "describe cluster-wide broker configs",
+        Side::Kafka,
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}",
         ELR,
     ),
     (
@@ -241,6 +249,16 @@ const SESSION: &[Step] = &[
     step("delete topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --alter --delete-config cleanup.policy"),
     step("describe topic config after delete", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --describe"),
     step("bad topic config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --alter --add-config no.such.config=1"),
+    step("alter cluster-wide broker config", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-default --alter --add-config log.retention.ms=1000000,log.cleaner.delete.retention.ms=5000"),
+    step("alter broker config", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-name 1 --alter --add-config log.retention.ms=2000000"),
+    step("describe cluster-wide broker configs", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-default --describe"),
+    step("describe broker configs", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-name 1 --describe"),
+    step("topic config from a broker config", "kafka-configs", "--bootstrap-server {B} --entity-type topics --entity-name quick --describe"),
+    step("alter a static broker config", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-name 1 --alter --add-config auto.create.topics.enable=false"),
+    step("bad broker config value", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-default --alter --add-config log.retention.ms=soon"),
+    step("delete broker configs", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-name 1 --alter --delete-config log.retention.ms"),
+    step("delete cluster-wide broker configs", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-default --alter --delete-config log.retention.ms,log.cleaner.delete.retention.ms"),
+    step("describe broker configs after delete", "kafka-configs", "--bootstrap-server {B} --entity-type brokers --entity-name 1 --describe"),
     step("get offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick"),
     step("get earliest offsets", "kafka-get-offsets", "--bootstrap-server {B} --topic quick --time earliest"),
     step("delete records", "kafka-delete-records", "--bootstrap-server {B} --offset-json-file {DIR}/delete.json"),
@@ -253,6 +271,16 @@ const SESSION: &[Step] = &[
     step_n("metadata quorum replication", "kafka-metadata-quorum", "--bootstrap-server {B} describe --replication"),
     step("cluster id", "kafka-cluster", "cluster-id --bootstrap-server {B}"),
     step_n("features", "kafka-features", "--bootstrap-server {B} describe"),
+    step("feature upgrade to the current level", "kafka-features", "--bootstrap-server {B} upgrade --feature transaction.version=2"),
+    step("feature downgrade", "kafka-features", "--bootstrap-server {B} downgrade --feature transaction.version=1"),
+    step("feature downgrade dry run", "kafka-features", "--bootstrap-server {B} downgrade --feature transaction.version=0 --dry-run"),
+    step("feature upgrade past the supported level", "kafka-features", "--bootstrap-server {B} upgrade --feature transaction.version=3"),
+    step("feature upgrade to a lower level", "kafka-features", "--bootstrap-server {B} upgrade --feature transaction.version=0"),
+    step("metadata.version downgrade", "kafka-features", "--bootstrap-server {B} downgrade --feature metadata.version=21"),
+    step("metadata.version unsafe downgrade", "kafka-features", "--bootstrap-server {B} downgrade --unsafe --feature metadata.version=21"),
+    step("unknown feature", "kafka-features", "--bootstrap-server {B} upgrade --feature foo.version=1"),
+    step_n("features after a downgrade", "kafka-features", "--bootstrap-server {B} describe"),
+    step("feature upgrade back", "kafka-features", "--bootstrap-server {B} upgrade --feature transaction.version=2"),
     PRODUCER_PERF,
     CONSUMER_PERF,
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
@@ -297,7 +325,9 @@ fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<St
     lines.extend(
         text.lines()
             .filter(kept)
-            .filter_map(|l| mask(l, &bootstrap))
+            // The cluster's directory (the log dirs a reassignment prints).
+            .map(|l| l.replace(&cluster.dir().display().to_string(), "DIR"))
+            .filter_map(|l| mask(&l, &bootstrap))
             .map(|l| {
                 if s.numbers_masked {
                     // Column widths follow the numbers' lengths.
@@ -411,8 +441,22 @@ const SESSION_3: &[Step] = &[
     step_n("metadata quorum", "kafka-metadata-quorum", "--bootstrap-server {B} describe --status"),
     PRODUCER_PERF,
     CONSUMER_PERF,
+    step("no reassignments", "kafka-reassign-partitions", "--bootstrap-server {B} --list"),
+    step_n("reassign with a throttle", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --execute --throttle 50000000"),
+    step_n("verify the reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --verify"),
+    step("cancel a finished reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --cancel"),
+    step_n("describe after the reassignment", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
+    step("reassign to an unknown broker", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign-unknown.json --execute"),
     step("delete topic", "kafka-topics", "--bootstrap-server {B} --delete --topic quick"),
 ];
+
+/// Partition 0 of `quick` onto two of the three nodes (every replica in
+/// sync, so the move completes at once and the steps read the same on
+/// every run).
+const REASSIGN_JSON: &str =
+    r#"{"version":1,"partitions":[{"topic":"quick","partition":0,"replicas":[2,1]}]}"#;
+const REASSIGN_UNKNOWN_JSON: &str =
+    r#"{"version":1,"partitions":[{"topic":"quick","partition":0,"replicas":[1,9]}]}"#;
 
 fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static str, Vec<String>)> {
     let name = server.name();
@@ -429,6 +473,12 @@ fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static st
     let cluster = Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     let dir = tempfile::tempdir().expect("a scratch directory");
     std::fs::write(dir.path().join("delete.json"), DELETE_JSON).expect("delete.json");
+    std::fs::write(dir.path().join("reassign.json"), REASSIGN_JSON).expect("reassign.json");
+    std::fs::write(
+        dir.path().join("reassign-unknown.json"),
+        REASSIGN_UNKNOWN_JSON,
+    )
+    .expect("reassign-unknown.json");
     layout
         .steps
         .iter()
@@ -456,15 +506,7 @@ fn kafkas_tools_on_three_nodes_see_what_they_see_on_kafka() {
 fn kafkas_3_9_tools_see_what_they_see_on_kafka() {
     let dist = KafkaDist::locate().expect("the reference Kafka");
     let tools = KafkaDist::locate_clients_3_9().expect("Kafka's 3.9 tools");
-    // The 3.9 tools cannot name the 4.x metadata versions Kafka finalizes.
-    let known: Vec<Known> = KNOWN
-        .iter()
-        .map(|&(step, side, line, why)| match line {
-            MV_4 => (step, side, MV_3_9, why),
-            _ => (step, side, line, why),
-        })
-        .collect();
-    side_by_side(&dist, &tools, &known, ONE_NODE);
+    side_by_side(&dist, &tools, KNOWN, ONE_NODE);
 }
 
 /// Runs the session with `tools` against Strand and against the reference

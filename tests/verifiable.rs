@@ -11,109 +11,16 @@
 
 mod common;
 
+use common::tool::Tool;
 use common::{create_topic_with, eventually, partition_view, Client};
-use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use strand_compat_tests::cluster::{Cluster, ClusterSpec, KafkaDist};
 
 const TOPIC: &str = "verifiable";
 const PARTITIONS: i32 = 3;
-/// Far more than the run sends: the producer is stopped (SIGTERM, which
-/// it answers by flushing what it sent) once the kills are over.
-const MAX_MESSAGES: u64 = 10_000_000;
 const KILLS: usize = 3;
 /// Acknowledged writes between kills, and after the last.
 const BETWEEN_KILLS: usize = 2_000;
-
-/// A Kafka tool whose stdout lines are collected as they come.
-struct Tool {
-    child: Child,
-    lines: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Tool {
-    fn start(dist: &KafkaDist, tool: &str, args: &[&str]) -> Tool {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("compat-tests/scripts/kafka-tool.sh");
-        let mut child = Command::new(script)
-            .arg(tool)
-            .args(args)
-            .env("STRAND_KAFKA_DIR", &dist.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("a Kafka tool");
-        let out = child.stdout.take().expect("piped");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                // The tools print one JSON object per line; anything else
-                // is a log line.
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    sink.lock().expect("not poisoned").push(v);
-                }
-            }
-        });
-        Tool { child, lines }
-    }
-
-    /// The values of this tool's events named `name`.
-    fn values(&self, name: &str) -> Vec<String> {
-        self.lines
-            .lock()
-            .expect("not poisoned")
-            .iter()
-            .filter(|v| v["name"] == name)
-            .filter_map(|v| v["value"].as_str().map(str::to_string))
-            .collect()
-    }
-
-    /// The last few events, for a failure's message.
-    fn tail(&self) -> String {
-        let lines = self.lines.lock().expect("not poisoned");
-        let from = lines.len().saturating_sub(5);
-        lines[from..]
-            .iter()
-            .map(|v| v.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn count(&self, name: &str) -> usize {
-        self.lines
-            .lock()
-            .expect("not poisoned")
-            .iter()
-            .filter(|v| v["name"] == name)
-            .count()
-    }
-}
-
-impl Tool {
-    /// SIGTERM to the tool's process (kafka-tool.sh execs java), then
-    /// waits for it to exit.
-    fn terminate(&mut self) {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: a plain kill(2) of our own child, which we have not reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        // By PID: the tool's own process.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Every partition of the topic led, with all three replicas in sync, as
 /// the first node that answers sees it.
@@ -170,47 +77,15 @@ fn scenario(dist: &KafkaDist, clients: &str) {
         full_isr(&cluster).then_some(())
     });
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let producer_config = dir.path().join("producer.properties");
-    std::fs::write(
-        &producer_config,
-        // The tool sets retries=0 unless told.
-        "enable.idempotence=true\nacks=all\nretries=2147483647\ndelivery.timeout.ms=120000\nrequest.timeout.ms=10000\n",
-    )
-    .expect("producer.properties");
     let bootstrap = cluster.bootstrap();
-    let max = MAX_MESSAGES.to_string();
-    let mut producer = Tool::start(
+    let mut producer = Tool::verifiable_producer(dist, &bootstrap, TOPIC, dir.path());
+    let consumer = Tool::verifiable_consumer(
         dist,
-        "kafka-verifiable-producer",
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            TOPIC,
-            "--max-messages",
-            &max,
-            "--throughput",
-            "400",
-            "--acks",
-            "-1",
-            "--producer.config",
-            &producer_config.display().to_string(),
-        ],
-    );
-    let consumer = Tool::start(
-        dist,
-        "kafka-verifiable-consumer",
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--topic",
-            TOPIC,
-            "--group-id",
-            "verifiable-group",
-            "--reset-policy",
-            "earliest",
-            "--verbose",
-        ],
+        &bootstrap,
+        TOPIC,
+        "verifiable-group",
+        false,
+        dir.path(),
     );
 
     // Kill partition 0's leader each time more writes were acknowledged,
@@ -265,58 +140,14 @@ fn scenario(dist: &KafkaDist, clients: &str) {
         println!("kill {round}: node {victim} killed, another leader named, back in sync");
     }
 
-    producer.terminate();
-    let sent = producer
-        .lines
-        .lock()
-        .expect("not poisoned")
-        .iter()
-        .find(|v| v["name"] == "tool_data")
-        .and_then(|v| v["sent"].as_u64())
-        .expect("the producer's summary");
-    let acked: BTreeSet<String> = producer
-        .values("producer_send_success")
-        .into_iter()
-        .collect();
-    let failed = producer.values("producer_send_error");
-    println!(
-        "producer: {sent} sent, {} acknowledged, {} failed",
-        acked.len(),
-        failed.len()
-    );
-    assert_eq!(
-        acked.len() + failed.len(),
-        sent as usize,
-        "every send reported once"
-    );
-    eventually(
-        "every acknowledged message consumed",
-        Duration::from_secs(120),
-        || {
-            let consumed: BTreeSet<String> = consumer.values("record_data").into_iter().collect();
-            acked.is_subset(&consumed).then_some(())
-        },
-    );
-    let mut times: BTreeMap<String, usize> = BTreeMap::new();
-    for v in consumer.values("record_data") {
-        *times.entry(v).or_default() += 1;
-    }
-    let twice: Vec<_> = times.iter().filter(|(_, n)| **n > 1).collect();
-    let unsent: Vec<_> = times
-        .keys()
-        .filter(|v| v.parse::<u64>().map_or(true, |n| n >= sent))
-        .collect();
-    println!(
-        "consumer: {} records, {} distinct",
-        times.values().sum::<usize>(),
-        times.len()
-    );
-    assert!(twice.is_empty(), "consumed more than once: {twice:?}");
-    assert!(unsent.is_empty(), "consumed but never sent: {unsent:?}");
+    let delivery =
+        common::tool::finish_delivery(&mut producer, &consumer, Duration::from_secs(120), &|_| {
+            false
+        });
     assert!(
-        failed.len() < sent as usize / 10,
+        delivery.failed.len() < delivery.sent as usize / 10,
         "most sends acknowledged through the kills: {} failed",
-        failed.len()
+        delivery.failed.len()
     );
 }
 

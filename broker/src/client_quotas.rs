@@ -462,6 +462,7 @@ fn set_throttle_time(response: &mut ResponseKind, ms: i32) {
         AlterReplicaLogDirs,
         AlterPartitionReassignments,
         ListPartitionReassignments,
+        UnregisterBroker,
         UpdateFeatures,
         ConsumerGroupHeartbeat,
         ConsumerGroupDescribe,

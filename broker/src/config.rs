@@ -91,6 +91,10 @@ pub struct BrokerConfig {
     pub controller_listener_names: Vec<String>,
     pub election_timeout_ms: u64,
     pub broker_session_timeout_ms: i64,
+    /// `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`, in milliseconds.
+    pub leader_imbalance_check_interval_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     /// replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: i64,
@@ -209,6 +213,9 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     ("controller.quorum.election.timeout.ms", "1000"),
     ("broker.session.timeout.ms", "9000"),
     ("broker.heartbeat.interval.ms", "2000"),
+    // The active controller moves leaderships back to preferred replicas.
+    ("auto.leader.rebalance.enable", "true"),
+    ("leader.imbalance.check.interval.seconds", "300"),
     ("metadata.log.dir", ""),
     ("replica.lag.time.max.ms", "30000"),
     ("replica.fetch.wait.max.ms", "500"),
@@ -270,6 +277,9 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     // Client quotas: the rate is measured over this many windows of this size.
     ("quota.window.num", "11"),
     ("quota.window.size.seconds", "1"),
+    // Replication throttles: the same, for the throttled replicas' bytes.
+    ("replication.quota.window.num", "11"),
+    ("replication.quota.window.size.seconds", "1"),
     // Strand's own (README, "Write leases"): not Kafka settings.
     ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
     // Empty: derived from broker.session.timeout.ms (two thirds of it), and
@@ -376,7 +386,12 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         | "replica.fetch.min.bytes"
         | "replica.fetch.max.bytes"
         | "replica.fetch.response.max.bytes"
-        | "replica.high.watermark.checkpoint.interval.ms" => int(1),
+        | "replica.high.watermark.checkpoint.interval.ms"
+        | "leader.imbalance.check.interval.seconds" => int(1),
+        "auto.leader.rebalance.enable" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(invalid(key, value, "expected true or false")),
+        },
         "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
         "add.partitions.to.txn.retry.backoff.ms" | "add.partitions.to.txn.retry.backoff.max.ms" => {
             int(0)
@@ -390,7 +405,10 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
         }
         "max.connections" | "max.connections.per.ip" => int(0),
         "connections.max.reauth.ms" => int(0),
-        "quota.window.num" | "quota.window.size.seconds" => int(1),
+        "quota.window.num"
+        | "quota.window.size.seconds"
+        | "replication.quota.window.num"
+        | "replication.quota.window.size.seconds" => int(1),
         "allow.everyone.if.no.acl.found" => match value {
             "true" | "false" => Ok(()),
             _ => Err(invalid(key, value, "expected true or false")),
@@ -873,6 +891,11 @@ impl BrokerConfig {
                 .parse()
                 .unwrap_or(1000),
             broker_session_timeout_ms: get("broker.session.timeout.ms").parse().unwrap_or(9000),
+            auto_leader_rebalance_enable: get("auto.leader.rebalance.enable") == "true",
+            leader_imbalance_check_interval_ms: get("leader.imbalance.check.interval.seconds")
+                .parse::<u64>()
+                .unwrap_or(300)
+                .saturating_mul(1000),
             broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
                 .parse()
                 .unwrap_or(2000),
@@ -1047,6 +1070,25 @@ impl BrokerConfig {
             .unwrap_or(&self.advertised_listeners[0])
     }
 
+    /// A broker setting's built-in default (Kafka's DEFAULT_CONFIG), if
+    /// it has one.
+    pub fn default_of(key: &str) -> Option<&'static str> {
+        if let Some((_, d)) = BROKER_KEYS.iter().find(|(k, _)| *k == key) {
+            return Some(d);
+        }
+        if let Some(d) = strand_metadata::configs::BROKER_DYNAMIC_CONFIGS
+            .iter()
+            .find(|d| d.name == key)
+        {
+            return Some(d.default);
+        }
+        TOPIC_CONFIGS
+            .iter()
+            .find(|d| d.broker_synonym == Some(key))
+            .filter(|_| !strand_metadata::configs::NULL_BROKER_DEFAULTS.contains(&key))
+            .map(|d| d.default)
+    }
+
     /// Every broker config with its effective value and whether it was set
     /// explicitly, for DescribeConfigs on the broker resource.
     pub fn describe(&self) -> Vec<(String, String, bool)> {
@@ -1073,7 +1115,8 @@ mod tests {
 
     fn partition_default(c: &BrokerConfig, name: &str) -> String {
         let d = topic_config(name).unwrap();
-        strand_metadata::configs::resolve_topic_config(d, &Default::default(), &c.static_props)
+        let layers = strand_metadata::configs::BrokerLayers::static_only(&c.static_props);
+        strand_metadata::configs::resolve_topic_config(d, &Default::default(), &layers)
             .0
             .to_string()
     }

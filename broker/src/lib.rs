@@ -46,6 +46,7 @@ pub mod node;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_plan;
+pub mod replication_quota;
 pub mod server;
 pub mod transport;
 pub mod txn_coordinator;

@@ -171,6 +171,68 @@ pub fn read_bootstrap(dir: &Path) -> Result<Vec<MetadataRecord>, String> {
     }
 }
 
+/// The feature levels a new cluster starts with, as `kafka-storage format`
+/// takes them: `--release-version` (a metadata.version name or release,
+/// Kafka 4.4's latest by default) and its features' levels, then each
+/// `--feature name=level`. Only levels above 0 are written.
+pub fn feature_records(
+    release: Option<&str>,
+    features: &[String],
+) -> Result<Vec<MetadataRecord>, String> {
+    use strand_metadata::features::{
+        defaults_for, metadata_version_of, supported, LATEST_METADATA_VERSION, METADATA_VERSION,
+        METADATA_VERSIONS, SUPPORTED_FEATURES,
+    };
+    let mv = match release {
+        None => LATEST_METADATA_VERSION,
+        Some(r) => metadata_version_of(r).ok_or_else(|| {
+            let names: Vec<&str> = METADATA_VERSIONS.iter().map(|(_, n)| *n).collect();
+            format!(
+                "Unknown metadata.version '{r}'. Supported metadata.version are: {}",
+                names.join(", ")
+            )
+        })?,
+    };
+    let mut levels: std::collections::BTreeMap<String, i16> = defaults_for(mv)
+        .into_iter()
+        .map(|(n, l)| (n.to_string(), l))
+        .collect();
+    for f in features {
+        let (name, level) = f.split_once('=').ok_or_else(|| {
+            format!("Can't parse feature=level string {f}: equals sign not found.")
+        })?;
+        let level: i16 = level.trim().parse().map_err(|_| {
+            format!("Can't parse feature=level string {f}: unable to parse {level} as a short.")
+        })?;
+        let name = name.trim();
+        if name == METADATA_VERSION && release.is_some() {
+            return Err(format!(
+                "Use --release-version instead of --feature {METADATA_VERSION}={level} to avoid ambiguity."
+            ));
+        }
+        let Some((lo, hi)) = supported(name) else {
+            let names: Vec<&str> = SUPPORTED_FEATURES
+                .iter()
+                .map(|(n, _, _)| *n)
+                .filter(|n| *n != METADATA_VERSION)
+                .collect();
+            return Err(format!(
+                "Unsupported feature: {name}. Supported features are: {}",
+                names.join(", ")
+            ));
+        };
+        if level < lo || level > hi {
+            return Err(format!("No feature:{name} with feature level {level}"));
+        }
+        levels.insert(name.to_string(), level);
+    }
+    Ok(levels
+        .into_iter()
+        .filter(|(_, level)| *level > 0)
+        .map(|(name, level)| MetadataRecord::FeatureLevel { name, level })
+        .collect())
+}
+
 /// `body` split at the commas outside double quotes (a quoted password
 /// may hold commas).
 fn split_unquoted(body: &str) -> Vec<&str> {
@@ -259,6 +321,10 @@ pub struct FormatOptions {
     pub overrides: Vec<String>,
     /// `--add-scram`: `MECHANISM=[name=...,password=...[,iterations=N]]`.
     pub add_scram: Vec<String>,
+    /// `--release-version`: the metadata.version (a level name or release).
+    pub release_version: Option<String>,
+    /// `--feature name=level`.
+    pub features: Vec<String>,
 }
 
 /// Formats the node's data directory: its cluster id, node id and initial
@@ -320,11 +386,10 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
             existing.node_id
         ));
     }
-    let bootstrap = opts
-        .add_scram
-        .iter()
-        .map(|arg| scram_record(arg).map(MetadataRecord::UserScramCredential))
-        .collect::<Result<Vec<_>, String>>()?;
+    let mut bootstrap = feature_records(opts.release_version.as_deref(), &opts.features)?;
+    for arg in &opts.add_scram {
+        bootstrap.push(scram_record(arg).map(MetadataRecord::UserScramCredential)?);
+    }
     let meta = MetaProperties {
         cluster_id: cluster_id.clone(),
         node_id: config.node_id,
@@ -358,6 +423,58 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--release-version` and `--feature` as kafka-storage takes them.
+    #[test]
+    fn feature_levels_at_format() {
+        let levels = |r: Option<&str>, f: &[&str]| -> Result<Vec<(String, i16)>, String> {
+            let f: Vec<String> = f.iter().map(|s| s.to_string()).collect();
+            Ok(feature_records(r, &f)?
+                .into_iter()
+                .map(|rec| match rec {
+                    MetadataRecord::FeatureLevel { name, level } => (name, level),
+                    other => panic!("{other:?}"),
+                })
+                .collect())
+        };
+        let pairs = |v: &[(&str, i16)]| -> Vec<(String, i16)> {
+            v.iter().map(|(n, l)| (n.to_string(), *l)).collect()
+        };
+        assert_eq!(
+            levels(None, &[]),
+            Ok(pairs(&[
+                ("metadata.version", 33),
+                ("transaction.version", 2)
+            ]))
+        );
+        assert_eq!(
+            levels(Some("3.9"), &[]),
+            Ok(pairs(&[("metadata.version", 21)]))
+        );
+        assert_eq!(
+            levels(Some("3.9"), &["transaction.version=2"]),
+            Ok(pairs(&[
+                ("metadata.version", 21),
+                ("transaction.version", 2)
+            ]))
+        );
+        assert_eq!(
+            levels(None, &["transaction.version=0"]),
+            Ok(pairs(&[("metadata.version", 33)]))
+        );
+        assert_eq!(levels(Some("4.0-IV3"), &[]).unwrap()[0].1, 25);
+        for (r, f, err) in [
+            (Some("2.8"), vec![], "Unknown metadata.version '2.8'"),
+            (None, vec!["foo.version=1"], "Unsupported feature: foo.version. Supported features are: transaction.version"),
+            (None, vec!["transaction.version=3"], "No feature:transaction.version with feature level 3"),
+            (None, vec!["transaction.version"], "Can't parse feature=level string transaction.version: equals sign not found."),
+            (None, vec!["transaction.version=x"], "Can't parse feature=level string transaction.version=x: unable to parse x as a short."),
+            (Some("3.9"), vec!["metadata.version=22"], "Use --release-version instead of --feature metadata.version=22 to avoid ambiguity."),
+        ] {
+            let e = levels(r, &f).unwrap_err();
+            assert!(e.starts_with(err), "{e}");
+        }
+    }
 
     /// A cluster id never starts with '-' (62 in the URL-safe alphabet), so
     /// `format -t <id>` never reads it as an option; '_' (63) is fine.
@@ -441,8 +558,10 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+        // The feature levels, then the credential.
         assert!(
-            matches!(&records[..], [MetadataRecord::UserScramCredential(c)] if c.name == "alice")
+            matches!(&records[..], [MetadataRecord::FeatureLevel { .. }, MetadataRecord::FeatureLevel { .. }, MetadataRecord::UserScramCredential(c)] if c.name == "alice"),
+            "{records:?}"
         );
         assert!(!std::fs::read_to_string(dir.path().join(BOOTSTRAP_FILE))
             .unwrap()

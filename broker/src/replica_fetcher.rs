@@ -8,6 +8,7 @@
 use crate::broker_client::BrokerConn;
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::replication_quota::ReplicationThrottles;
 use crate::transport::Transport;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
@@ -21,7 +22,7 @@ use strand_protocol::{extensions, ErrorCode};
 use strand_replication::rules::{
     follower_fetch_action, DivergingEpoch, FetchedPartition, FollowerFetchAction,
 };
-use strand_types::{BrokerEpoch, LeaderEpoch, Offset};
+use strand_types::{BrokerEpoch, Clock, LeaderEpoch, Offset};
 use tokio::sync::Notify;
 
 /// v15+ (KIP-903): the replica's id and broker epoch travel in ReplicaState,
@@ -46,6 +47,8 @@ pub struct ReplicaFetcherManager {
     /// This broker's epoch (its registration), sent with every fetch.
     broker_epoch: BrokerEpoch,
     transport: Arc<dyn Transport>,
+    throttles: Arc<ReplicationThrottles>,
+    clock: Arc<dyn Clock>,
     fetchers: Mutex<HashMap<strand_types::BrokerId, Fetcher>>,
 }
 
@@ -55,12 +58,16 @@ impl ReplicaFetcherManager {
         controller: ControllerLink,
         broker_epoch: BrokerEpoch,
         transport: Arc<dyn Transport>,
+        throttles: Arc<ReplicationThrottles>,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         ReplicaFetcherManager {
             config,
             controller,
             broker_epoch,
             transport,
+            throttles,
+            clock,
             fetchers: Mutex::new(HashMap::new()),
         }
     }
@@ -96,6 +103,7 @@ impl ReplicaFetcherManager {
                 self.config.clone(),
                 self.controller.clone(),
                 self.transport.clone(),
+                (self.throttles.clone(), self.clock.clone()),
                 self.broker_epoch,
                 leader,
                 partitions.clone(),
@@ -126,6 +134,9 @@ struct Sent {
     partition: Arc<Partition>,
     fetch_offset: Offset,
     leader_epoch: LeaderEpoch,
+    /// A throttled replica outside the ISR: its bytes count against the
+    /// follower quota.
+    throttled: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -133,6 +144,7 @@ async fn run_fetcher(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
     transport: Arc<dyn Transport>,
+    (throttles, clock): (Arc<ReplicationThrottles>, Arc<dyn Clock>),
     broker_epoch: BrokerEpoch,
     leader_id: strand_types::BrokerId,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -149,7 +161,17 @@ async fn run_fetcher(
         let parts = partitions.lock().clone();
         let mut sent = Vec::with_capacity(parts.len());
         let mut by_topic: Vec<FetchTopic> = Vec::new();
+        let me = config.broker_id();
+        // KIP-73: while the follower quota is spent, throttled replicas
+        // outside the ISR are left out of the fetch.
+        let quota_spent = throttles.follower.is_exceeded(clock.now_ms());
+        let mut held_back = false;
         for p in parts {
+            let throttled = throttles.follower_throttled(&p.topic, p.index) && !p.in_isr(me);
+            if throttled && quota_spent {
+                held_back = true;
+                continue;
+            }
             let Some(FollowerFetchState {
                 fetch_offset,
                 last_fetched_epoch,
@@ -186,10 +208,18 @@ async fn run_fetcher(
                 partition: p,
                 fetch_offset,
                 leader_epoch,
+                throttled,
             });
         }
         if sent.is_empty() {
-            let _ = tokio::time::timeout(Duration::from_secs(1), wake.notified()).await;
+            // Held back by the quota: look again once it allows.
+            let pause = if held_back {
+                let wait = throttles.follower.wait_ms(clock.now_ms());
+                Duration::from_millis(wait.clamp(10, 1_000))
+            } else {
+                Duration::from_secs(1)
+            };
+            let _ = tokio::time::timeout(pause, wake.notified()).await;
             continue;
         }
         if conn.is_none() {
@@ -212,6 +242,16 @@ async fn run_fetcher(
                 continue;
             }
         }
+        // A replica held back by the quota is fetched again once the quota
+        // allows: the others' long poll does not hold it up longer.
+        let max_wait_ms = if held_back {
+            let wait = throttles.follower.wait_ms(clock.now_ms()).max(1);
+            config
+                .replica_fetch_wait_max_ms
+                .min(i32::try_from(wait).unwrap_or(i32::MAX))
+        } else {
+            config.replica_fetch_wait_max_ms
+        };
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_replica_state(
@@ -219,7 +259,7 @@ async fn run_fetcher(
                     .with_replica_id(BrokerId(config.broker_id().get()))
                     .with_replica_epoch(broker_epoch.get()),
             )
-            .with_max_wait_ms(config.replica_fetch_wait_max_ms)
+            .with_max_wait_ms(max_wait_ms)
             .with_min_bytes(config.replica_fetch_min_bytes)
             .with_max_bytes(config.replica_fetch_response_max_bytes)
             .with_isolation_level(0)
@@ -273,6 +313,7 @@ async fn run_fetcher(
         // Appends and truncations write the log.
         let failed = crate::disk::run(|| {
             let mut failed = 0usize;
+            let mut throttled_bytes = 0usize;
             for t in resp.responses {
                 for pd in t.partitions {
                     let Some(s) = sent.iter().find(|s| {
@@ -281,11 +322,15 @@ async fn run_fetcher(
                     }) else {
                         continue;
                     };
+                    if s.throttled {
+                        throttled_bytes += pd.records.as_ref().map_or(0, |r| r.len());
+                    }
                     if !handle_partition(s, pd) {
                         failed += 1;
                     }
                 }
             }
+            throttles.follower.record(throttled_bytes, clock.now_ms());
             failed
         });
         if failed == sent.len() {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use strand_log::cleaner::CleanerLogConfig;
 use strand_log::storage::FileStorage;
 use strand_log::LogConfig;
-use strand_metadata::configs::{resolve_topic_config, topic_config};
+use strand_metadata::configs::{resolve_topic_config, topic_config, BrokerLayers};
 use strand_metadata::controller_api::AlterPartitionRequest;
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
@@ -29,16 +29,15 @@ use strand_partition::{
     delete_dir, read_partition_metadata, Partition, PartitionIo, PartitionSettings, DELETE_SUFFIX,
 };
 
-/// Derives a partition's settings from its topic's configs and the broker's static config.
+/// Derives a partition's settings from its topic's configs and the
+/// broker's settings (dynamic, then static).
 pub fn partition_settings(
-    config: &BrokerConfig,
+    broker: &BrokerLayers,
     topic_configs: &BTreeMap<String, String>,
 ) -> PartitionSettings {
     let get = |name: &str| -> String {
         let d = topic_config(name).expect("known topic config");
-        resolve_topic_config(d, topic_configs, &config.static_props)
-            .0
-            .to_string()
+        resolve_topic_config(d, topic_configs, broker).0.to_string()
     };
     let long = |name: &str, dflt: i64| get(name).parse::<i64>().unwrap_or(dflt);
     let policy = get("cleanup.policy");
@@ -148,6 +147,8 @@ pub struct ReplicaManager {
     pub authorizer: crate::authorizer::Authorizer,
     /// Client quotas' usage (`quota.window.*`; the quotas are the image's).
     pub quotas: crate::client_quotas::ClientQuotaManager,
+    /// Replication throttles (`*.replication.throttled.*`), from the image.
+    pub throttles: Arc<crate::replication_quota::ReplicationThrottles>,
 }
 
 impl ReplicaManager {
@@ -159,19 +160,29 @@ impl ReplicaManager {
         transport: Arc<dyn Transport>,
         lease: Arc<WriteLease>,
     ) -> ReplicaManager {
-        let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
-            config.clone(),
-            controller.clone(),
-            broker_epoch,
-            transport.clone(),
-        );
-        let authorizer = crate::authorizer::Authorizer::new(&config);
         let setting = |key: &str, default: i64| {
             config
                 .setting(key)
                 .and_then(|v| v.parse::<i64>().ok())
                 .unwrap_or(default)
         };
+        let throttles = Arc::new(crate::replication_quota::ReplicationThrottles::new(
+            config.broker_id(),
+            crate::client_quotas::QuotaWindow {
+                samples: setting("replication.quota.window.num", 11).clamp(1, 1000) as u32,
+                window_ms: setting("replication.quota.window.size.seconds", 1).clamp(1, 86_400)
+                    * 1000,
+            },
+        ));
+        let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
+            config.clone(),
+            controller.clone(),
+            broker_epoch,
+            transport.clone(),
+            throttles.clone(),
+            clock.clone(),
+        );
+        let authorizer = crate::authorizer::Authorizer::new(&config);
         let quotas =
             crate::client_quotas::ClientQuotaManager::new(crate::client_quotas::QuotaWindow {
                 samples: setting("quota.window.num", 11).clamp(1, 1000) as u32,
@@ -194,6 +205,7 @@ impl ReplicaManager {
             log_dir_failures: strand_partition::log_dir_failure::LogDirFailures::new(),
             authorizer,
             quotas,
+            throttles,
         }
     }
 
@@ -403,7 +415,10 @@ impl ReplicaManager {
             .map(|(k, p)| (k.clone(), p.topic_id))
             .collect();
         let failed = self.failed.lock().clone();
-        let settings = |configs: &ConfigMap| partition_settings(&self.config, configs);
+        let me_name = me.to_string();
+        let layers = BrokerLayers::of(&image, &me_name, &self.config.static_props);
+        self.throttles.refresh(&image, &layers);
+        let settings = |configs: &ConfigMap| partition_settings(&layers, configs);
         let changes = replica_plan::local_changes(&image, me, &hosted, &failed, &settings);
 
         for (tp, reason) in &changes.deletes {
@@ -663,7 +678,7 @@ mod tests {
             ("delete, compact", true),
         ] {
             let topic = BTreeMap::from([("cleanup.policy".to_string(), policy.to_string())]);
-            let s = partition_settings(&config, &topic);
+            let s = partition_settings(&BrokerLayers::static_only(&config.static_props), &topic);
             let expected = if deletes { (3000, 100) } else { (-1, -1) };
             assert_eq!(
                 (s.log.retention_ms, s.log.retention_bytes),

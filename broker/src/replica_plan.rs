@@ -218,6 +218,8 @@ mod tests {
                 leader: BrokerId::from_wire(*leader),
                 leader_epoch: LeaderEpoch::new(3),
                 partition_epoch: PartitionEpoch::new(7),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             })
             .collect();
         image.topics.insert(

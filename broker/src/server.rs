@@ -460,7 +460,11 @@ async fn handle_frame(
         } => (key, version, header, request),
         Decoded::UnsupportedApiVersions { correlation_id } => {
             // KIP-511: answer in v0 with our ranges so the client can pick a version.
-            let resp = api_versions_response(ErrorCode::UnsupportedVersion.code());
+            let resp = api_versions_response(
+                ErrorCode::UnsupportedVersion.code(),
+                &strand_metadata::image::MetadataImage::default(),
+                0,
+            );
             encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
             return unthrottled(Answer::Buffered);
         }
@@ -675,7 +679,11 @@ mod tests {
     fn api_versions_header_has_no_tagged_fields() {
         for version in 0..=3 {
             let mut out = BytesMut::new();
-            let resp = ResponseKind::ApiVersions(api_versions_response(0));
+            let resp = ResponseKind::ApiVersions(api_versions_response(
+                0,
+                &strand_metadata::image::MetadataImage::default(),
+                version,
+            ));
             encode_response(
                 &mut out,
                 42,

@@ -19,6 +19,7 @@ case "$tool" in
     kafka-delete-records) main=org.apache.kafka.tools.DeleteRecordsCommand ;;
     kafka-leader-election) main=org.apache.kafka.tools.LeaderElectionCommand ;;
     kafka-log-dirs) main=org.apache.kafka.tools.LogDirsCommand ;;
+    kafka-reassign-partitions) main=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
     kafka-metadata-quorum) main=org.apache.kafka.tools.MetadataQuorumCommand ;;
     kafka-cluster) main=org.apache.kafka.tools.ClusterTool ;;
     kafka-features) main=org.apache.kafka.tools.FeatureCommand ;;

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod harness;
 pub mod rdkafka_security;
 pub mod rdkafka_suite;
+pub mod wire;
 
 pub use cluster::{Cluster, ClusterSpec, KafkaDist, Server};
 pub use harness::Broker;

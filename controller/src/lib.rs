@@ -443,6 +443,7 @@ pub async fn start_on_raft(
         },
         last_event_ms: None,
         bootstrap: settings.bootstrap,
+        next_balance_ms: None,
     };
     tokio::spawn(controller.run(rx));
     Ok(ControllerNode { raft, handle })
@@ -581,6 +582,9 @@ struct Controller {
     last_event_ms: Option<u64>,
     /// The format step's records (`QuorumSettings::bootstrap`).
     bootstrap: Vec<MetadataRecord>,
+    /// When the next leader-balancing pass is due (session clock); None
+    /// until this controller is active.
+    next_balance_ms: Option<u64>,
 }
 
 impl Controller {
@@ -668,6 +672,7 @@ impl Controller {
         }
         if !self.active {
             self.active = true;
+            self.next_balance_ms = None;
             let term = self.raft.metrics().borrow().current_term;
             self.heartbeats = BrokerHeartbeats::rebuild(
                 &self.sm.image(),
@@ -690,6 +695,25 @@ impl Controller {
                     cluster_id: self.cluster_id.clone(),
                 }];
                 records.extend(self.bootstrap.iter().cloned());
+                // A format step that chose no levels (a lone node that
+                // formats itself, an older `strand format`): Kafka 4.4's.
+                if !records
+                    .iter()
+                    .any(|r| matches!(r, MetadataRecord::FeatureLevel { .. }))
+                {
+                    records.extend(
+                        strand_metadata::features::defaults_for(
+                            strand_metadata::features::LATEST_METADATA_VERSION,
+                        )
+                        .into_iter()
+                        .map(|(name, level)| {
+                            MetadataRecord::FeatureLevel {
+                                name: name.into(),
+                                level,
+                            }
+                        }),
+                    );
+                }
                 if self.commit(records).await.is_err() {
                     self.active = false;
                     return Err(self.leader_id());
@@ -862,6 +886,19 @@ impl Controller {
                     .await;
                 ControllerReply::Each(r)
             }
+            ControllerRequest::AlterBrokerConfigs {
+                brokers,
+                incremental,
+                validate_only,
+            } => {
+                let r = self
+                    .decide_each(brokers, validate_only, |img, (name, ops)| {
+                        manager::configs::alter_broker_configs(img, &name, &ops, incremental)
+                            .map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
             ControllerRequest::CreateAcls { bindings } => {
                 let r = self
                     .decide_each(bindings, false, |img, binding| {
@@ -939,6 +976,20 @@ impl Controller {
             ControllerRequest::AlterPartition(req) => {
                 let decision = manager::alter_partition(&self.sm.image(), &req);
                 let r = match decision {
+                    // The change completed a reassignment that moved the
+                    // leadership away: written, but the requester leads no
+                    // more (Kafka's NEW_LEADER_ELECTED).
+                    Ok((records, state)) if state.leader != Some(req.broker_id) => {
+                        self.commit(records).await.and_then(|_| {
+                            Err(ApiError::new(
+                                ErrorCode::NewLeaderElected,
+                                format!(
+                                    "The partition's reassignment completed and moved its leadership to {}",
+                                    strand_types::BrokerId::to_wire(state.leader)
+                                ),
+                            ))
+                        })
+                    }
                     Ok((records, state)) => self.commit(records).await.map(|_| state),
                     Err(e) => Err(e),
                 };
@@ -969,6 +1020,56 @@ impl Controller {
                         .collect(),
                 };
                 ControllerReply::ElectLeaders(results)
+            }
+            ControllerRequest::AlterPartitionReassignments { targets } => {
+                let r = self
+                    .decide_each(targets, false, |img, (topic, partition, target)| {
+                        manager::reassignment::alter_partition_reassignment(
+                            img,
+                            &topic,
+                            partition,
+                            target.as_deref(),
+                        )
+                        .map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
+            ControllerRequest::ListPartitionReassignments { partitions } => {
+                ControllerReply::Reassignments(manager::reassignment::list_partition_reassignments(
+                    &self.sm.image(),
+                    partitions.as_deref(),
+                ))
+            }
+            ControllerRequest::UnregisterBroker { broker_id } => {
+                let decision = manager::cluster::unregister_broker(&self.sm.image(), broker_id);
+                let r = match decision {
+                    Ok(records) => {
+                        let r = self.commit(records).await;
+                        if r.is_ok() {
+                            self.heartbeats.forget(broker_id);
+                        }
+                        r
+                    }
+                    Err(e) => Err(e),
+                };
+                ControllerReply::Each(vec![r])
+            }
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                let decision = manager::features::update_features(
+                    &self.sm.image(),
+                    self.config.node_id,
+                    &updates,
+                );
+                let r = match decision {
+                    Ok(_) if validate_only => Ok(()),
+                    Ok(records) => self.commit(records).await,
+                    Err(e) => Err(e),
+                };
+                ControllerReply::Each(vec![r])
             }
             ControllerRequest::DescribeQuorum => ControllerReply::Quorum(self.quorum_info()),
             ControllerRequest::FetchImage { .. } => unreachable!("answered above"),
@@ -1030,5 +1131,37 @@ impl Controller {
             );
             let _ = self.commit(records).await;
         }
+        self.maybe_balance_leaders().await;
+    }
+
+    /// Every `leader.imbalance.check.interval.seconds` (the first one an
+    /// interval after becoming active), preferred elections for the
+    /// partitions led off their first replica; again at once while a pass
+    /// hits its cap.
+    async fn maybe_balance_leaders(&mut self) {
+        let Some(interval) = self.config.leader_balance_interval_ms else {
+            return;
+        };
+        let now = self.now_ms();
+        let due = *self.next_balance_ms.get_or_insert(now + interval);
+        if now < due {
+            return;
+        }
+        let (records, more) = manager::replication::balance_partition_leaders(
+            &self.sm.image(),
+            manager::replication::MAX_ELECTIONS_PER_BALANCE,
+        );
+        if !records.is_empty() {
+            tracing::info!(
+                partitions = records.len(),
+                "moving leaderships back to preferred replicas"
+            );
+        }
+        let committed = self.commit(records).await.is_ok();
+        self.next_balance_ms = Some(if more && committed {
+            now
+        } else {
+            now + interval
+        });
     }
 }

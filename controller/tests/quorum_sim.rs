@@ -705,6 +705,7 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
             default_replication_factor: 2,
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
+            leader_balance_interval_ms: None,
         },
         clock,
         seed: Some(seed),

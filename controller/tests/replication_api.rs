@@ -38,6 +38,7 @@ fn settings() -> QuorumSettings {
             default_replication_factor: 3,
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
+            leader_balance_interval_ms: None,
         },
         clock: strand_types::SystemClock::shared(),
         seed: None,

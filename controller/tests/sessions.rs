@@ -56,6 +56,7 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
             default_replication_factor: 1,
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
+            leader_balance_interval_ms: None,
         },
         clock,
         seed: None,

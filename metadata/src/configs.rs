@@ -463,6 +463,9 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
 
 fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
     let bad = || format!("Invalid value {value} for configuration {}", d.name);
+    if d.name.ends_with(".replication.throttled.replicas") {
+        return validate_throttled_replicas(d.name, value);
+    }
     match d.kind {
         Boolean => {
             if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
@@ -473,10 +476,10 @@ fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
             }
         }
         Int | Long | Short => {
-            let v: i64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("{}: Not a number of type {:?}", bad(), d.kind))?;
+            let v: i64 = value.trim().parse().map_err(|_| {
+                let kind = format!("{:?}", d.kind).to_uppercase();
+                format!("{}: Not a number of type {kind}", bad())
+            })?;
             if d.kind == Int && (v < i32::MIN as i64 || v > i32::MAX as i64) {
                 return Err(format!("{}: Not a number of type INT", bad()));
             }
@@ -521,26 +524,185 @@ fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A throttled replica list (Kafka's ThrottledReplicaListValidator): `*`,
+/// or `partition:broker` entries (each trimmed; none at all is allowed).
+fn validate_throttled_replicas(name: &str, value: &str) -> Result<(), String> {
+    let entry = |e: &str| {
+        let e = e.trim();
+        e.is_empty()
+            || e.split_once(':').is_some_and(|(p, b)| {
+                !p.is_empty()
+                    && !b.is_empty()
+                    && p.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+    };
+    if value.trim() == "*" || value.split(',').all(entry) {
+        return Ok(());
+    }
+    Err(format!(
+        "Invalid value {value} for configuration {name}: {name} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    ))
+}
+
 /// Where a config's effective value comes from, with Kafka's wire values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigSource {
     DynamicTopic = 1,
+    /// Set for this broker (IncrementalAlterConfigs on BROKER "<id>").
+    DynamicBroker = 2,
+    /// Set for every broker (IncrementalAlterConfigs on BROKER "").
+    DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
 }
 
-/// Resolves a topic config: the topic's override, else the broker's static
-/// setting of the synonym, else the built-in default.
+/// Broker configs that are not topic configs' synonyms and that a broker
+/// applies without a restart: the replication throttles (KIP-73), whose
+/// default, Long.MAX_VALUE, is no throttle.
+pub const BROKER_DYNAMIC_CONFIGS: &[TopicConfigDef] = &[
+    def(
+        "follower.replication.throttled.rate",
+        None,
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Bytes per second a broker fetches for its throttled follower replicas (follower.replication.throttled.replicas), summed over them.",
+    ),
+    def(
+        "leader.replication.throttled.rate",
+        None,
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Bytes per second a broker sends to the throttled replicas it leads (leader.replication.throttled.replicas), summed over them.",
+    ),
+    def(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        None,
+        LMAX,
+        Long,
+        Some(0),
+        &[],
+        "Bytes per second a broker copies between its log directories (AlterReplicaLogDirs).",
+    ),
+];
+
+/// The definition a dynamic broker config is validated by: one of
+/// [`BROKER_DYNAMIC_CONFIGS`], or the topic config whose broker synonym it
+/// is (Kafka's log configs, dynamic per broker and cluster-wide). Topic
+/// configs without a broker-level setting in Kafka (the throttled replica
+/// lists) are not broker configs.
+pub fn dynamic_broker_config(name: &str) -> Option<&'static TopicConfigDef> {
+    BROKER_DYNAMIC_CONFIGS
+        .iter()
+        .find(|d| d.name == name)
+        .or_else(|| {
+            TOPIC_CONFIGS
+                .iter()
+                .filter(|d| !d.name.ends_with(".replication.throttled.replicas"))
+                .find(|d| d.broker_synonym == Some(name))
+        })
+}
+
+/// Where a broker setting whose own default is null takes its default
+/// (DescribeConfigs lists it as the DEFAULT_CONFIG synonym once any layer
+/// sets the setting, as Kafka does): `log.retention.ms` from
+/// `log.retention.hours`, the roll settings from their hours.
+pub fn broker_default_fallback(key: &str) -> Option<(&'static str, &'static str)> {
+    match key {
+        "log.retention.ms" => Some(("log.retention.hours", "168")),
+        "log.roll.ms" => Some(("log.roll.hours", "168")),
+        "log.roll.jitter.ms" => Some(("log.roll.jitter.hours", "0")),
+        _ => None,
+    }
+}
+
+/// Validates one dynamic broker config value.
+pub fn validate_dynamic_broker_config(name: &str, value: &str) -> Result<(), String> {
+    let d = dynamic_broker_config(name)
+        .ok_or_else(|| format!("Cannot update these configs dynamically: [{name}]"))?;
+    validate_value(d, value).map_err(|m| m.replace(d.name, name))
+}
+
+/// What a broker setting resolves through, highest first: the broker's own
+/// dynamic configs, the cluster-wide dynamic ones, server.properties.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerLayers<'a> {
+    pub broker: Option<&'a crate::records::ConfigMap>,
+    pub cluster: Option<&'a crate::records::ConfigMap>,
+    pub static_props: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl<'a> BrokerLayers<'a> {
+    /// Broker `broker_id`'s layers under `image`.
+    pub fn of(
+        image: &'a crate::image::MetadataImage,
+        broker_id: &str,
+        static_props: &'a std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        BrokerLayers {
+            broker: image.broker_configs.get(broker_id),
+            cluster: image.broker_configs.get(""),
+            static_props,
+        }
+    }
+
+    /// server.properties alone (no dynamic configs known).
+    pub fn static_only(static_props: &'a std::collections::BTreeMap<String, String>) -> Self {
+        BrokerLayers {
+            broker: None,
+            cluster: None,
+            static_props,
+        }
+    }
+
+    /// The broker's value of `key` and where it comes from; None when
+    /// unset at every layer.
+    pub fn get(&self, key: &str) -> Option<(&'a str, ConfigSource)> {
+        if let Some(v) = self.broker.and_then(|m| m.get(key)) {
+            return Some((v, ConfigSource::DynamicBroker));
+        }
+        if let Some(v) = self.cluster.and_then(|m| m.get(key)) {
+            return Some((v, ConfigSource::DynamicDefaultBroker));
+        }
+        self.static_props
+            .get(key)
+            .map(|v| (v.as_str(), ConfigSource::StaticBroker))
+    }
+
+    /// Every layer that sets `key`, highest first (DescribeConfigs' synonyms).
+    pub fn all(&self, key: &str) -> Vec<(&'a str, ConfigSource)> {
+        [
+            (self.broker, ConfigSource::DynamicBroker),
+            (self.cluster, ConfigSource::DynamicDefaultBroker),
+        ]
+        .into_iter()
+        .filter_map(|(m, src)| m.and_then(|m| m.get(key)).map(|v| (v.as_str(), src)))
+        .chain(
+            self.static_props
+                .get(key)
+                .map(|v| (v.as_str(), ConfigSource::StaticBroker)),
+        )
+        .collect()
+    }
+}
+
+/// Resolves a topic config: the topic's override, else the broker's
+/// setting of the synonym (dynamic for the broker, dynamic for the
+/// cluster, static), else the built-in default.
 pub fn resolve_topic_config<'a>(
     d: &'a TopicConfigDef,
     overrides: &'a crate::records::ConfigMap,
-    broker_static: &'a std::collections::BTreeMap<String, String>,
+    broker: &BrokerLayers<'a>,
 ) -> (&'a str, ConfigSource) {
     if let Some(v) = overrides.get(d.name) {
         return (v, ConfigSource::DynamicTopic);
     }
-    if let Some(v) = d.broker_synonym.and_then(|s| broker_static.get(s)) {
-        return (v, ConfigSource::StaticBroker);
+    if let Some(found) = d.broker_synonym.and_then(|s| broker.get(s)) {
+        return found;
     }
     (d.default, ConfigSource::Default)
 }
@@ -561,6 +723,36 @@ mod tests {
     }
 
     #[test]
+    fn dynamic_broker_configs() {
+        let cases = [
+            ("leader.replication.throttled.rate", "1000", true),
+            ("leader.replication.throttled.rate", "0", true),
+            ("leader.replication.throttled.rate", "-1", false),
+            ("follower.replication.throttled.rate", "x", false),
+            ("log.retention.ms", "1000", true),
+            ("log.retention.ms", "-5", false),
+            ("unclean.leader.election.enable", "true", true),
+            ("min.insync.replicas", "2", true),
+            ("log.cleanup.policy", "compact", true),
+            // Static, or not a broker config.
+            ("num.io.threads", "4", false),
+            ("leader.replication.throttled.replicas", "*", false),
+            ("no.such.config", "1", false),
+        ];
+        for (name, value, ok) in cases {
+            assert_eq!(
+                validate_dynamic_broker_config(name, value).is_ok(),
+                ok,
+                "{name}={value}"
+            );
+        }
+        assert_eq!(
+            validate_dynamic_broker_config("log.retention.ms", "-5").unwrap_err(),
+            "Invalid value -5 for configuration log.retention.ms: Value must be at least -1"
+        );
+    }
+
+    #[test]
     fn validation_table() {
         let cases = [
             ("retention.ms", "1000", true),
@@ -576,6 +768,16 @@ mod tests {
             ("preallocate", "yes", false),
             ("no.such.config", "1", false),
             ("min.cleanable.dirty.ratio", "0.1", true),
+            ("leader.replication.throttled.replicas", "*", true),
+            ("leader.replication.throttled.replicas", "", true),
+            (
+                "leader.replication.throttled.replicas",
+                "0:1, 1:2,0:3",
+                true,
+            ),
+            ("follower.replication.throttled.replicas", "0:1,x", false),
+            ("follower.replication.throttled.replicas", "0:-1", false),
+            ("follower.replication.throttled.replicas", "*,0:1", false),
         ];
         for (name, value, ok) in cases {
             assert_eq!(
@@ -591,19 +793,44 @@ mod tests {
         let d = topic_config("retention.ms").unwrap();
         let mut overrides = BTreeMap::new();
         let mut broker = BTreeMap::new();
+        let mut cluster = BTreeMap::new();
+        let mut this = BTreeMap::new();
+        let resolve = |o: &BTreeMap<String, String>,
+                       b: &BTreeMap<String, String>,
+                       c: &BTreeMap<String, String>,
+                       t: &BTreeMap<String, String>| {
+            let layers = BrokerLayers {
+                broker: Some(t),
+                cluster: Some(c),
+                static_props: b,
+            };
+            let (v, src) = resolve_topic_config(d, o, &layers);
+            (v.to_string(), src)
+        };
+        let want = |v: &str, src| (v.to_string(), src);
         assert_eq!(
-            resolve_topic_config(d, &overrides, &broker),
-            ("604800000", ConfigSource::Default)
+            resolve(&overrides, &broker, &cluster, &this),
+            want("604800000", ConfigSource::Default)
         );
         broker.insert("log.retention.ms".to_string(), "5".to_string());
         assert_eq!(
-            resolve_topic_config(d, &overrides, &broker),
-            ("5", ConfigSource::StaticBroker)
+            resolve(&overrides, &broker, &cluster, &this),
+            want("5", ConfigSource::StaticBroker)
+        );
+        cluster.insert("log.retention.ms".to_string(), "6".to_string());
+        assert_eq!(
+            resolve(&overrides, &broker, &cluster, &this),
+            want("6", ConfigSource::DynamicDefaultBroker)
+        );
+        this.insert("log.retention.ms".to_string(), "8".to_string());
+        assert_eq!(
+            resolve(&overrides, &broker, &cluster, &this),
+            want("8", ConfigSource::DynamicBroker)
         );
         overrides.insert("retention.ms".to_string(), "7".to_string());
         assert_eq!(
-            resolve_topic_config(d, &overrides, &broker),
-            ("7", ConfigSource::DynamicTopic)
+            resolve(&overrides, &broker, &cluster, &this),
+            want("7", ConfigSource::DynamicTopic)
         );
     }
 }

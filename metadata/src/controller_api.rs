@@ -222,6 +222,21 @@ impl From<&PartitionRecord> for AlterPartitionState {
     }
 }
 
+/// A reassignment in flight (ListPartitionReassignments' per-partition
+/// answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OngoingReassignment {
+    pub topic: String,
+    pub partition: i32,
+    pub replicas: Vec<BrokerId>,
+    pub adding: Vec<BrokerId>,
+    pub removing: Vec<BrokerId>,
+}
+
+/// AlterPartitionReassignments for one partition: topic, partition, and
+/// the target replicas as the wire carries them (None cancels).
+pub type ReassignmentTarget = (String, i32, Option<Vec<i32>>);
+
 /// CreatePartitions for one topic: name, new total count, explicit
 /// assignments (the request's broker ids, not yet checked).
 pub type PartitionGrowth = (String, i32, Option<Vec<Vec<i32>>>);
@@ -259,6 +274,13 @@ pub enum ControllerRequest {
         incremental: bool,
         validate_only: bool,
     },
+    /// AlterConfigs / IncrementalAlterConfigs on BROKER resources: (broker
+    /// id or "" for the cluster default, operations).
+    AlterBrokerConfigs {
+        brokers: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    },
     /// `broker_epoch` None skips the registration check (in-process callers).
     AllocateProducerIds {
         broker_id: BrokerId,
@@ -273,6 +295,24 @@ pub enum ControllerRequest {
     ElectLeaders {
         election_type: u8,
         partitions: Option<Vec<(String, i32)>>,
+    },
+    /// AlterPartitionReassignments: one result per item, in order.
+    AlterPartitionReassignments {
+        targets: Vec<ReassignmentTarget>,
+    },
+    /// ListPartitionReassignments: the reassignments in flight among
+    /// these partitions (all when None).
+    ListPartitionReassignments {
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    },
+    /// UnregisterBroker.
+    UnregisterBroker {
+        broker_id: BrokerId,
+    },
+    /// UpdateFeatures: every update applied, or none.
+    UpdateFeatures {
+        updates: Vec<(String, i16, crate::features::UpgradeType)>,
+        validate_only: bool,
     },
     /// Served by any controller from its committed image: how brokers that
     /// are not controllers follow the metadata log.
@@ -331,6 +371,7 @@ pub enum ControllerReply {
     Heartbeat(Result<HeartbeatReply, ApiError>),
     AlterPartition(Result<AlterPartitionState, ApiError>),
     ElectLeaders(Vec<ElectionResult>),
+    Reassignments(Vec<OngoingReassignment>),
     /// The image when it is newer than the caller's, else None after the wait.
     Image(Option<Box<MetadataImage>>),
     /// The records committed since the caller's image position (a delta).
@@ -439,6 +480,28 @@ impl ControllerClient {
         .await
     }
 
+    /// AlterConfigs on BROKER resources: one result per resource, in order.
+    pub async fn alter_broker_configs(
+        &self,
+        brokers: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = brokers.len();
+        if n == 0 {
+            return vec![];
+        }
+        self.call_each(
+            ControllerRequest::AlterBrokerConfigs {
+                brokers,
+                incremental,
+                validate_only,
+            },
+            n,
+        )
+        .await
+    }
+
     /// CreateAcls: one result per binding, in order.
     pub async fn create_acls(&self, bindings: Vec<AclRecord>) -> Vec<Result<(), ApiError>> {
         let n = bindings.len();
@@ -532,6 +595,59 @@ impl ControllerClient {
             ControllerReply::AlterPartition(r) => r,
             _ => Err(ApiError::not_controller()),
         }
+    }
+
+    /// AlterPartitionReassignments: one result per target, in order.
+    pub async fn alter_partition_reassignments(
+        &self,
+        targets: Vec<ReassignmentTarget>,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = targets.len();
+        self.call_each(
+            ControllerRequest::AlterPartitionReassignments { targets },
+            n,
+        )
+        .await
+    }
+
+    /// ListPartitionReassignments, answered from the active controller's image.
+    pub async fn list_partition_reassignments(
+        &self,
+        partitions: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<OngoingReassignment>, ApiError> {
+        match self
+            .call(ControllerRequest::ListPartitionReassignments { partitions })
+            .await?
+        {
+            ControllerReply::Reassignments(r) => Ok(r),
+            _ => Err(ApiError::not_controller()),
+        }
+    }
+
+    /// UpdateFeatures: one result for the whole request.
+    pub async fn update_features(
+        &self,
+        updates: Vec<(String, i16, crate::features::UpgradeType)>,
+        validate_only: bool,
+    ) -> Result<(), ApiError> {
+        self.call_each(
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            },
+            1,
+        )
+        .await
+        .pop()
+        .unwrap_or_else(|| Err(ApiError::not_controller()))
+    }
+
+    /// UnregisterBroker.
+    pub async fn unregister_broker(&self, broker_id: BrokerId) -> Result<(), ApiError> {
+        self.call_each(ControllerRequest::UnregisterBroker { broker_id }, 1)
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::not_controller()))
     }
 
     /// ElectLeaders; `partitions` None means every partition, and then only

@@ -40,6 +40,15 @@ pub struct MetadataImage {
     /// Client quotas by entity (serialised as pairs: JSON keys are strings).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "as_pairs")]
     pub client_quotas: ClientQuotas,
+    /// Finalized feature levels written by `FeatureLevel` records (level
+    /// 0 removes); empty in a log from before features were recorded (see
+    /// [`MetadataImage::finalized_features`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, i16>,
+    /// Whether any `FeatureLevel` record was applied (a log that set every
+    /// feature to 0 is not a log from before features).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub features_recorded: bool,
 }
 
 /// A map with structured keys, serialised as a list of (key, value) pairs.
@@ -100,6 +109,14 @@ impl MetadataImage {
             } => {
                 if let Some(b) = self.broker_at_epoch(*broker_id, *broker_epoch) {
                     b.in_controlled_shutdown = true;
+                }
+            }
+            MetadataRecord::UnregisterBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                if self.broker_at_epoch(*broker_id, *broker_epoch).is_some() {
+                    self.brokers.remove(broker_id);
                 }
             }
             MetadataRecord::Topic { name, topic_id } => {
@@ -197,6 +214,14 @@ impl MetadataImage {
                     }
                 }
             },
+            MetadataRecord::FeatureLevel { name, level } => {
+                self.features_recorded = true;
+                if *level > 0 {
+                    self.features.insert(name.clone(), *level);
+                } else {
+                    self.features.remove(name);
+                }
+            }
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 if let Some(user) = self.scram_credentials.get_mut(name) {
                     user.remove(mechanism);
@@ -206,6 +231,25 @@ impl MetadataImage {
                 }
             }
         }
+    }
+
+    /// The finalized feature levels (those above 0). A metadata log from
+    /// before Strand recorded features served Kafka 4.4's protocols with
+    /// transaction.version 2: it reads as the latest metadata.version and
+    /// transaction.version 2 until a FeatureLevel record says otherwise.
+    pub fn finalized_features(&self) -> BTreeMap<String, i16> {
+        if self.features_recorded {
+            return self.features.clone();
+        }
+        crate::features::defaults_for(crate::features::LATEST_METADATA_VERSION)
+            .into_iter()
+            .map(|(n, l)| (n.to_string(), l))
+            .collect()
+    }
+
+    /// A feature's finalized level (0 when not finalized).
+    pub fn feature_level(&self, name: &str) -> i16 {
+        self.finalized_features().get(name).copied().unwrap_or(0)
     }
 
     fn broker_at_epoch(&mut self, id: BrokerId, epoch: BrokerEpoch) -> Option<&mut BrokerRecord> {
@@ -290,6 +334,8 @@ mod tests {
                 leader: Some(b(2)),
                 leader_epoch: LeaderEpoch::new(3),
                 partition_epoch: PartitionEpoch::new(4),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             }),
             MetadataRecord::PartitionChange(PartitionRecord {
                 topic_id: id,
@@ -299,6 +345,8 @@ mod tests {
                 leader: None,
                 leader_epoch: LeaderEpoch::new(4),
                 partition_epoch: PartitionEpoch::new(5),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             }),
             MetadataRecord::Config {
                 resource: crate::records::ConfigResource::Topic,
@@ -342,6 +390,8 @@ mod tests {
                 leader: Some(b(1)),
                 leader_epoch: LeaderEpoch::new(2),
                 partition_epoch: PartitionEpoch::new(3),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             }));
             img
         };
@@ -355,6 +405,8 @@ mod tests {
                 leader: BrokerId::from_wire(leader),
                 leader_epoch: LeaderEpoch::new(leader_epoch),
                 partition_epoch: PartitionEpoch::new(partition_epoch),
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             })
         };
         // (records, broker fenced, in controlled shutdown, p0 (leader, leader epoch, partition epoch))

@@ -1,8 +1,8 @@
 //! Cluster metadata as brokers and controllers both see it: the records the
 //! controller commits to the metadata log ([`records`]), the image every node
 //! builds by replaying them ([`image`]), the topic-config table with its
-//! validation and resolution ([`configs`]) and the topic-name rule
-//! ([`topic_name`]).
+//! validation and resolution ([`configs`]), the features and their levels
+//! ([`features`]) and the topic-name rule ([`topic_name`]).
 //!
 //! Pure data and functions: no I/O, no consensus. The controller (openraft,
 //! RocksDB) depends on this crate, never the other way round, so a broker's
@@ -15,6 +15,7 @@
 
 pub mod configs;
 pub mod controller_api;
+pub mod features;
 pub mod image;
 pub mod quotas;
 pub mod records;

@@ -48,6 +48,12 @@ pub enum MetadataRecord {
         broker_id: BrokerId,
         broker_epoch: BrokerEpoch,
     },
+    /// The broker's registration is removed (UnregisterBroker): it is no
+    /// longer part of the cluster. Ignored for a stale `broker_epoch`.
+    UnregisterBroker {
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
+    },
     Topic {
         name: String,
         topic_id: Uuid,
@@ -89,6 +95,12 @@ pub enum MetadataRecord {
         name: String,
         /// Kafka's ScramMechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
         mechanism: i8,
+    },
+    /// A feature's finalized level (Kafka's FeatureLevelRecord); level 0
+    /// removes the feature from the finalized set.
+    FeatureLevel {
+        name: String,
+        level: i16,
     },
     /// Sets (Some) or removes (None) one quota of a client quota entity
     /// (Kafka's ClientQuotaRecord).
@@ -217,6 +229,43 @@ pub struct PartitionRecord {
     pub leader: Option<BrokerId>,
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
+    /// Under reassignment (KIP-455): the target's replicas not in the
+    /// original assignment. They are in `replicas` and fetch, but lead
+    /// nothing until the reassignment completes. Empty otherwise (and then
+    /// left out of the serialised record, whose bytes stay as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<BrokerId>,
+    /// Under reassignment: the original replicas the target drops. They
+    /// stay in `replicas` (after the target's) until it completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<BrokerId>,
+}
+
+impl PartitionRecord {
+    /// A reassignment is in flight.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition had before its reassignment began (all
+    /// its replicas when none is in flight), in assignment order.
+    pub fn original_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
+    }
+
+    /// The replicas the partition will have when its reassignment
+    /// completes (all its replicas when none is in flight).
+    pub fn target_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
 }
 
 /// A partition's leader in serialised records and answers: the broker id,

@@ -972,6 +972,15 @@ impl Partition {
         self.leader.lock().as_ref().map(LeaderState::maximal_isr)
     }
 
+    /// Whether `replica` is in the ISR: the leader's (committed plus a
+    /// pending expansion) when leading, else the metadata image's.
+    pub fn in_isr(&self, replica: BrokerId) -> bool {
+        match self.maximal_isr() {
+            Some(isr) => isr.contains(&replica),
+            None => self.replica.lock().isr.contains(&replica),
+        }
+    }
+
     /// Installs new per-topic settings (an AlterConfigs took effect); the
     /// log's segment and retention settings follow when they changed.
     pub fn update_settings(&self, settings: PartitionSettings) {
@@ -1507,8 +1516,20 @@ impl Partition {
 
     /// Stops appends and housekeeping before the directory is deleted.
     pub fn mark_deleted(&self) {
-        let _log = self.log.write();
-        self.closed.store(true, Ordering::Release);
+        {
+            let _log = self.log.write();
+            self.closed.store(true, Ordering::Release);
+        }
+        // A replica removed while it led (a reassignment moved it away)
+        // resigns: produces waiting for acknowledgements and fetches
+        // waiting for data wake and find no leader here
+        // (NOT_LEADER_OR_FOLLOWER), as Kafka completes its purgatories
+        // when it stops a partition.
+        if self.leader.lock().take().is_some() {
+            tracing::info!(topic = %self.topic, partition = self.index, "deleted while leading; resigned");
+        }
+        let o = self.offsets();
+        self.publish(o.high_watermark, o.log_end_offset, o.log_start_offset, None);
     }
 }
 
@@ -1849,7 +1870,7 @@ mod tests {
     use strand_protocol::batch::assign_offset_and_epoch;
 
     use strand_protocol::kafka_protocol::records::Compression;
-    use strand_protocol::testing::encode_records_txn;
+    use strand_protocol::testing::{encode_records, encode_records_txn};
 
     /// A batch as a leader would have written it at `offset`.
     fn at(mut batch: Vec<u8>, offset: i64) -> Vec<u8> {
@@ -2003,6 +2024,48 @@ mod tests {
         );
         assert_eq!(p.offsets().log_end_offset, end, "nothing appended");
         assert_eq!(append(batch(2, 0), Some(next)), Ok(end));
+    }
+
+    /// A leader removed from its partition's replicas (a reassignment
+    /// completed) deletes its copy: an acks=all produce waiting for a
+    /// follower is answered NOT_LEADER_OR_FOLLOWER at once, not at its
+    /// timeout, so the producer retries on the new leader.
+    #[tokio::test]
+    async fn deleting_a_leader_answers_its_waiting_produces() {
+        let (b1, b2) = (BrokerId::new(1), BrokerId::new(2));
+        let replica = ReplicaState {
+            leader_epoch: LeaderEpoch::new(1),
+            partition_epoch: PartitionEpoch::ZERO,
+            replicas: vec![b1, b2],
+            isr: vec![b1, b2],
+            leader: Some(b1),
+            metadata_offset: 0,
+        };
+        let (p, config) = in_memory(replica.clone());
+        p.apply_registration(replica, config, &|_| true, b1);
+        let records = Bytes::from(encode_records(
+            &[(None, Some(Bytes::from_static(b"v")), 1_000)],
+            -1,
+            -1,
+            -1,
+            Compression::None,
+        ));
+        let outcome = p.append(&records, Acks::All, 9).unwrap();
+        let p = Arc::new(p);
+        let waiter = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+                p.wait_for_ack(&outcome, deadline).await
+            })
+        };
+        tokio::task::yield_now().await;
+        p.mark_deleted();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("answered before its timeout")
+            .unwrap();
+        assert_eq!(answer, Err(ErrorCode::NotLeaderOrFollower));
     }
 
     /// An answer to an older fetch (the follower's log has moved on since)

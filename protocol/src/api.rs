@@ -16,7 +16,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::DescribeTopicPartitions, 0, 0),
-    (ApiKey::ApiVersions, 0, 3),
+    // v4 (KIP-1022): supported features whose lowest level is 0 too.
+    (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -27,9 +28,15 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::DescribeCluster, 0, 1),
+    // v2: KIP-1073's fenced brokers.
+    (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::ElectLeaders, 0, 2),
+    // v1: KIP-860's allow_replication_factor_change.
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::UnregisterBroker, 0, 0),
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::FindCoordinator, 0, 4),
     // kafka-protocol decodes OffsetCommit from v2 and OffsetFetch from v1
     // (Kafka 4 dropped the older ones too).

@@ -360,6 +360,7 @@ impl Sim {
                 default_replication_factor: 3,
                 producer_id_block_size: 1000,
                 max_replication_factor: 3,
+                leader_balance_interval_ms: None,
             },
             last_broadcast: 0,
         };

@@ -2,6 +2,8 @@
 //! kafka-protocol crate and reads responses by correlation id.
 #![allow(dead_code)]
 
+pub mod tool;
+
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};

@@ -16,7 +16,8 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use strand_metadata::configs::{
-    resolve_topic_config, ConfigSource, ConfigType, NULL_BROKER_DEFAULTS, TOPIC_CONFIGS,
+    resolve_topic_config, BrokerLayers, ConfigSource, ConfigType, NULL_BROKER_DEFAULTS,
+    TOPIC_CONFIGS,
 };
 use strand_metadata::controller_api::{ApiError, ConfigOp, NewTopic};
 use strand_protocol::ErrorCode;
@@ -94,6 +95,9 @@ pub async fn create_topics(
                 r.num_partitions = created.num_partitions;
                 r.replication_factor = created.replication_factor;
                 if version >= 5 {
+                    let image = broker.image();
+                    let me = broker.node_id().to_string();
+                    let layers = BrokerLayers::of(&image, &me, &broker.config.static_props);
                     let overrides: std::collections::BTreeMap<String, String> = t
                         .configs
                         .iter()
@@ -103,11 +107,7 @@ pub async fn create_topics(
                         TOPIC_CONFIGS
                             .iter()
                             .map(|d| {
-                                let (value, source) = resolve_topic_config(
-                                    d,
-                                    &overrides,
-                                    &broker.config.static_props,
-                                );
+                                let (value, source) = resolve_topic_config(d, &overrides, &layers);
                                 CreatableTopicConfigs::default()
                                     .with_name(s(d.name))
                                     .with_value(Some(s(value)))
@@ -224,12 +224,69 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
         .with_source(source as i8)
 }
 
+/// One broker config as DescribeConfigs reports it: its value (never a
+/// password's), where it comes from, whether it can change without a
+/// restart, and its synonyms (every layer that sets it, then the default).
+fn broker_config_entry(
+    req: &DescribeConfigsRequest,
+    key: &str,
+    value: &str,
+    layers: &BrokerLayers,
+    source: ConfigSource,
+    per_broker: bool,
+) -> DescribeConfigsResourceResult {
+    let dynamic = strand_metadata::configs::dynamic_broker_config(key);
+    let kind = dynamic
+        .map(|d| d.kind)
+        .or_else(|| {
+            TOPIC_CONFIGS
+                .iter()
+                .find(|d| d.broker_synonym == Some(key))
+                .map(|d| d.kind)
+        })
+        .unwrap_or(ConfigType::String);
+    // Kafka's PASSWORD configs: never shown.
+    let sensitive = crate::config::is_sensitive(key);
+    let shown = |v: &str| (!sensitive).then(|| s(v));
+    let mut c = DescribeConfigsResourceResult::default()
+        .with_name(s(key))
+        .with_value(shown(value))
+        .with_config_source(source as i8)
+        .with_read_only(dynamic.is_none())
+        .with_is_sensitive(sensitive)
+        .with_config_type(if sensitive {
+            PASSWORD_CONFIG_TYPE
+        } else {
+            kind as i8
+        });
+    if req.include_synonyms {
+        for (v, src) in layers.all(key) {
+            let mut syn = synonym(key, v, src);
+            syn.value = shown(v);
+            c.synonyms.push(syn);
+        }
+        // A broker's own answer ends with the default (the cluster-wide
+        // resource lists only what is set there), as Kafka's does.
+        if per_broker {
+            let default = strand_metadata::configs::broker_default_fallback(key)
+                .or_else(|| crate::config::BrokerConfig::default_of(key).map(|d| (key, d)));
+            if let Some((name, v)) = default {
+                let mut syn = synonym(name, v, ConfigSource::Default);
+                syn.value = shown(v);
+                c.synonyms.push(syn);
+            }
+        }
+    }
+    c
+}
+
 pub fn describe_configs(
     broker: &ReplicaManager,
     req: DescribeConfigsRequest,
-    version: i16,
 ) -> DescribeConfigsResponse {
     let image = broker.image();
+    let me = broker.node_id().to_string();
+    let layers = BrokerLayers::of(&image, &me, &broker.config.static_props);
     let mut results = Vec::new();
     for res in &req.resources {
         let name = res.resource_name.to_string();
@@ -257,33 +314,32 @@ pub fn describe_configs(
                 }
                 Some(t) => {
                     for d in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
-                        let (value, source) =
-                            resolve_topic_config(d, &t.configs, &broker.config.static_props);
+                        let (value, source) = resolve_topic_config(d, &t.configs, &layers);
                         let mut c = DescribeConfigsResourceResult::default()
                             .with_name(s(d.name))
                             .with_value(Some(s(value)))
                             .with_config_source(source as i8)
                             .with_read_only(false)
                             .with_config_type(d.kind as i8);
-                        if version == 0 {
-                            c.config_source = if source == ConfigSource::Default {
-                                5
-                            } else {
-                                source as i8
-                            };
-                        }
                         if req.include_synonyms {
                             if let Some(v) = t.configs.get(d.name) {
                                 c.synonyms
                                     .push(synonym(d.name, v, ConfigSource::DynamicTopic));
                             }
                             if let Some(bs) = d.broker_synonym {
-                                if let Some(v) = broker.config.static_props.get(bs) {
-                                    c.synonyms.push(synonym(bs, v, ConfigSource::StaticBroker));
+                                let set = layers.all(bs);
+                                let any_set = !set.is_empty();
+                                for (v, src) in set {
+                                    c.synonyms.push(synonym(bs, v, src));
                                 }
                                 if !NULL_BROKER_DEFAULTS.contains(&bs) {
                                     c.synonyms
                                         .push(synonym(bs, d.default, ConfigSource::Default));
+                                } else if let Some((name, v)) =
+                                    strand_metadata::configs::broker_default_fallback(bs)
+                                        .filter(|_| any_set)
+                                {
+                                    c.synonyms.push(synonym(name, v, ConfigSource::Default));
                                 }
                             }
                         }
@@ -294,48 +350,63 @@ pub fn describe_configs(
                     }
                 }
             },
+            // The cluster-wide resource: the dynamic defaults set, as
+            // Kafka lists them.
+            RESOURCE_BROKER if name.is_empty() => {
+                let cluster = image.broker_configs.get("").cloned().unwrap_or_default();
+                for (k, v) in cluster.iter().filter(|(k, _)| wanted(k)) {
+                    let layers = BrokerLayers {
+                        broker: None,
+                        ..layers
+                    };
+                    r.configs.push(broker_config_entry(
+                        &req,
+                        k,
+                        v,
+                        &layers,
+                        ConfigSource::DynamicDefaultBroker,
+                        false,
+                    ));
+                }
+            }
             RESOURCE_BROKER => {
-                if !name.is_empty() && name != broker.node_id().to_string() {
+                if name != broker.node_id().to_string() {
                     r.error_code = ErrorCode::InvalidRequest.code();
                     r.error_message = Some(s(&format!(
                         "Unexpected broker id, expected {} but received {name}",
                         broker.node_id()
                     )));
                 } else {
-                    for (k, v, set) in broker
-                        .config
-                        .describe()
-                        .into_iter()
-                        .filter(|(k, _, _)| wanted(k))
-                    {
-                        let source = if set {
-                            ConfigSource::StaticBroker
-                        } else {
-                            ConfigSource::Default
-                        };
-                        let kind = TOPIC_CONFIGS
-                            .iter()
-                            .find(|d| d.broker_synonym == Some(k.as_str()))
-                            .map(|d| d.kind)
-                            .unwrap_or(ConfigType::String);
-                        // Kafka's PASSWORD configs: never shown.
-                        let sensitive = crate::config::is_sensitive(&k);
-                        let value = (!sensitive).then(|| s(&v));
-                        let mut c = DescribeConfigsResourceResult::default()
-                            .with_name(s(&k))
-                            .with_value(value.clone())
-                            .with_config_source(source as i8)
-                            .with_read_only(true)
-                            .with_is_sensitive(sensitive)
-                            .with_config_type(if sensitive {
-                                PASSWORD_CONFIG_TYPE
-                            } else {
-                                kind as i8
-                            });
-                        if req.include_synonyms {
-                            let mut syn = synonym(&k, &v, source);
-                            syn.value = value;
-                            c.synonyms.push(syn);
+                    let mut all: std::collections::BTreeMap<String, (String, ConfigSource)> =
+                        broker
+                            .config
+                            .describe()
+                            .into_iter()
+                            .map(|(k, v, set)| {
+                                let src = if set {
+                                    ConfigSource::StaticBroker
+                                } else {
+                                    ConfigSource::Default
+                                };
+                                (k, (v, src))
+                            })
+                            .collect();
+                    for m in [layers.cluster, layers.broker].into_iter().flatten() {
+                        for k in m.keys() {
+                            if let Some((v, src)) = layers.get(k) {
+                                all.insert(k.clone(), (v.to_string(), src));
+                            }
+                        }
+                    }
+                    for (k, (v, source)) in all.iter().filter(|(k, _)| wanted(k)) {
+                        let mut c = broker_config_entry(&req, k, v, &layers, *source, true);
+                        // A setting whose Kafka default is null, set nowhere:
+                        // no value and no synonyms, as Kafka answers.
+                        if *source == ConfigSource::Default
+                            && NULL_BROKER_DEFAULTS.contains(&k.as_str())
+                        {
+                            c.value = None;
+                            c.synonyms.clear();
                         }
                         r.configs.push(c);
                     }
@@ -351,8 +422,8 @@ pub fn describe_configs(
     DescribeConfigsResponse::default().with_results(results)
 }
 
-/// Shared by AlterConfigs and IncrementalAlterConfigs: topics go to the
-/// controller; broker configs are static here (read-only).
+/// Shared by AlterConfigs and IncrementalAlterConfigs: topic and broker
+/// configs go to the controller.
 /// One resource of an AlterConfigs request: type, name, operations.
 type ResourceOps = (i8, String, Vec<(String, ConfigOp)>);
 
@@ -362,31 +433,36 @@ async fn alter(
     incremental: bool,
     validate_only: bool,
 ) -> Vec<(i8, String, Result<(), ApiError>)> {
-    let topic_items: Vec<strand_metadata::controller_api::TopicConfigOps> = resources
-        .iter()
-        .filter(|r| r.0 == RESOURCE_TOPIC)
-        .map(|r| (r.1.clone(), r.2.clone()))
-        .collect();
+    let of_type = |ty: i8| -> Vec<strand_metadata::controller_api::TopicConfigOps> {
+        resources
+            .iter()
+            .filter(|r| r.0 == ty)
+            .map(|r| (r.1.clone(), r.2.clone()))
+            .collect()
+    };
     let mut topic_results = broker
         .controller
-        .alter_topic_configs(topic_items, incremental, validate_only)
+        .alter_topic_configs(of_type(RESOURCE_TOPIC), incremental, validate_only)
+        .await
+        .into_iter();
+    let mut broker_results = broker
+        .controller
+        .alter_broker_configs(of_type(RESOURCE_BROKER), incremental, validate_only)
         .await
         .into_iter();
     broker.reconcile();
+    let missing = || {
+        Err(ApiError::new(
+            ErrorCode::UnknownServerError,
+            "missing result",
+        ))
+    };
     resources
         .into_iter()
         .map(|(ty, name, _)| {
             let r = match ty {
-                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(|| {
-                    Err(ApiError::new(
-                        ErrorCode::UnknownServerError,
-                        "missing result",
-                    ))
-                }),
-                RESOURCE_BROKER => Err(ApiError::new(
-                    ErrorCode::InvalidRequest,
-                    "Broker configs are static in this version; set them in server.properties",
-                )),
+                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(missing),
+                RESOURCE_BROKER => broker_results.next().unwrap_or_else(missing),
                 _ => Err(ApiError::new(
                     ErrorCode::InvalidRequest,
                     format!("Unsupported resource type {ty}"),
@@ -427,7 +503,8 @@ pub async fn alter_configs(
         .map(|(ty, name, r)| {
             let mut resp = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(ty)
-                .with_resource_name(s(&name));
+                .with_resource_name(s(&name))
+                .with_error_message(None);
             if let Err(e) = r {
                 (resp.error_code, resp.error_message) = err_parts(&e);
             }
@@ -490,7 +567,8 @@ pub async fn incremental_alter_configs(
             let mut resp =
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(ty)
-                    .with_resource_name(s(&name));
+                    .with_resource_name(s(&name))
+                    .with_error_message(None);
             if let Err(e) = r {
                 (resp.error_code, resp.error_message) = err_parts(&e);
             }

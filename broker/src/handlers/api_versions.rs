@@ -1,14 +1,25 @@
 //! ApiVersions: the versions of every API this broker serves, and the
-//! finalized features clients read from it.
+//! features: those Strand supports with their ranges, and the cluster's
+//! finalized levels from the metadata image (`strand_metadata::features`).
 
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
 use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
+use strand_metadata::features::SUPPORTED_FEATURES;
+use strand_metadata::image::MetadataImage;
 use strand_protocol::api::SUPPORTED;
 
-pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+/// The answer at `version` under `image`. v3 lists only supported features
+/// whose lowest level is above 0 (older clients cannot read a 0), as Kafka
+/// does; the finalized ones are those above 0, with the image's position
+/// as their epoch (Kafka's broker answers its metadata offset).
+pub fn api_versions_response(
+    error_code: i16,
+    image: &MetadataImage,
+    version: i16,
+) -> ApiVersionsResponse {
     let api_keys = SUPPORTED
         .iter()
         .map(|(k, lo, hi)| {
@@ -18,24 +29,31 @@ pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
                 .with_max_version(*hi)
         })
         .collect();
-    // KIP-890 part 2 is served: the cluster's finalized transaction.version
-    // is 2, as on a new Kafka 4 cluster (clients read it from ApiVersions v3+).
-    let feature = |name: &str| StrBytes::from_string(name.to_string());
+    let name = |n: &str| StrBytes::from_string(n.to_string());
+    let supported = SUPPORTED_FEATURES
+        .iter()
+        .filter(|(_, lo, _)| version >= 4 || *lo > 0)
+        .map(|(n, lo, hi)| {
+            SupportedFeatureKey::default()
+                .with_name(name(n))
+                .with_min_version(*lo)
+                .with_max_version(*hi)
+        })
+        .collect();
+    let finalized = image
+        .finalized_features()
+        .into_iter()
+        .map(|(n, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(name(&n))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        })
+        .collect();
     ApiVersionsResponse::default()
         .with_error_code(error_code)
         .with_api_keys(api_keys)
-        .with_supported_features(vec![SupportedFeatureKey::default()
-            .with_name(feature(TRANSACTION_VERSION_FEATURE))
-            .with_min_version(0)
-            .with_max_version(TRANSACTION_VERSION)])
-        .with_finalized_features_epoch(1)
-        .with_finalized_features(vec![FinalizedFeatureKey::default()
-            .with_name(feature(TRANSACTION_VERSION_FEATURE))
-            .with_min_version_level(TRANSACTION_VERSION)
-            .with_max_version_level(TRANSACTION_VERSION)])
+        .with_supported_features(supported)
+        .with_finalized_features_epoch(image.applied as i64)
+        .with_finalized_features(finalized)
 }
-
-/// The feature that tells clients which transaction protocol to use.
-const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
-/// 2 = KIP-890 part 2 (epoch bump per transaction, partitions added by brokers).
-const TRANSACTION_VERSION: i16 = 2;

@@ -419,6 +419,69 @@ pub fn before(broker: &ReplicaManager, ctx: &RequestContext, request: RequestKin
             }
             Gate::Answer(ResponseKind::ElectLeaders(resp))
         }
+        RequestKind::AlterPartitionReassignments(r) if !c.cluster(Alter) => {
+            use alter_partition_reassignments_response::{
+                ReassignablePartitionResponse, ReassignableTopicResponse,
+            };
+            let responses = r
+                .topics
+                .iter()
+                .map(|t| {
+                    ReassignableTopicResponse::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    ReassignablePartitionResponse::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(CLUSTER_DENIED)
+                                        .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            Gate::Answer(ResponseKind::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE)))
+                    .with_responses(responses),
+            ))
+        }
+        RequestKind::ListPartitionReassignments(_) if !c.cluster(Describe) => {
+            Gate::Answer(ResponseKind::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE))),
+            ))
+        }
+        RequestKind::UpdateFeatures(r) if !c.cluster(Alter) => {
+            use update_features_response::UpdatableFeatureResult;
+            let results = r
+                .feature_updates
+                .iter()
+                .map(|u| {
+                    UpdatableFeatureResult::default()
+                        .with_feature(u.feature.clone())
+                        .with_error_code(CLUSTER_DENIED)
+                        .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE)))
+                })
+                .collect();
+            Gate::Answer(ResponseKind::UpdateFeatures(
+                UpdateFeaturesResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE)))
+                    .with_results(results),
+            ))
+        }
+        RequestKind::UnregisterBroker(_) if !c.cluster(Alter) => {
+            Gate::Answer(ResponseKind::UnregisterBroker(
+                UnregisterBrokerResponse::default()
+                    .with_error_code(CLUSTER_DENIED)
+                    .with_error_message(Some(s(CLUSTER_DENIED_MESSAGE))),
+            ))
+        }
         RequestKind::DescribeQuorum(_) if !c.cluster(Describe) => {
             Gate::Answer(ResponseKind::DescribeQuorum(
                 DescribeQuorumResponse::default()

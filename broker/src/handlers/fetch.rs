@@ -34,6 +34,9 @@ struct Target {
     /// The request's current leader epoch (KIP-320), `None` for -1.
     current_leader_epoch: Option<LeaderEpoch>,
     partition: Result<Arc<Partition>, ErrorCode>,
+    /// A follower outside the ISR fetching a replica this leader
+    /// throttles (KIP-73): held back while the leader quota is spent.
+    throttled: bool,
 }
 
 /// Answers a fetch. Records are handed out as file slices: each partition's
@@ -118,6 +121,13 @@ pub async fn handle(
                     Err(code) => partition = Err(code),
                 }
             }
+            let throttled = match (follower, &partition) {
+                (Some((replica, _)), Ok(part)) => {
+                    broker.throttles.leader_throttled(&part.topic, part.index)
+                        && !part.in_isr(replica)
+                }
+                _ => false,
+            };
             targets.push((
                 ti as i32,
                 p.partition,
@@ -128,6 +138,7 @@ pub async fn handle(
                     last_fetched_epoch,
                     current_leader_epoch,
                     partition,
+                    throttled,
                 },
             ));
         }
@@ -147,6 +158,7 @@ pub async fn handle(
         .filter_map(|(_, _, t)| t.partition.as_ref().ok().map(|p| p.subscribe()))
         .collect();
     let follower_id = follower.map(|(id, _)| id);
+    let throttling = targets.iter().any(|(_, _, t)| t.throttled);
     // A read that finds a write holding its log waits behind it, and so
     // behind the disk that write waits on: then it holds up no other task
     // (`disk::run`). With no log held it is a `pread`, from the page cache
@@ -156,6 +168,7 @@ pub async fn handle(
         let busy = targets
             .iter()
             .any(|(_, _, t)| t.partition.as_ref().is_ok_and(|p| p.log_busy()));
+        let quota_spent = throttling && broker.throttles.leader.is_exceeded(broker.clock.now_ms());
         let read = || {
             read_all(
                 &targets,
@@ -163,6 +176,7 @@ pub async fn handle(
                 read_committed,
                 follower_id,
                 any_replica,
+                quota_spent,
             )
         };
         if busy {
@@ -183,12 +197,36 @@ pub async fn handle(
         {
             break parts;
         }
+        // A throttled replica held back is read again once the leader
+        // quota allows, not only when an append wakes the fetch.
+        let quota_wait = if throttling {
+            broker.throttles.leader.wait_ms(broker.clock.now_ms())
+        } else {
+            0
+        };
+        let until = if quota_wait > 0 {
+            deadline.min(tokio::time::Instant::now() + Duration::from_millis(quota_wait))
+        } else {
+            deadline
+        };
         let changed = futures_any_changed(&mut watches);
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+        if tokio::time::timeout_at(until, changed).await.is_err() && until >= deadline {
             let (parts, _, _) = read();
             break parts;
         }
     };
+    if throttling {
+        let bytes: usize = parts
+            .iter()
+            .filter(|(t, pd, _)| {
+                targets.iter().any(|(ti, p, target)| {
+                    target.throttled && *ti as usize == *t && *p == pd.partition_index
+                })
+            })
+            .filter_map(|(_, _, read)| read.as_ref().map(|r| r.len))
+            .sum();
+        broker.throttles.leader.record(bytes, broker.clock.now_ms());
+    }
     let mut responses: Vec<FetchableTopicResponse> = topics
         .into_iter()
         .map(|(name, id)| {
@@ -237,6 +275,7 @@ fn read_all(
     read_committed: bool,
     follower: Option<BrokerId>,
     any_replica: bool,
+    quota_spent: bool,
 ) -> (Vec<PartitionRead>, usize, bool) {
     let mut out = Vec::with_capacity(targets.len());
     let mut total = 0usize;
@@ -306,6 +345,12 @@ fn read_all(
                 } else {
                     offsets.high_watermark
                 };
+                if t.throttled && quota_spent {
+                    // Nothing for this replica until the quota allows.
+                    pd.records = Some(Bytes::new());
+                    out.push((t.topic, pd, None));
+                    continue;
+                }
                 let remaining = max_bytes.saturating_sub(total);
                 let limit = t.partition_max_bytes.min(remaining);
                 // At least one batch in the first partition that has data, so

@@ -318,14 +318,16 @@ pub async fn handle(
 
 pub fn describe_cluster(
     broker: &ReplicaManager,
-    _req: DescribeClusterRequest,
+    req: DescribeClusterRequest,
     listener: &str,
 ) -> DescribeClusterResponse {
     let image = broker.image();
+    // v2 (KIP-1073): fenced brokers too when asked, marked as such; a
+    // broker unregistered is in neither answer.
     let brokers = image
         .brokers
         .values()
-        .filter(|b| !b.fenced)
+        .filter(|b| req.include_fenced_brokers || !b.fenced)
         .map(|b| {
             let (host, port) = b.endpoint(listener);
             DescribeClusterBroker::default()
@@ -333,6 +335,7 @@ pub fn describe_cluster(
                 .with_host(s(host))
                 .with_port(port as i32)
                 .with_rack(b.rack.as_deref().map(s))
+                .with_is_fenced(b.fenced)
         })
         .collect();
     DescribeClusterResponse::default()

@@ -6,6 +6,7 @@ mod acls;
 mod admin;
 mod api_versions;
 mod authorize;
+mod cluster_ops;
 mod context;
 mod fetch;
 mod groups;
@@ -35,7 +36,9 @@ pub async fn dispatch(
         authorize::Gate::Close(why) => return Err(why),
     };
     let mut response = match request {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(0)),
+        RequestKind::ApiVersions(_) => {
+            ResponseKind::ApiVersions(api_versions_response(0, &broker.image(), v))
+        }
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(broker, r, v, &ctx.listener).await)
         }
@@ -64,7 +67,7 @@ pub async fn dispatch(
             ResponseKind::CreatePartitions(admin::create_partitions(broker, r).await)
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(admin::describe_configs(broker, r, v))
+            ResponseKind::DescribeConfigs(admin::describe_configs(broker, r))
         }
         RequestKind::AlterConfigs(r) => {
             ResponseKind::AlterConfigs(admin::alter_configs(broker, r).await)
@@ -132,6 +135,18 @@ pub async fn dispatch(
         }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(admin::elect_leaders(broker, r).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            cluster_ops::alter_partition_reassignments(broker, r, v).await,
+        ),
+        RequestKind::ListPartitionReassignments(r) => ResponseKind::ListPartitionReassignments(
+            cluster_ops::list_partition_reassignments(broker, r).await,
+        ),
+        RequestKind::UpdateFeatures(r) => {
+            ResponseKind::UpdateFeatures(cluster_ops::update_features(broker, r, v).await)
+        }
+        RequestKind::UnregisterBroker(r) => {
+            ResponseKind::UnregisterBroker(cluster_ops::unregister_broker(broker, r).await)
         }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))

@@ -42,10 +42,15 @@ pub enum FaultKind {
     /// with ENOSPC, the first part-way; the node takes the directory
     /// offline and exits; restarted at the end.
     FullDisk,
+    /// Moves a random partition of the workload's topics to a random
+    /// replica set (two to every node, in a random order) with
+    /// AlterPartitionReassignments; half the time cancels it halfway
+    /// through the fault's window, in flight or not.
+    Reassign,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::IsolateLeader,
         FaultKind::IsolateController,
         FaultKind::IsolateNode,
@@ -57,6 +62,7 @@ impl FaultKind {
         FaultKind::KillAll,
         FaultKind::FailedFsync,
         FaultKind::FullDisk,
+        FaultKind::Reassign,
     ];
 }
 
@@ -118,6 +124,8 @@ pub struct World<'a> {
     pub controller: Option<i32>,
     /// faultfs's control file, if the nodes run with it.
     pub faultfs_control: Option<PathBuf>,
+    /// The workload's topics and their partition counts.
+    pub topics: Vec<(String, i32)>,
 }
 
 /// Starts a fault; returns what was done, for the log.
@@ -194,7 +202,91 @@ pub fn start(step: &Step, w: &mut World<'_>) -> io::Result<String> {
         }
         FaultKind::FailedFsync => faultfs_rule(w, "fsync", pick(0), "fsync fails on")?,
         FaultKind::FullDisk => faultfs_rule(w, "enospc", pick(0), "disk full on")?,
+        FaultKind::Reassign => reassign(step, w, &nodes)?,
     })
+}
+
+/// The Reassign fault: the move drawn from the step (which partition, which
+/// replicas in which order, whether to cancel), sent to the first broker
+/// that answers; a cancel is sent from a thread of its own halfway through
+/// the window.
+fn reassign(step: &Step, w: &World<'_>, nodes: &[i32]) -> io::Result<String> {
+    use rand::seq::SliceRandom;
+    let mut rng = StdRng::seed_from_u64(u64::from(step.pick));
+    let Some((topic, partitions)) = w.topics.choose(&mut rng).cloned() else {
+        return Ok("no topics to reassign".into());
+    };
+    let partition = rng.gen_range(0..partitions.max(1));
+    let size = rng.gen_range(2.min(nodes.len())..=nodes.len());
+    let mut target = nodes.to_vec();
+    target.shuffle(&mut rng);
+    target.truncate(size);
+    let addrs: Vec<String> = nodes
+        .iter()
+        .filter_map(|id| w.cluster.broker_addr(*id))
+        .collect();
+    let error = alter_reassignment(&addrs, &topic, partition, Some(&target))?;
+    let cancel = step.percent % 2 == 1;
+    if cancel {
+        let (topic, addrs, after) = (topic.clone(), addrs.clone(), step.lasts / 2);
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            // NO_REASSIGNMENT_IN_PROGRESS when it already completed.
+            let _ = alter_reassignment(&addrs, &topic, partition, None);
+        });
+    }
+    Ok(format!(
+        "reassign {topic}-{partition} to {target:?} (answer {error}){}",
+        if cancel { ", cancelled halfway" } else { "" }
+    ))
+}
+
+/// AlterPartitionReassignments of one partition (None cancels) at the first
+/// broker that answers: the partition's error code.
+fn alter_reassignment(
+    addrs: &[String],
+    topic: &str,
+    partition: i32,
+    target: Option<&[i32]>,
+) -> io::Result<i16> {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
+        TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(partition)
+                .with_replicas(
+                    target.map(|t| t.iter().map(|b| BrokerId(*b)).collect()),
+                )])]);
+    let mut last = io::Error::other("no broker to ask");
+    for addr in addrs {
+        match strand_compat_tests::wire::call::<_, AlterPartitionReassignmentsResponse>(
+            addr,
+            ApiKey::AlterPartitionReassignments,
+            0,
+            &req,
+            Duration::from_secs(15),
+        ) {
+            Ok(resp) if resp.error_code != 0 => return Ok(resp.error_code),
+            Ok(resp) => {
+                return Ok(resp
+                    .responses
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .map_or(-1, |p| p.error_code))
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Sets faultfs's `rule` on node `x`'s data directory; what was done, for

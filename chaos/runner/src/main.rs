@@ -317,6 +317,7 @@ fn run(mut args: Args) -> Result<bool, String> {
             leaders,
             controller,
             faultfs_control: faultfs_control.clone(),
+            topics: vec![(QUEUE.into(), PARTITIONS), (TXN.into(), PARTITIONS)],
         };
         let from = shared.history.elapsed();
         match faults::start(step, &mut world) {
@@ -572,7 +573,8 @@ fn restart_late_exits(cluster: &mut Cluster, log: &mut Log) -> Result<(), String
     Ok(())
 }
 
-/// Waits until every partition of `topics` has a leader and all `rf` replicas in its ISR.
+/// Waits until every partition of `topics` has a leader and every replica
+/// (at most `rf`; a reassignment may have taken some away) in its ISR.
 fn wait_full_isr(
     bootstrap: &str,
     topics: &[&str],
@@ -590,10 +592,13 @@ fn wait_full_isr(
                     md.topics().iter().all(|topic| {
                         topic.error().is_none()
                             && topic.partitions().len() == PARTITIONS as usize
-                            && topic
-                                .partitions()
-                                .iter()
-                                .all(|p| p.leader() >= 0 && p.isr().len() == rf)
+                            && topic.partitions().iter().all(|p| {
+                                // Reassignments may have changed the
+                                // replica count: every replica in sync.
+                                p.leader() >= 0
+                                    && p.isr().len() == p.replicas().len()
+                                    && p.replicas().len() <= rf
+                            })
                     })
                 })
         });

@@ -294,6 +294,31 @@ pub fn register_broker(
     Ok((records, broker_epoch))
 }
 
+/// UnregisterBroker (Kafka 4.4's ReplicationControlManager.unregisterBroker):
+/// the broker leaves the cluster. Refused only for an unknown broker
+/// (BROKER_ID_NOT_REGISTERED); Kafka does not check that the broker is
+/// stopped, and neither does Strand (a broker still running is then
+/// refused at its next heartbeat and leads nothing). Moves it out of every
+/// ISR and leadership, then removes its registration; partitions still
+/// naming it as a replica keep doing so until reassigned.
+pub fn unregister_broker(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return Err(ApiError::new(
+            ErrorCode::BrokerIdNotRegistered,
+            format!("Broker ID {broker_id} is not currently registered"),
+        ));
+    };
+    let mut records = remove_broker_from_partitions(image, broker_id);
+    records.push(MetadataRecord::UnregisterBroker {
+        broker_id,
+        broker_epoch: b.broker_epoch,
+    });
+    Ok(records)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BrokerState {
     Fenced,

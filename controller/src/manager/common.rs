@@ -17,6 +17,10 @@ pub struct ControllerConfig {
     /// The largest replication factor accepted. The broker sets 1 until
     /// follower replication exists, so no topic claims replicas it lacks.
     pub max_replication_factor: usize,
+    /// How often the active controller moves leaderships back to each
+    /// partition's preferred replica (`auto.leader.rebalance.enable`,
+    /// `leader.imbalance.check.interval.seconds`); None: never.
+    pub leader_balance_interval_ms: Option<u64>,
 }
 
 /// Kafka's broker.session.timeout.ms default.

@@ -1,14 +1,16 @@
-//! AlterConfigs and IncrementalAlterConfigs on topics (Kafka 3.7's
+//! AlterConfigs and IncrementalAlterConfigs on topics and brokers (Kafka 3.7's
 //! ConfigurationControlManager): every resulting value is validated against
 //! the topic config definitions; full AlterConfigs replaces all overrides,
 //! incremental applies SET / DELETE / APPEND / SUBTRACT to the current ones;
 //! records are emitted only for configs whose value changes.
 
 use super::common::ApiError;
-use strand_metadata::configs::validate_topic_config;
+use strand_metadata::configs::{
+    validate_dynamic_broker_config, validate_topic_config, TopicConfigDef,
+};
 pub use strand_metadata::controller_api::ConfigOp;
 use strand_metadata::image::MetadataImage;
-use strand_metadata::records::{ConfigResource, MetadataRecord};
+use strand_metadata::records::{ConfigMap, ConfigResource, MetadataRecord};
 use strand_protocol::ErrorCode;
 
 /// The configs of a CreateTopics item: known names, valid values, no nulls.
@@ -40,22 +42,89 @@ pub fn alter_topic_configs(
             format!("Topic {name} does not exist"),
         ));
     };
+    let next = apply_ops(
+        &t.configs,
+        ops,
+        incremental,
+        |key| {
+            strand_metadata::configs::topic_config(key).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Unknown topic config name: {key}"),
+                )
+            })
+        },
+        validate_topic_config,
+    )?;
+    Ok(changes(ConfigResource::Topic, name, &t.configs, &next))
+}
+
+/// AlterConfigs and IncrementalAlterConfigs on a BROKER resource: `name`
+/// is a broker id (that broker's configs) or "" (every broker's default).
+/// Only the configs a broker applies without a restart may be set
+/// (`strand_metadata::configs::dynamic_broker_config`); the others are
+/// refused as Kafka refuses them (INVALID_REQUEST, "Cannot update these
+/// configs dynamically").
+pub fn alter_broker_configs(
+    image: &MetadataImage,
+    name: &str,
+    ops: &[(String, ConfigOp)],
+    incremental: bool,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    if !name.is_empty() {
+        match name.parse::<i32>() {
+            Ok(id) if id < 0 => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "Invalid negative broker ID.",
+                ))
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Node id must be an integer, but it is: {name}"),
+                ))
+            }
+        }
+    }
+    let current = image.broker_configs.get(name).cloned().unwrap_or_default();
+    let next = apply_ops(
+        &current,
+        ops,
+        incremental,
+        |key| {
+            strand_metadata::configs::dynamic_broker_config(key).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Cannot update these configs dynamically: [{key}]"),
+                )
+            })
+        },
+        validate_dynamic_broker_config,
+    )
+    // Kafka answers a bad broker config value INVALID_REQUEST.
+    .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.message))?;
+    Ok(changes(ConfigResource::Broker, name, &current, &next))
+}
+
+/// The configs after `ops`, each resulting value checked by `validate`;
+/// `def` finds a config's definition or refuses the name.
+fn apply_ops(
+    current: &ConfigMap,
+    ops: &[(String, ConfigOp)],
+    incremental: bool,
+    def: impl Fn(&str) -> Result<&'static TopicConfigDef, ApiError>,
+    validate: impl Fn(&str, &str) -> Result<(), String>,
+) -> Result<ConfigMap, ApiError> {
     let mut next = if incremental {
-        t.configs.clone()
+        current.clone()
     } else {
         Default::default()
     };
     for (key, op) in ops {
-        let def = strand_metadata::configs::topic_config(key).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidConfig,
-                format!("Unknown topic config name: {key}"),
-            )
-        })?;
-        let list_op = |v: &str,
-                       add: bool,
-                       next: &mut strand_metadata::records::ConfigMap|
-         -> Result<(), ApiError> {
+        let def = def(key)?;
+        let list_op = |v: &str, add: bool, next: &mut ConfigMap| -> Result<(), ApiError> {
             if def.kind != strand_metadata::configs::ConfigType::List {
                 return Err(ApiError::new(
                     ErrorCode::InvalidConfig,
@@ -95,32 +164,35 @@ pub fn alter_topic_configs(
             ConfigOp::Subtract(v) => list_op(v, false, &mut next)?,
         }
         if let Some(v) = next.get(key.as_str()) {
-            validate_topic_config(key, v)
-                .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+            validate(key, v).map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         }
     }
-    let mut records = Vec::new();
-    for (k, v) in &next {
-        if t.configs.get(k) != Some(v) {
-            records.push(MetadataRecord::Config {
-                resource: ConfigResource::Topic,
-                resource_name: name.into(),
-                name: k.clone(),
-                value: Some(v.clone()),
-            });
-        }
-    }
-    for k in t.configs.keys() {
-        if !next.contains_key(k) {
-            records.push(MetadataRecord::Config {
-                resource: ConfigResource::Topic,
-                resource_name: name.into(),
-                name: k.clone(),
-                value: None,
-            });
-        }
-    }
-    Ok(records)
+    Ok(next)
+}
+
+/// The records taking `resource` from `before` to `next`: one per config
+/// whose value changes.
+fn changes(
+    resource: ConfigResource,
+    name: &str,
+    before: &ConfigMap,
+    next: &ConfigMap,
+) -> Vec<MetadataRecord> {
+    let record = |k: &String, value: Option<&String>| MetadataRecord::Config {
+        resource,
+        resource_name: name.into(),
+        name: k.clone(),
+        value: value.cloned(),
+    };
+    let set = next
+        .iter()
+        .filter(|(k, v)| before.get(*k) != Some(*v))
+        .map(|(k, v)| record(k, Some(v)));
+    let removed = before
+        .keys()
+        .filter(|k| !next.contains_key(*k))
+        .map(|k| record(k, None));
+    set.chain(removed).collect()
 }
 
 #[cfg(test)]
@@ -321,5 +393,84 @@ mod tests {
         for (i, (c, ok)) in cases.into_iter().enumerate() {
             assert_eq!(validate_new_topic_configs(&c).is_ok(), ok, "case {i}");
         }
+    }
+
+    /// BROKER resources: dynamic configs per broker and cluster-wide,
+    /// static ones refused, names checked, values validated; the image
+    /// keeps what was written.
+    #[test]
+    fn broker_configs() {
+        let mut img = image_with_brokers(&[1]);
+        let set = |k: &str, v: &str| (k.to_string(), ConfigOp::Set(v.into()));
+        let del = |k: &str| (k.to_string(), ConfigOp::Delete);
+        let code = |img: &MetadataImage, name: &str, ops: &[(String, ConfigOp)]| {
+            alter_broker_configs(img, name, ops, true).map_err(|e| e.code)
+        };
+        use ErrorCode::*;
+        // (resource, ops) -> refusal
+        let refused: Vec<(&str, Vec<(String, ConfigOp)>, ErrorCode)> = vec![
+            ("1", vec![set("num.io.threads", "4")], InvalidRequest),
+            ("1", vec![set("no.such", "4")], InvalidRequest),
+            (
+                "1",
+                vec![set("leader.replication.throttled.rate", "-1")],
+                InvalidRequest,
+            ),
+            (
+                "1",
+                vec![set("leader.replication.throttled.rate", "1e3")],
+                InvalidRequest,
+            ),
+            ("1", vec![set("log.retention.ms", "x")], InvalidRequest),
+            ("-1", vec![set("log.retention.ms", "1")], InvalidRequest),
+            ("b1", vec![set("log.retention.ms", "1")], InvalidRequest),
+            (
+                "",
+                vec![(
+                    "leader.replication.throttled.rate".into(),
+                    ConfigOp::Append("1".into()),
+                )],
+                InvalidRequest,
+            ),
+        ];
+        for (i, (name, ops, want)) in refused.iter().enumerate() {
+            assert_eq!(code(&img, name, ops), Err(*want), "case {i}");
+        }
+        let recs = code(
+            &img,
+            "1",
+            &[
+                set("leader.replication.throttled.rate", "1000"),
+                set("log.retention.ms", "5"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(recs.len(), 2);
+        apply_all(&mut img, &recs);
+        let recs = code(&img, "", &[set("unclean.leader.election.enable", "true")]).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(
+            img.broker_configs["1"]["leader.replication.throttled.rate"],
+            "1000"
+        );
+        assert_eq!(
+            img.broker_configs[""]["unclean.leader.election.enable"],
+            "true"
+        );
+        // Unchanged values write nothing; deletes remove.
+        assert!(code(&img, "1", &[set("log.retention.ms", "5")])
+            .unwrap()
+            .is_empty());
+        let recs = code(&img, "1", &[del("log.retention.ms")]).unwrap();
+        apply_all(&mut img, &recs);
+        assert!(!img.broker_configs["1"].contains_key("log.retention.ms"));
+        // The full AlterConfigs replaces the resource's set.
+        let recs =
+            alter_broker_configs(&img, "1", &[set("log.retention.bytes", "9")], false).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(
+            img.broker_configs["1"].keys().collect::<Vec<_>>(),
+            vec!["log.retention.bytes"]
+        );
     }
 }

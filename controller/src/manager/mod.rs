@@ -8,8 +8,10 @@
 //! - `placement`: striped, rack-aware replica placement; manual assignment checks.
 //! - `replication`: leader election and ISR changes (fencing, unfencing,
 //!   controlled shutdown, ElectLeaders, AlterPartition).
+//! - `reassignment`: AlterPartitionReassignments, ListPartitionReassignments.
 //! - `cluster`: broker registration, heartbeats, session expiry.
-//! - `configs`: AlterConfigs / IncrementalAlterConfigs.
+//! - `configs`: AlterConfigs / IncrementalAlterConfigs (topics and brokers).
+//! - `features`: UpdateFeatures.
 //! - `producer_ids`: AllocateProducerIds.
 //! - `scram`: AlterUserScramCredentials.
 //! - `acls`: CreateAcls, DeleteAcls.
@@ -19,9 +21,11 @@ pub mod acls;
 pub mod cluster;
 mod common;
 pub mod configs;
+pub mod features;
 pub mod placement;
 pub mod producer_ids;
 pub mod quotas;
+pub mod reassignment;
 pub mod replication;
 pub mod scram;
 pub mod topics;
@@ -81,6 +85,7 @@ pub(crate) mod testutil {
             default_replication_factor: 1,
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
+            leader_balance_interval_ms: None,
         }
     }
 
@@ -134,6 +139,8 @@ pub(crate) mod testutil {
                 leader: BrokerId::from_wire(*leader),
                 leader_epoch: LeaderEpoch::ZERO,
                 partition_epoch: PartitionEpoch::ZERO,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             }));
         }
     }

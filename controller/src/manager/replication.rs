@@ -49,11 +49,89 @@ pub fn partition_change(
     election: Election,
     acceptable: impl Fn(BrokerId) -> bool,
 ) -> Option<PartitionRecord> {
-    let eligible = |r: BrokerId| target_isr.contains(&r) && acceptable(r);
-    let first_eligible = |skip: usize| p.replicas.iter().skip(skip).copied().find(|&r| eligible(r));
+    build_change(p, ChangeTarget::isr(p, target_isr), election, acceptable)
+}
+
+/// What a partition change aims at (Kafka's PartitionChangeBuilder
+/// targets): its replica sets and ISR before leader election and before a
+/// reassignment in flight is completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeTarget {
+    pub replicas: Vec<BrokerId>,
+    /// Empty: the partition keeps its ISR.
+    pub isr: Vec<BrokerId>,
+    pub adding: Vec<BrokerId>,
+    pub removing: Vec<BrokerId>,
+}
+
+impl ChangeTarget {
+    /// The partition's replica sets as they are, with `isr` as the ISR.
+    pub fn isr(p: &PartitionRecord, isr: &[BrokerId]) -> ChangeTarget {
+        ChangeTarget {
+            replicas: p.replicas.clone(),
+            isr: isr.to_vec(),
+            adding: p.adding_replicas.clone(),
+            removing: p.removing_replicas.clone(),
+        }
+    }
+
+    /// Completes a reassignment in flight once it can (Kafka's
+    /// maybeCompleteReassignment): the ISR less the removing replicas is
+    /// not empty and holds every adding replica (and every remaining
+    /// replica when fewer are added than removed). The removing replicas
+    /// then leave the replicas and the ISR.
+    fn complete_reassignment(&mut self) {
+        if self.adding.is_empty() && self.removing.is_empty() {
+            return;
+        }
+        let isr: Vec<BrokerId> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect();
+        let replicas: Vec<BrokerId> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect();
+        if isr.is_empty() || replicas.is_empty() || !self.adding.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        // A move that shrinks the replica count completes only with every
+        // remaining replica in sync (Kafka 4.4, KAFKA-19975).
+        if self.adding.len() < self.removing.len() && !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.replicas = replicas;
+        self.isr = isr;
+        self.adding.clear();
+        self.removing.clear();
+    }
+}
+
+/// The partition's next state for `target` (a reassignment in flight
+/// completed when it can), electing a leader as `election` says among the
+/// target's replicas; `None` when nothing changes. The leader epoch moves
+/// when the leader changes, and when replicas leave the assignment (so the
+/// removed ones are fenced, as Kafka does).
+pub fn build_change(
+    p: &PartitionRecord,
+    mut target: ChangeTarget,
+    election: Election,
+    acceptable: impl Fn(BrokerId) -> bool,
+) -> Option<PartitionRecord> {
+    if target.isr.is_empty() {
+        target.isr = p.isr.clone();
+    }
+    target.complete_reassignment();
+    let replicas = &target.replicas;
+    let eligible = |r: BrokerId| target.isr.contains(&r) && replicas.contains(&r) && acceptable(r);
+    let first_eligible = |skip: usize| replicas.iter().skip(skip).copied().find(|&r| eligible(r));
     let current = p.leader.filter(|&l| eligible(l));
     let (leader, unclean) = match election {
-        Election::Preferred => match p.replicas.first() {
+        Election::Preferred => match replicas.first() {
             Some(&r) if eligible(r) => (Some(r), false),
             _ if current.is_some() => (current, false),
             _ => (first_eligible(1), false),
@@ -63,10 +141,9 @@ pub fn partition_change(
                 (current, false)
             } else if let Some(r) = first_eligible(0) {
                 (Some(r), false)
-            } else if let (Election::Unclean, Some(r)) = (
-                election,
-                p.replicas.iter().copied().find(|&r| acceptable(r)),
-            ) {
+            } else if let (Election::Unclean, Some(r)) =
+                (election, replicas.iter().copied().find(|&r| acceptable(r)))
+            {
                 (Some(r), true)
             } else {
                 (None, false)
@@ -75,23 +152,30 @@ pub fn partition_change(
     };
     let isr = if let (true, Some(l)) = (unclean && leader != p.leader, leader) {
         vec![l]
-    } else if !target_isr.is_empty() {
-        target_isr.to_vec()
     } else {
-        p.isr.clone()
+        target.isr.clone()
     };
-    if leader == p.leader && isr == p.isr {
+    if leader == p.leader
+        && isr == p.isr
+        && target.replicas == p.replicas
+        && target.adding == p.adding_replicas
+        && target.removing == p.removing_replicas
+    {
         return None;
     }
+    let replicas_removed = p.replicas.iter().any(|r| !target.replicas.contains(r));
     Some(PartitionRecord {
         isr,
         leader,
-        leader_epoch: if leader != p.leader {
+        leader_epoch: if leader != p.leader || replicas_removed {
             p.leader_epoch.next()
         } else {
             p.leader_epoch
         },
         partition_epoch: p.partition_epoch.next(),
+        replicas: target.replicas,
+        adding_replicas: target.adding,
+        removing_replicas: target.removing,
         ..p.clone()
     })
 }
@@ -211,6 +295,39 @@ pub fn handle_controlled_shutdown(
     }
     records.extend(remove_broker_from_partitions(image, broker_id));
     records
+}
+
+/// The most partition changes one leader-balancing pass writes (Kafka's
+/// `maxElectionsPerImbalance`).
+pub const MAX_ELECTIONS_PER_BALANCE: usize = 1000;
+
+/// Automatic leader balancing (Kafka 4.x's maybeBalancePartitionLeaders,
+/// `auto.leader.rebalance.enable`): a preferred election for every
+/// partition whose leader is not its first replica, where that replica is
+/// in the ISR and active; at most `max` changes, and whether more may be
+/// due (then the pass runs again soon).
+pub fn balance_partition_leaders(image: &MetadataImage, max: usize) -> (Vec<MetadataRecord>, bool) {
+    let mut out = Vec::new();
+    for p in image.topics.values().flat_map(|t| &t.partitions) {
+        if p.leader.is_some() && p.leader == p.replicas.first().copied() {
+            continue;
+        }
+        if out.len() == max {
+            return (out, true);
+        }
+        let preferred = p.replicas.first().copied();
+        if let Some(change) =
+            partition_change(p, &p.isr, Election::Preferred, |r| image.is_active(r))
+        {
+            // Only a move to the preferred replica: one that merely
+            // elects some other replica of a leaderless partition is the
+            // unfencing path's to make.
+            if change.leader == preferred {
+                out.push(MetadataRecord::PartitionChange(change));
+            }
+        }
+    }
+    (out, false)
 }
 
 /// ElectLeaders. `partitions == None` means every partition, and then the
@@ -446,10 +563,14 @@ pub fn alter_partition(
     if new_isr == p.isr.iter().copied().collect::<BTreeSet<BrokerId>>() {
         return Ok((vec![], p.into()));
     }
-    let change = PartitionRecord {
-        isr: req.new_isr.clone(),
-        partition_epoch: p.partition_epoch.next(),
-        ..p.clone()
+    // Through the change builder: an ISR that now holds every replica a
+    // reassignment adds completes it, which may move the leadership off
+    // a removed requester (the answer then says NEW_LEADER_ELECTED).
+    let leader = p.leader;
+    let target = ChangeTarget::isr(p, &req.new_isr);
+    let acceptable = |r: BrokerId| Some(r) == leader || image.is_active(r);
+    let Some(change) = build_change(p, target, Election::Online, acceptable) else {
+        return Ok((vec![], p.into()));
     };
     let state = AlterPartitionState::from(&change);
     Ok((vec![MetadataRecord::PartitionChange(change)], state))
@@ -486,6 +607,8 @@ mod tests {
             leader: leader(leader_id),
             leader_epoch: LeaderEpoch::new(5),
             partition_epoch: PartitionEpoch::new(9),
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         }
     }
 
@@ -867,6 +990,8 @@ mod tests {
             leader: Some(b(1)),
             leader_epoch: LeaderEpoch::new(3),
             partition_epoch: PartitionEpoch::new(7),
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         }));
         img
     }
@@ -1080,6 +1205,43 @@ mod tests {
             alter_partition(&img, &stale).unwrap_err().code,
             ErrorCode::FencedLeaderEpoch
         );
+    }
+
+    /// Leaders go back to the first replica where it is in sync and
+    /// active; at most `max` per pass.
+    #[test]
+    fn leader_balancing() {
+        let mut img = image_with_brokers(&[1, 2, 3]);
+        add_topic(
+            &mut img,
+            "t",
+            &[
+                (&[1, 2, 3], &[1, 2, 3], 2), // moves to 1
+                (&[2, 3, 1], &[2, 3, 1], 2), // balanced
+                (&[3, 1, 2], &[1, 2], 1),    // 3 out of sync: stays
+                (&[1, 2], &[1, 2], 2),       // moves to 1, but 1 is fenced below
+                (&[2, 1], &[2, 1], 1),       // moves to 2
+            ],
+        );
+        let (recs, more) = balance_partition_leaders(&img, MAX_ELECTIONS_PER_BALANCE);
+        assert!(!more);
+        let moved: Vec<(i32, Option<BrokerId>)> = recs
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::PartitionChange(c) => (c.partition, c.leader),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            moved,
+            vec![(0, Some(b(1))), (3, Some(b(1))), (4, Some(b(2)))]
+        );
+        let (recs, more) = balance_partition_leaders(&img, 2);
+        assert_eq!((recs.len(), more), (2, true));
+        let fence = handle_broker_fenced(&img, b(1));
+        apply_all(&mut img, &fence);
+        let (recs, _) = balance_partition_leaders(&img, MAX_ELECTIONS_PER_BALANCE);
+        assert!(recs.is_empty(), "1 fenced: nothing to move back: {recs:?}");
     }
 
     #[test]

@@ -50,6 +50,8 @@ fn partition_records(
                 replicas,
                 leader_epoch: LeaderEpoch::ZERO,
                 partition_epoch: PartitionEpoch::ZERO,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             }))
         })
         .collect()
@@ -387,6 +389,7 @@ mod tests {
         let img = image_with_brokers(&[1, 2, 3]);
         let limited = ControllerConfig {
             max_replication_factor: 1,
+            leader_balance_interval_ms: None,
             ..cfg()
         };
         let t = |name: &str, rf: i16| NewTopic {
@@ -432,6 +435,7 @@ mod tests {
             let cfg = ControllerConfig {
                 default_replication_factor: default_rf,
                 max_replication_factor: max,
+                leader_balance_interval_ms: None,
                 ..cfg()
             };
             let t = match requested {

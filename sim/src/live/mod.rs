@@ -484,6 +484,7 @@ async fn start_quorum(
                     default_replication_factor: 3,
                     producer_id_block_size: 1000,
                     max_replication_factor: usize::MAX,
+                    leader_balance_interval_ms: None,
                 },
                 clock: clock.clone(),
                 seed: Some(seed ^ (u64::from(id) << 32)),
