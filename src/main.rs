@@ -185,6 +185,15 @@ fn main() {
         // Kafka logs the same of the keys it was given and does not use.
         tracing::warn!(keys = ?config.unused_keys, "these configurations were supplied but are not used by Strand");
     }
+    if config.log_dirs.len() > 1 {
+        // Several log directories (JBOD) are not built yet: say so rather
+        // than leave the others empty without a word.
+        tracing::warn!(
+            used = %config.log_dirs[0].display(),
+            unused = ?config.log_dirs[1..].iter().map(|d| d.display().to_string()).collect::<Vec<_>>(),
+            "log.dirs names several directories; Strand keeps every partition in the first"
+        );
+    }
     lifecycle::raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -351,7 +360,8 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let controller = ControllerLink::new(controller.client(), controller.subscribe());
     let clock = strand_types::SystemClock::shared();
     let lease = lifecycle::write_lease(&config);
-    let registration = lifecycle::register(&config, &controller, &lease, &*clock).await?;
+    let registration =
+        lifecycle::register(&config, &meta.cluster_id, &controller, &lease, &*clock).await?;
     lifecycle::spawn_heartbeats(
         config.clone(),
         controller.clone(),

@@ -442,6 +442,7 @@ const SESSION_3: &[Step] = &[
     PRODUCER_PERF,
     CONSUMER_PERF,
     step("no reassignments", "kafka-reassign-partitions", "--bootstrap-server {B} --list"),
+    step_n("generate a reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --topics-to-move-json-file {DIR}/move.json --broker-list 1,2,3 --generate"),
     step_n("reassign with a throttle", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --execute --throttle 50000000"),
     step_n("verify the reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --verify"),
     step("cancel a finished reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --cancel"),
@@ -455,6 +456,7 @@ const SESSION_3: &[Step] = &[
 /// every run).
 const REASSIGN_JSON: &str =
     r#"{"version":1,"partitions":[{"topic":"quick","partition":0,"replicas":[2,1]}]}"#;
+const MOVE_JSON: &str = r#"{"version":1,"topics":[{"topic":"quick"}]}"#;
 const REASSIGN_UNKNOWN_JSON: &str =
     r#"{"version":1,"partitions":[{"topic":"quick","partition":0,"replicas":[1,9]}]}"#;
 
@@ -474,6 +476,7 @@ fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static st
     let dir = tempfile::tempdir().expect("a scratch directory");
     std::fs::write(dir.path().join("delete.json"), DELETE_JSON).expect("delete.json");
     std::fs::write(dir.path().join("reassign.json"), REASSIGN_JSON).expect("reassign.json");
+    std::fs::write(dir.path().join("move.json"), MOVE_JSON).expect("move.json");
     std::fs::write(
         dir.path().join("reassign-unknown.json"),
         REASSIGN_UNKNOWN_JSON,

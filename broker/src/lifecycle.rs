@@ -52,6 +52,7 @@ pub fn raise_open_file_limit() {
 
 pub async fn register(
     config: &BrokerConfig,
+    cluster_id: &str,
     controller: &ControllerLink,
     lease: &WriteLease,
     clock: &dyn Clock,
@@ -75,11 +76,16 @@ pub async fn register(
                 port: l.port,
             })
             .collect(),
+        cluster_id: cluster_id.to_string(),
     };
     let deadline = tokio::time::Instant::now() + REGISTRATION_TIMEOUT;
     let broker_epoch = loop {
         match controller.register_broker(req.clone()).await {
             Ok(epoch) => break epoch,
+            // Data of another cluster: retrying cannot help.
+            Err(e) if e.code == strand_protocol::ErrorCode::InconsistentClusterId => {
+                return Err(format!("broker registration refused: {}", e.message))
+            }
             Err(e) if tokio::time::Instant::now() < deadline => {
                 tracing::info!(error = %e.message, "broker registration not accepted yet; retrying");
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1382,6 +1382,7 @@ impl Sim {
             port: 9000 + broker as u16,
             rack: None,
             endpoints: vec![],
+            cluster_id: String::new(),
         };
         match self.request(ControllerRequest::RegisterBroker(req)).await {
             Some((l, ControllerReply::Registered(Ok(epoch)))) => {

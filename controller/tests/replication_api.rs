@@ -91,6 +91,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
                 port: 9092,
                 rack: None,
                 endpoints: vec![],
+                cluster_id: String::new(),
             })
             .await
             .unwrap();

@@ -73,6 +73,7 @@ async fn register(h: &ControllerHandle, broker_id: i32) -> BrokerEpoch {
             port: 9092,
             rack: None,
             endpoints: vec![],
+            cluster_id: String::new(),
         })
         .await
         .unwrap();

@@ -114,6 +114,11 @@ pub struct BrokerRegistrationRequest {
     /// Every advertised client listener (see `BrokerRecord::endpoints`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<crate::records::BrokerEndpoint>,
+    /// The cluster the broker's data belongs to (its meta.properties):
+    /// a broker of another cluster is refused. Empty: not checked (a
+    /// broker that sends none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster_id: String,
 }
 
 /// BrokerHeartbeat.

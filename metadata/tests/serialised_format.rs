@@ -239,6 +239,7 @@ fn controller_rpc_messages_keep_their_bytes() {
                 port: 9092,
                 rack: None,
                 endpoints: vec![],
+                cluster_id: String::new(),
             }),
             r#"{"RegisterBroker":{"broker_id":2,"incarnation_id":"00000000-0000-0000-0000-000000000003","host":"h","port":9092,"rack":null}}"#,
         ),

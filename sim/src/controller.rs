@@ -126,6 +126,7 @@ impl Sim {
                     port: 9092,
                     rack: None,
                     endpoints: vec![],
+                    cluster_id: String::new(),
                 };
                 let registered = register_broker(
                     &self.controller.image,

@@ -252,6 +252,20 @@ pub fn register_broker(
             format!("Invalid broker id {}", req.broker_id),
         ));
     }
+    // Kafka's ClusterControlManager: a broker whose data belongs to another
+    // cluster never joins this one.
+    if !req.cluster_id.is_empty()
+        && !image.cluster_id.is_empty()
+        && req.cluster_id != image.cluster_id
+    {
+        return Err(ApiError::new(
+            ErrorCode::InconsistentClusterId,
+            format!(
+                "Expected cluster ID {}, but got cluster ID {}",
+                image.cluster_id, req.cluster_id
+            ),
+        ));
+    }
     let existing = image.brokers.get(&req.broker_id);
     let mut records = Vec::new();
     if let Some(prev) = existing {
@@ -538,6 +552,7 @@ mod tests {
             port: 9092,
             rack: None,
             endpoints: vec![],
+            cluster_id: String::new(),
         }
     }
 
@@ -794,6 +809,27 @@ mod tests {
         let all = img.applied;
         assert_eq!(lease(&mut rebuilt, &mut img, 3, all - 1, now + 900), None);
         assert!(lease(&mut rebuilt, &mut img, 3, all, now + 1_000).is_some());
+    }
+
+    /// A broker whose meta.properties names another cluster is refused
+    /// (INCONSISTENT_CLUSTER_ID, Kafka's words); the same cluster, or none
+    /// named, registers.
+    #[test]
+    fn registration_checks_the_cluster_id() {
+        let mut img = MetadataImage::default();
+        img.apply(&MetadataRecord::ClusterFormatted {
+            cluster_id: "c-1".into(),
+        });
+        let mut hbs = BrokerHeartbeats::default();
+        let with = |id: &str| BrokerRegistrationRequest {
+            cluster_id: id.into(),
+            ..req(1, 1)
+        };
+        let e = register_broker(&img, &mut hbs, &with("c-2"), 0, TIMEOUT).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InconsistentClusterId);
+        assert_eq!(e.message, "Expected cluster ID c-1, but got cluster ID c-2");
+        assert!(register_broker(&img, &mut hbs, &with("c-1"), 0, TIMEOUT).is_ok());
+        assert!(register_broker(&img, &mut hbs, &with(""), 0, TIMEOUT).is_ok());
     }
 
     #[test]

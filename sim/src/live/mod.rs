@@ -557,7 +557,7 @@ async fn start_broker(
         image_feed(quorum.clone(), Some(host)),
     );
     let lease = lifecycle::write_lease(&config);
-    let registration = lifecycle::register(&config, &link, &lease, &*clock).await?;
+    let registration = lifecycle::register(&config, "", &link, &lease, &*clock).await?;
     lifecycle::spawn_heartbeats(
         config.clone(),
         link.clone(),
