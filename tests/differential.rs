@@ -1336,6 +1336,15 @@ fn create_ready_with(c: &mut Client, topic: &str, configs: &[(&str, &str)]) {
             (v.error_code == 0 && v.leader >= 0).then_some(())
         },
     );
+    // Named in the metadata is not yet serving: Kafka's broker may answer
+    // NOT_LEADER_OR_FOLLOWER for a moment after (a run of 2026-12-07 got it
+    // for every produce to a new topic). The partition answers ListOffsets
+    // once its leader has taken it up.
+    eventually(
+        "the new topic's leader serving",
+        std::time::Duration::from_secs(30),
+        || (list_offset(c, topic, 0, -1).0 == 0).then_some(()),
+    );
 }
 
 /// One Fetch (v11) of `topic`/0 from `offset` under `isolation`: the
