@@ -17,6 +17,7 @@
 use crate::client_quotas::{QuotaWindow, Rate};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use strand_metadata::configs::BrokerLayers;
 use strand_metadata::image::MetadataImage;
 use strand_types::BrokerId;
@@ -60,7 +61,8 @@ impl ThrottledReplicas {
 /// throttled bytes moved.
 #[derive(Debug)]
 pub struct ReplicationQuota {
-    bound: Mutex<u64>,
+    /// Read on every follower fetch of a throttled topic: no lock.
+    bound: AtomicU64,
     rate: Mutex<Rate>,
     window: QuotaWindow,
 }
@@ -68,7 +70,7 @@ pub struct ReplicationQuota {
 impl ReplicationQuota {
     fn new(window: QuotaWindow) -> Self {
         ReplicationQuota {
-            bound: Mutex::new(u64::MAX),
+            bound: AtomicU64::new(u64::MAX),
             rate: Mutex::new(Rate::default()),
             window,
         }
@@ -76,20 +78,20 @@ impl ReplicationQuota {
 
     /// The rate of throttled bytes is over the bound.
     pub fn is_exceeded(&self, now_ms: i64) -> bool {
-        let bound = *self.bound.lock();
+        let bound = self.bound();
         bound != u64::MAX && self.rate.lock().measure(self.window, now_ms) > bound as f64
     }
 
     /// Counts `bytes` of throttled replicas moved at `now_ms`.
     pub fn record(&self, bytes: usize, now_ms: i64) {
-        if bytes > 0 && *self.bound.lock() != u64::MAX {
+        if bytes > 0 && self.bound() != u64::MAX {
             self.rate.lock().record(self.window, bytes as f64, now_ms);
         }
     }
 
     /// How long until the rate is back within the bound (0: it is).
     pub fn wait_ms(&self, now_ms: i64) -> u64 {
-        let bound = *self.bound.lock();
+        let bound = self.bound();
         if bound == u64::MAX {
             return 0;
         }
@@ -99,7 +101,11 @@ impl ReplicationQuota {
     }
 
     pub fn bound(&self) -> u64 {
-        *self.bound.lock()
+        self.bound.load(Ordering::Relaxed)
+    }
+
+    fn set_bound(&self, bound: u64) {
+        self.bound.store(bound, Ordering::Relaxed);
     }
 }
 
@@ -135,8 +141,10 @@ impl ReplicationThrottles {
                 .and_then(|(v, _)| v.trim().parse::<u64>().ok())
                 .unwrap_or(u64::MAX)
         };
-        *self.leader.bound.lock() = bound("leader.replication.throttled.rate");
-        *self.follower.bound.lock() = bound("follower.replication.throttled.rate");
+        self.leader
+            .set_bound(bound("leader.replication.throttled.rate"));
+        self.follower
+            .set_bound(bound("follower.replication.throttled.rate"));
         let list = |configs: &strand_metadata::records::ConfigMap, key: &str| {
             configs
                 .get(key)
@@ -158,22 +166,29 @@ impl ReplicationThrottles {
 
     /// This broker's replica of `topic`-`partition` is throttled as a leader.
     pub fn leader_throttled(&self, topic: &str, partition: i32) -> bool {
-        self.leader.bound() != u64::MAX
-            && self
-                .topics
-                .read()
-                .get(topic)
-                .is_some_and(|(l, _)| l.as_ref().is_some_and(|l| l.contains(partition, self.me)))
+        self.throttled(&self.leader, topic, partition, |(l, _)| l)
     }
 
     /// This broker's replica of `topic`-`partition` is throttled as a follower.
     pub fn follower_throttled(&self, topic: &str, partition: i32) -> bool {
-        self.follower.bound() != u64::MAX
-            && self
-                .topics
-                .read()
-                .get(topic)
-                .is_some_and(|(_, f)| f.as_ref().is_some_and(|f| f.contains(partition, self.me)))
+        self.throttled(&self.follower, topic, partition, |(_, f)| f)
+    }
+
+    /// The quota has a bound and the side's list `side` picks names this
+    /// broker's replica.
+    fn throttled(
+        &self,
+        quota: &ReplicationQuota,
+        topic: &str,
+        partition: i32,
+        side: fn(&TopicThrottles) -> &Option<ThrottledReplicas>,
+    ) -> bool {
+        quota.bound() != u64::MAX
+            && self.topics.read().get(topic).is_some_and(|t| {
+                side(t)
+                    .as_ref()
+                    .is_some_and(|list| list.contains(partition, self.me))
+            })
     }
 }
 
@@ -210,7 +225,7 @@ mod tests {
         // No bound: never exceeded, nothing recorded.
         q.record(1 << 30, 0);
         assert!(!q.is_exceeded(0));
-        *q.bound.lock() = 1000;
+        q.set_bound(1000);
         // 10 windows' worth at the start is the bound exactly (the rate
         // is measured over at least 10 windows).
         q.record(10_000, 0);
