@@ -185,15 +185,6 @@ fn main() {
         // Kafka logs the same of the keys it was given and does not use.
         tracing::warn!(keys = ?config.unused_keys, "these configurations were supplied but are not used by Strand");
     }
-    if config.log_dirs.len() > 1 {
-        // Several log directories (JBOD) are not built yet: say so rather
-        // than leave the others empty without a word.
-        tracing::warn!(
-            used = %config.log_dirs[0].display(),
-            unused = ?config.log_dirs[1..].iter().map(|d| d.display().to_string()).collect::<Vec<_>>(),
-            "log.dirs names several directories; Strand keeps every partition in the first"
-        );
-    }
     lifecycle::raise_open_file_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -269,6 +260,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
     let meta = meta::load_or_self_format(&config)?;
+    let log_dirs = Arc::new(strand_broker::log_dirs::LogDirs::load(&config, &meta)?);
     let voters: BTreeMap<u64, String> = if config.quorum_voters.is_empty() {
         meta.initial_controllers
             .iter()
@@ -360,14 +352,22 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
     let controller = ControllerLink::new(controller.client(), controller.subscribe());
     let clock = strand_types::SystemClock::shared();
     let lease = lifecycle::write_lease(&config);
-    let registration =
-        lifecycle::register(&config, &meta.cluster_id, &controller, &lease, &*clock).await?;
+    let registration = lifecycle::register(
+        &config,
+        &meta.cluster_id,
+        &controller,
+        &lease,
+        &*clock,
+        &log_dirs,
+    )
+    .await?;
     lifecycle::spawn_heartbeats(
         config.clone(),
         controller.clone(),
         &registration,
         lease.clone(),
         clock.clone(),
+        log_dirs.clone(),
     );
     let broker = Arc::new(ReplicaManager::new(
         config.clone(),
@@ -376,6 +376,7 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         clock,
         inter_broker,
         lease,
+        log_dirs.clone(),
     ));
     let node = node::Node::new(broker.clone());
     let image = broker.image();
@@ -414,35 +415,52 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         )));
     }
 
-    let failures = broker.log_dir_failures.clone();
+    // Each log directory that fails stops its own partitions; the
+    // metadata directory's failure, or the last one's, stops the broker.
+    let (fatal_tx, mut fatal_rx) = tokio::sync::mpsc::channel::<String>(1);
+    for i in 0..log_dirs.all().len() {
+        let (broker, fatal_tx) = (broker.clone(), fatal_tx.clone());
+        tokio::spawn(async move {
+            let what = broker.log_dirs.all()[i].failures.wait().await;
+            if broker.log_dirs.is_fatal() {
+                let _ = fatal_tx.send(what).await;
+            } else {
+                let b = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    b.handle_log_dir_failure(&b.log_dirs.all()[i])
+                })
+                .await;
+            }
+        });
+    }
     tokio::select! {
         signalled = lifecycle::wait_for_signal() => signalled?,
-        what = failures.wait() => {
-            // Kafka halts once every log directory has failed; the
-            // leaderships go first so clients are not left waiting for the
-            // session timeout. Never the clean path: it would flush and
-            // checkpoint the failed logs.
+        Some(what) = fatal_rx.recv() => {
+            // Kafka halts once every log directory has failed, or the
+            // metadata one; the leaderships go first so clients are not
+            // left waiting for the session timeout. Never the clean path:
+            // it would flush and checkpoint the failed logs.
             tracing::error!(error = %what, "the log directory failed: handing over leaderships and stopping");
             let b = broker.clone();
             let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
-            lifecycle::controlled_shutdown(&config, &controller, &registration).await;
+            lifecycle::controlled_shutdown(&config, &controller, &registration, &log_dirs).await;
             halt(&format!("log directory failed ({what})"));
         }
         why = metadata_failed => {
-            // The same directory: the metadata store lives in it too.
+            // The first log directory: the metadata store lives in it.
             tracing::error!(error = %why, "the metadata store failed: handing over leaderships and stopping");
             let b = broker.clone();
             let _ = tokio::task::spawn_blocking(move || b.stop_fetchers()).await;
-            lifecycle::controlled_shutdown(&config, &controller, &registration).await;
+            lifecycle::controlled_shutdown(&config, &controller, &registration, &log_dirs).await;
             halt(&format!("metadata store failed ({why})"));
         }
     }
-    lifecycle::controlled_shutdown(&config, &controller, &registration).await;
+    lifecycle::controlled_shutdown(&config, &controller, &registration, &log_dirs).await;
     let _ = shutdown_tx.send(true);
     for server in servers {
         let _ = server.await;
     }
-    if broker.log_dir_failures.is_offline() {
+    if log_dirs.all().iter().any(|d| d.is_offline()) {
         // A log failed while stopping: nothing may be flushed or marked clean.
         return Err(
             "log directory failed during shutdown; stopped without a clean shutdown".into(),

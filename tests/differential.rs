@@ -80,7 +80,9 @@ type Facts = BTreeMap<String, String>;
 
 fn start(server: Server) -> Cluster {
     let name = server.name();
-    let mut spec = ClusterSpec::combined(1);
+    // Two log directories (JBOD): DescribeLogDirs and AlterReplicaLogDirs
+    // compared with the reference's.
+    let mut spec = ClusterSpec::combined(1).with_extra_log_dirs(1);
     for (k, v) in SETTINGS {
         spec = spec.with_override(*k, *v);
     }
@@ -1929,10 +1931,147 @@ fn cluster_operations(c: &mut Client, facts: &mut Facts) {
     );
 }
 
+/// A log directory as DescribeLogDirs answers: its index in `log.dirs`,
+/// its error, and (topic, partition, future) of what it holds.
+type DirFacts = (Option<usize>, i16, Vec<(String, i32, bool)>);
+
+/// Several log directories (KIP-858, after `cluster_operations` made topic
+/// `moved`): DescribeLogDirs' directories (as their index in `log.dirs`),
+/// AlterReplicaLogDirs' refusals, and a replica moved to the other
+/// directory ending there.
+fn log_dirs(c: &mut Client, cluster: &Cluster, facts: &mut Facts) {
+    use kafka_protocol::messages::*;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let paths: Vec<std::path::PathBuf> = cluster
+        .log_dirs(1)
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap())
+        .collect();
+    // (directory index, error, [(topic, partition, future)]) of each.
+    let describe = |c: &mut Client| {
+        let r: DescribeLogDirsResponse = c
+            .call(
+                ApiKey::DescribeLogDirs,
+                4,
+                &DescribeLogDirsRequest::default().with_topics(None),
+            )
+            .expect("DescribeLogDirs");
+        let mut dirs: Vec<DirFacts> = r
+            .results
+            .iter()
+            .map(|d| {
+                let path = std::fs::canonicalize(d.log_dir.as_str()).ok();
+                let mut parts: Vec<(String, i32, bool)> = d
+                    .topics
+                    .iter()
+                    .filter(|t| t.name.0.as_str() == "moved")
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(|p| (t.name.to_string(), p.partition_index, p.is_future_key))
+                    })
+                    .collect();
+                parts.sort();
+                (
+                    paths.iter().position(|p| Some(p) == path.as_ref()),
+                    d.error_code,
+                    parts,
+                )
+            })
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    let before = describe(c);
+    note(
+        facts,
+        "DescribeLogDirs with two directories: each, its error, topic moved's partitions",
+        before
+            .iter()
+            .map(|(i, e, parts)| (i.is_some(), *e, parts.len()))
+            .collect::<Vec<_>>(),
+    );
+    let holder = |dirs: &[DirFacts]| {
+        dirs.iter()
+            .find(|(_, _, parts)| parts.iter().any(|(_, p, future)| *p == 0 && !future))
+            .and_then(|(i, _, _)| *i)
+    };
+    let from = holder(&before).expect("moved-0 in a directory");
+    let to = 1 - from;
+    let alter =
+        |c: &mut Client, path: &str, topic: &str, partition: i32| -> Vec<(String, i32, i16)> {
+            use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+            let r: AlterReplicaLogDirsResponse = c
+                .call(
+                    ApiKey::AlterReplicaLogDirs,
+                    2,
+                    &AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                        AlterReplicaLogDir::default()
+                            .with_path(s(path))
+                            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                                .with_name(TopicName(s(topic)))
+                                .with_partitions(vec![partition])]),
+                    ]),
+                )
+                .expect("AlterReplicaLogDirs");
+            r.results
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.topic_name.to_string(), p.partition_index, p.error_code))
+                })
+                .collect()
+        };
+    let target = paths[to].display().to_string();
+    note(
+        facts,
+        "AlterReplicaLogDirs to a path that is not a log directory",
+        alter(c, "/no/such/log/dir", "moved", 0),
+    );
+    note(
+        facts,
+        "AlterReplicaLogDirs of a partition that does not exist",
+        alter(c, &target, "moved", 9),
+    );
+    note(
+        facts,
+        "AlterReplicaLogDirs of a topic that does not exist",
+        alter(c, &target, "no-such-topic", 0),
+    );
+    note(
+        facts,
+        "AlterReplicaLogDirs to the directory the replica is in",
+        alter(c, &paths[from].display().to_string(), "moved", 0),
+    );
+    note(
+        facts,
+        "AlterReplicaLogDirs to the other directory",
+        alter(c, &target, "moved", 0),
+    );
+    let moved = common::eventually(
+        "moved-0 in the other directory",
+        std::time::Duration::from_secs(30),
+        || {
+            let dirs = describe(c);
+            (holder(&dirs) == Some(to)).then_some(dirs)
+        },
+    );
+    note(
+        facts,
+        "DescribeLogDirs once moved: each, its error, topic moved's partitions",
+        moved
+            .iter()
+            .map(|(i, e, parts)| (*i == Some(to), *e, parts.clone()))
+            .collect::<Vec<_>>(),
+    );
+}
+
 fn observe(cluster: &Cluster) -> Facts {
     let mut facts = Facts::new();
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
     cluster_operations(&mut c, &mut facts);
+    log_dirs(&mut c, cluster, &mut facts);
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);

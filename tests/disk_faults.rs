@@ -34,14 +34,6 @@ fn addr(cluster: &Cluster, id: i32) -> String {
     cluster.broker_addr(id).expect("broker address")
 }
 
-/// The fault-injecting library, built beside this test (a dev-dependency).
-fn faultfs_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let lib = exe.with_file_name("libstrand_faultfs.so");
-    assert!(lib.is_file(), "{} was not built", lib.display());
-    lib
-}
-
 /// A 3-node cluster (`spec()`) with faultfs preloaded, and its control
 /// file, empty (the directory holding it lives as long as the first value).
 fn faultfs_cluster() -> (tempfile::TempDir, PathBuf, Cluster) {
@@ -51,7 +43,10 @@ fn faultfs_cluster() -> (tempfile::TempDir, PathBuf, Cluster) {
     let cluster = Cluster::start(
         &common::strand_bin(),
         spec()
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env(
+                "LD_PRELOAD",
+                common::faultfs_library().display().to_string(),
+            )
             .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
     )
     .expect("cluster starts");
@@ -122,22 +117,7 @@ fn write_acked(cluster: &mut Cluster, topic: &str, value: &str) {
 /// Every record value from the log start to the HW of the current leader.
 fn read_all(cluster: &mut Cluster, topic: &str) -> Vec<String> {
     let leader = leader_seen_without(cluster, topic, -1).expect("a leader");
-    let mut c = Client::connect(&addr(cluster, leader)).unwrap();
-    let mut values = Vec::new();
-    let mut offset = 0;
-    loop {
-        let f = common::fetch_values(&mut c, topic, 0, offset, 0).unwrap();
-        assert_eq!(f.error_code, 0);
-        for (o, v) in &f.records {
-            if *o >= offset {
-                values.push(String::from_utf8(v.to_vec()).expect("a value we wrote"));
-            }
-        }
-        if f.next_offset >= f.high_watermark || f.next_offset == offset {
-            return values;
-        }
-        offset = f.next_offset;
-    }
+    common::read_values(&addr(cluster, leader), topic, 0)
 }
 
 /// The values in a partition directory's segment files, checking that every
@@ -516,7 +496,10 @@ fn a_stalled_disk_holds_up_only_its_own_writes() {
     let cluster = Cluster::start(
         &common::strand_bin(),
         ClusterSpec::combined(1)
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env(
+                "LD_PRELOAD",
+                common::faultfs_library().display().to_string(),
+            )
             .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
     )
     .expect("cluster starts");
@@ -613,7 +596,10 @@ fn creating_partitions_on_a_stalled_disk_holds_up_nothing_else() {
     let cluster = Cluster::start(
         &common::strand_bin(),
         ClusterSpec::combined(1)
-            .with_env("LD_PRELOAD", faultfs_library().display().to_string())
+            .with_env(
+                "LD_PRELOAD",
+                common::faultfs_library().display().to_string(),
+            )
             .with_env("STRAND_FAULTFS_CONTROL", control.display().to_string()),
     )
     .expect("cluster starts");

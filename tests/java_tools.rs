@@ -327,6 +327,7 @@ fn run_step(dist: &KafkaDist, cluster: &Cluster, dir: &Path, s: &Step) -> Vec<St
             .filter(kept)
             // The cluster's directory (the log dirs a reassignment prints).
             .map(|l| l.replace(&cluster.dir().display().to_string(), "DIR"))
+            .map(|l| same_dir_for_each_replica(&l))
             .filter_map(|l| mask(&l, &bootstrap))
             .map(|l| {
                 if s.numbers_masked {
@@ -381,6 +382,59 @@ fn mask(line: &str, bootstrap: &str) -> Option<String> {
     Some(out)
 }
 
+/// Which of a node's log directories holds a replica is a tie-break of
+/// placement (Kafka's and Strand's differ): a reassignment's `log_dirs`
+/// name the node's directory (`DIR/nodeN-dirK` as `DIR/nodeN`), and
+/// kafka-log-dirs' answer becomes each broker's directories (their errors)
+/// with the partitions they hold together.
+fn same_dir_for_each_replica(line: &str) -> String {
+    if line.starts_with("{\"brokers\":") {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return line.to_string();
+        };
+        let brokers = v["brokers"].as_array().cloned().unwrap_or_default();
+        let summary: Vec<String> = brokers
+            .iter()
+            .map(|b| {
+                let dirs = b["logDirs"].as_array().cloned().unwrap_or_default();
+                let mut parts: Vec<String> = dirs
+                    .iter()
+                    .flat_map(|d| d["partitions"].as_array().cloned().unwrap_or_default())
+                    .map(|p| format!("{}:{}", p["partition"], p["isFuture"]))
+                    .collect();
+                parts.sort();
+                let errors: Vec<String> = dirs.iter().map(|d| d["error"].to_string()).collect();
+                format!(
+                    "broker {}: {} dirs, errors {errors:?}, holding {parts:?}",
+                    b["broker"],
+                    dirs.len()
+                )
+            })
+            .collect();
+        return summary.join("; ");
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("-dir") {
+        let digits = rest[at + 4..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len() - at - 4);
+        let after_node = rest[..at]
+            .rfind("/node")
+            .is_some_and(|n| rest[n + 5..at].chars().all(|c| c.is_ascii_digit()));
+        if digits > 0 && after_node {
+            out.push_str(&rest[..at]);
+        } else {
+            out.push_str(&rest[..at + 4]);
+            rest = &rest[at + 4..];
+            continue;
+        }
+        rest = &rest[at + 4 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Every run of digits as `N`.
 fn mask_numbers(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
@@ -403,11 +457,14 @@ fn mask_numbers(line: &str) -> String {
 #[derive(Clone, Copy)]
 struct Layout {
     nodes: usize,
+    /// Log directories of each node beyond its first (JBOD).
+    extra_log_dirs: usize,
     steps: &'static [Step],
 }
 
 const ONE_NODE: Layout = Layout {
     nodes: 1,
+    extra_log_dirs: 0,
     steps: SESSION,
 };
 
@@ -417,6 +474,7 @@ const ONE_NODE: Layout = Layout {
 /// any two clusters.
 const THREE_NODES: Layout = Layout {
     nodes: 3,
+    extra_log_dirs: 1,
     steps: SESSION_3,
 };
 
@@ -445,6 +503,8 @@ const SESSION_3: &[Step] = &[
     step_n("generate a reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --topics-to-move-json-file {DIR}/move.json --broker-list 1,2,3 --generate"),
     step_n("reassign with a throttle", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --execute --throttle 50000000"),
     step_n("verify the reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --verify"),
+    step_n("move a replica to another log directory", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign-dirs.json --execute"),
+    step_n("log dirs after the move", "kafka-log-dirs", "--bootstrap-server {B} --describe --topic-list quick --broker-list 1"),
     step("cancel a finished reassignment", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign.json --cancel"),
     step_n("describe after the reassignment", "kafka-topics", "--bootstrap-server {B} --describe --topic quick"),
     step("reassign to an unknown broker", "kafka-reassign-partitions", "--bootstrap-server {B} --reassignment-json-file {DIR}/reassign-unknown.json --execute"),
@@ -464,6 +524,7 @@ fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static st
     let name = server.name();
     let rf = layout.nodes.to_string();
     let mut spec = ClusterSpec::combined(layout.nodes)
+        .with_extra_log_dirs(layout.extra_log_dirs)
         .with_override("num.partitions", "1")
         .with_override("default.replication.factor", &rf)
         .with_override("group.initial.rebalance.delay.ms", "0");
@@ -482,6 +543,17 @@ fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static st
         REASSIGN_UNKNOWN_JSON,
     )
     .expect("reassign-unknown.json");
+    // Partition 0 of `quick` (on 2 and 1 after `reassign.json`) with broker
+    // 1's replica in its last log directory.
+    let last_dir = cluster.log_dirs(1).last().cloned().expect("a log dir");
+    std::fs::write(
+        dir.path().join("reassign-dirs.json"),
+        format!(
+            r#"{{"version":1,"partitions":[{{"topic":"quick","partition":0,"replicas":[2,1],"log_dirs":["any","{}"]}}]}}"#,
+            last_dir.display()
+        ),
+    )
+    .expect("reassign-dirs.json");
     layout
         .steps
         .iter()

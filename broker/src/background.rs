@@ -44,7 +44,7 @@ impl Node {
                 }
                 let b = b.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    if b.log_dir_failures.is_offline() {
+                    if b.log_dirs.is_fatal() {
                         return;
                     }
                     // Each partition's HW checkpoint and snapshot are fsyncs

@@ -41,6 +41,7 @@ pub mod inter_broker;
 pub mod lifecycle;
 pub mod listener_security;
 pub mod log_cleaner;
+pub mod log_dirs;
 pub mod meta;
 pub mod node;
 pub mod replica_fetcher;

@@ -4,6 +4,7 @@
 
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::log_dirs::LogDirs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,7 @@ pub async fn register(
     controller: &ControllerLink,
     lease: &WriteLease,
     clock: &dyn Clock,
+    log_dirs: &LogDirs,
 ) -> Result<Registration, String> {
     let advertised = config.advertised();
     let req = BrokerRegistrationRequest {
@@ -77,6 +79,7 @@ pub async fn register(
             })
             .collect(),
         cluster_id: cluster_id.to_string(),
+        log_dirs: log_dirs.online_ids(),
     };
     let deadline = tokio::time::Instant::now() + REGISTRATION_TIMEOUT;
     let broker_epoch = loop {
@@ -107,7 +110,13 @@ pub async fn register(
         let applied = images.borrow_and_update().applied;
         let sent_at = clock.monotonic_ms();
         match controller
-            .heartbeat(heartbeat_request(config, broker_epoch, applied, false))
+            .heartbeat(heartbeat_request(
+                config,
+                broker_epoch,
+                applied,
+                false,
+                log_dirs.offline_ids(),
+            ))
             .await
         {
             Ok(reply) if !reply.is_fenced => {
@@ -141,6 +150,7 @@ fn heartbeat_request(
     broker_epoch: BrokerEpoch,
     applied: u64,
     want_shutdown: bool,
+    offline_log_dirs: Vec<uuid::Uuid>,
 ) -> HeartbeatRequest {
     HeartbeatRequest {
         broker_id: config.broker_id(),
@@ -148,6 +158,7 @@ fn heartbeat_request(
         current_metadata_offset: applied,
         want_fence: false,
         want_shutdown,
+        offline_log_dirs,
     }
 }
 
@@ -181,13 +192,15 @@ const PROMPT_HEARTBEAT: Duration = Duration::from_millis(50);
 /// broker, installing each lease granted. With leases enforced it also
 /// heartbeats promptly once the partitions take up a new image (so the
 /// controller learns this broker applied a leadership change, or its own
-/// fencing) and when an append waits for a newer safe offset.
+/// fencing) and when an append waits for a newer safe offset; at once
+/// when a log directory goes offline.
 pub fn spawn_heartbeats(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
     registration: &Registration,
     lease: Arc<WriteLease>,
     clock: Arc<dyn Clock>,
+    log_dirs: Arc<LogDirs>,
 ) {
     let epoch = registration.broker_epoch;
     let fenced = registration.fenced.clone();
@@ -205,9 +218,13 @@ pub fn spawn_heartbeats(
                         }
                     }
                     _ = lease.wanted() => tokio::time::sleep(PROMPT_HEARTBEAT).await,
+                    _ = log_dirs.changed.notified() => {}
                 }
             } else {
-                tokio::time::sleep_until(next).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(next) => {}
+                    _ = log_dirs.changed.notified() => {}
+                }
             }
             next = tokio::time::Instant::now() + interval;
             // What the partitions act on, not what the image holds (see
@@ -218,7 +235,13 @@ pub fn spawn_heartbeats(
             // or cut off) is asked again rather than waited on.
             let answer = tokio::time::timeout(
                 interval,
-                controller.heartbeat(heartbeat_request(&config, epoch, applied, false)),
+                controller.heartbeat(heartbeat_request(
+                    &config,
+                    epoch,
+                    applied,
+                    false,
+                    log_dirs.offline_ids(),
+                )),
             )
             .await
             .unwrap_or_else(|_| {
@@ -248,6 +271,7 @@ pub async fn controlled_shutdown(
     config: &BrokerConfig,
     controller: &ControllerLink,
     registration: &Registration,
+    log_dirs: &LogDirs,
 ) {
     // Bounded: when the whole cluster stops at once there may be no quorum
     // left to answer, and the broker must still exit.
@@ -255,7 +279,13 @@ pub async fn controlled_shutdown(
     let mut images = controller.subscribe();
     while tokio::time::Instant::now() < deadline {
         let applied = images.borrow_and_update().applied;
-        let request = heartbeat_request(config, registration.broker_epoch, applied, true);
+        let request = heartbeat_request(
+            config,
+            registration.broker_epoch,
+            applied,
+            true,
+            log_dirs.offline_ids(),
+        );
         match tokio::time::timeout_at(deadline, controller.heartbeat(request)).await {
             Ok(Ok(reply)) if reply.should_shutdown => {
                 tracing::info!("controlled shutdown complete");

@@ -117,7 +117,7 @@ fn run(
             return;
         }
         let Some(rm) = replicas.upgrade() else { return };
-        let worked = if rm.log_dir_failures.is_offline() {
+        let worked = if rm.log_dirs.is_fatal() {
             false
         } else {
             clean_one(&shared, &rm, &mut resources)

@@ -21,6 +21,9 @@ pub struct MetaProperties {
     pub node_id: i32,
     /// The voters that bootstrap the quorum; the lowest id initialises it.
     pub initial_controllers: Vec<Voter>,
+    /// This log directory's id (KIP-858's `directory.id`); each log
+    /// directory has its own. None in files written before Strand kept it.
+    pub directory_id: Option<uuid::Uuid>,
 }
 
 impl MetaProperties {
@@ -30,8 +33,12 @@ impl MetaProperties {
             .iter()
             .map(|v| format!("{}@{}", v.id, v.addr))
             .collect();
+        let dir = self
+            .directory_id
+            .map(|d| format!("directory.id={}\n", encode_uuid(d)))
+            .unwrap_or_default();
         format!(
-            "#Written by strand format; do not edit.\nversion=1\ncluster.id={}\nnode.id={}\ninitial.controllers={}\n",
+            "#Written by strand format; do not edit.\nversion=1\ncluster.id={}\nnode.id={}\ninitial.controllers={}\n{dir}",
             self.cluster_id,
             self.node_id,
             voters.join(",")
@@ -53,10 +60,14 @@ impl MetaProperties {
             .parse()
             .map_err(|_| "bad node.id")?;
         let initial_controllers = parse_voters(get("initial.controllers").unwrap_or(""))?;
+        let directory_id = get("directory.id")
+            .map(|d| decode_uuid(d).ok_or("bad directory.id"))
+            .transpose()?;
         Ok(MetaProperties {
             cluster_id,
             node_id,
             initial_controllers,
+            directory_id,
         })
     }
 }
@@ -69,6 +80,32 @@ pub fn read(dir: &Path) -> Result<Option<MetaProperties>, String> {
             .map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// A Kafka Uuid as Kafka prints it: URL-safe base64 without padding.
+pub fn encode_uuid(id: uuid::Uuid) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// The inverse of [`encode_uuid`].
+pub fn decode_uuid(s: &str) -> Option<uuid::Uuid> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s.trim())
+        .ok()?;
+    uuid::Uuid::from_slice(&bytes).ok()
+}
+
+/// A new log directory id: random, never one of Kafka's reserved ids
+/// (UNASSIGNED, LOST, MIGRATING are 0, 1 and 2; ids below 100 are reserved).
+pub fn new_directory_id() -> uuid::Uuid {
+    loop {
+        let id = uuid::Uuid::new_v4();
+        if id.as_u128() >= 100 {
+            return id;
+        }
     }
 }
 
@@ -137,6 +174,7 @@ pub fn load_or_self_format(config: &BrokerConfig) -> Result<MetaProperties, Stri
             id: config.node_id,
             addr,
         }],
+        directory_id: Some(new_directory_id()),
     };
     write(dir, &meta)
         .map_err(|e| format!("cannot write {}: {e}", dir.join(META_FILE).display()))?;
@@ -394,6 +432,7 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
         cluster_id: cluster_id.clone(),
         node_id: config.node_id,
         initial_controllers,
+        directory_id: Some(new_directory_id()),
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     if !bootstrap.is_empty() {
@@ -413,6 +452,20 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     write(dir, &meta).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
+    // Every other log directory too, each with its own id (as
+    // kafka-storage format does).
+    for other in &config.log_dirs[1..] {
+        let own = MetaProperties {
+            directory_id: Some(new_directory_id()),
+            ..meta.clone()
+        };
+        match read(other)? {
+            Some(_) if ignore => continue,
+            Some(_) => return Err(format!("{} is already formatted", other.display())),
+            None => {}
+        }
+        write(other, &own).map_err(|e| format!("cannot write {}: {e}", other.display()))?;
+    }
     Ok(format!(
         "Formatted {} for cluster {cluster_id}, node {}",
         dir.display(),

@@ -5,17 +5,19 @@
 
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::log_dirs::{choose_dir, LogDir, LogDirs};
 use crate::replica_plan;
 use crate::transport::Transport;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use strand_log::cleaner::CleanerLogConfig;
 use strand_log::storage::FileStorage;
 use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config, BrokerLayers};
-use strand_metadata::controller_api::AlterPartitionRequest;
+use strand_metadata::controller_api::{AlterPartitionRequest, DirAssignment};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_partition::lease::WriteLease;
@@ -110,6 +112,51 @@ pub trait PartitionListener: Send + Sync {
     fn forget_partition(&self, index: i32);
 }
 
+/// A replica moving to another log directory of this broker.
+pub struct ReplicaMove {
+    /// The destination directory's id.
+    pub dest: Uuid,
+    cancelled: std::sync::atomic::AtomicBool,
+    /// The copy's end and size (DescribeLogDirs' future replica).
+    future_leo: std::sync::atomic::AtomicI64,
+    future_size: AtomicU64,
+}
+
+impl ReplicaMove {
+    fn new(dest: Uuid) -> ReplicaMove {
+        ReplicaMove {
+            dest,
+            cancelled: Default::default(),
+            future_leo: Default::default(),
+            future_size: Default::default(),
+        }
+    }
+
+    fn cancel(&self) {
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn note(&self, future: &strand_partition::move_dir::FutureReplica) {
+        use std::sync::atomic::Ordering::Release;
+        self.future_leo
+            .store(future.log_end_offset().get(), Release);
+        self.future_size.store(future.size_bytes(), Release);
+    }
+
+    pub fn future_log_end_offset(&self) -> i64 {
+        self.future_leo.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn future_size(&self) -> u64 {
+        self.future_size.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// How often the partitions under replica-count acknowledgements check
 /// for followers to evict (`ReplicaManager::evict_quorum_laggards`).
 pub const QUORUM_CHECK_MS: u64 = 50;
@@ -141,8 +188,15 @@ pub struct ReplicaManager {
     /// Told about the partitions of the topics they follow (the group and
     /// transaction coordinators, registered by the node at start-up).
     listeners: RwLock<Vec<Arc<dyn PartitionListener>>>,
-    /// Set by the first failed write, fsync or checkpoint of any log.
-    pub log_dir_failures: Arc<strand_partition::log_dir_failure::LogDirFailures>,
+    /// The log directories (`log.dirs`), each set offline by the first
+    /// failed write, fsync or checkpoint of a log in it.
+    pub log_dirs: Arc<LogDirs>,
+    /// Replica directories to tell the controller of (AssignReplicasToDirs),
+    /// and whether a task is sending them.
+    assignments: Arc<Mutex<(Vec<DirAssignment>, bool)>>,
+    /// Replicas moving to another of this broker's log directories
+    /// (AlterReplicaLogDirs), each copied by a thread of its own.
+    moves: Mutex<HashMap<TopicPartition, Arc<ReplicaMove>>>,
     /// ACL decisions (`authorizer.class.name`).
     pub authorizer: crate::authorizer::Authorizer,
     /// Client quotas' usage (`quota.window.*`; the quotas are the image's).
@@ -159,6 +213,7 @@ impl ReplicaManager {
         clock: Arc<dyn Clock>,
         transport: Arc<dyn Transport>,
         lease: Arc<WriteLease>,
+        log_dirs: Arc<LogDirs>,
     ) -> ReplicaManager {
         let setting = |key: &str, default: i64| {
             config
@@ -202,7 +257,9 @@ impl ReplicaManager {
             fetchers,
             runtime: tokio::runtime::Handle::current(),
             listeners: RwLock::new(Vec::new()),
-            log_dir_failures: strand_partition::log_dir_failure::LogDirFailures::new(),
+            log_dirs,
+            assignments: Default::default(),
+            moves: Mutex::new(HashMap::new()),
             authorizer,
             quotas,
             throttles,
@@ -297,12 +354,320 @@ impl ReplicaManager {
         self.config.broker_id()
     }
 
-    fn log_dir(&self) -> &Path {
-        &self.config.log_dirs[0]
+    /// The directory each partition to open goes to (KIP-858), in order:
+    /// where it is on disk already, else the directory the controller
+    /// recorded if it is online here, else the online directory with the
+    /// fewest partitions. None: the recorded directory is offline, or none
+    /// is online.
+    fn place(&self, image: &MetadataImage, opens: &[TopicPartition]) -> Vec<Option<PathBuf>> {
+        let me = self.node_id();
+        let dirs = self.log_dirs.all();
+        let mut counts: Vec<Option<usize>> = dirs
+            .iter()
+            .map(|d| (!d.is_offline()).then_some(0))
+            .collect();
+        for p in self.partitions.read().values() {
+            if let Some(i) = dirs.iter().position(|d| p.dir().parent() == Some(&d.path)) {
+                if let Some(c) = counts[i].as_mut() {
+                    *c += 1;
+                }
+            }
+        }
+        opens
+            .iter()
+            .map(|tp| {
+                let name = format!("{}-{}", tp.topic, tp.partition);
+                let recorded = image
+                    .partition(&tp.topic, tp.partition)
+                    .map_or(Uuid::nil(), |p| p.directory_of(me));
+                let on_disk = dirs
+                    .iter()
+                    .position(|d| !d.is_offline() && d.path.join(&name).is_dir());
+                let mine = dirs
+                    .iter()
+                    .position(|d| !recorded.is_nil() && d.id == recorded);
+                let i = match (on_disk, mine) {
+                    (Some(i), _) => i,
+                    (None, Some(i)) if dirs[i].is_offline() => return None,
+                    (None, Some(i)) => i,
+                    (None, None) => choose_dir(&counts)?,
+                };
+                if let Some(c) = counts[i].as_mut() {
+                    *c += 1;
+                }
+                Some(dirs[i].path.join(name))
+            })
+            .collect()
     }
 
-    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
-        self.log_dir().join(format!("{topic}-{index}"))
+    /// Tells the controller where replicas are kept (AssignReplicasToDirs)
+    /// when it records otherwise: queued, and sent by one task at a time
+    /// (retried while the controller cannot be reached) until the queue is
+    /// empty.
+    fn send_dir_assignments(&self, assignments: Vec<DirAssignment>) {
+        if assignments.is_empty() {
+            return;
+        }
+        {
+            let mut queue = self.assignments.lock();
+            for a in assignments {
+                queue
+                    .0
+                    .retain(|q| (q.topic_id, q.partition) != (a.topic_id, a.partition));
+                queue.0.push(a);
+            }
+            if queue.1 {
+                return;
+            }
+            queue.1 = true;
+        }
+        let (controller, me, epoch) = (self.controller.clone(), self.node_id(), self.broker_epoch);
+        let queue = self.assignments.clone();
+        self.runtime.spawn(async move {
+            loop {
+                let batch: Vec<DirAssignment> = {
+                    let mut q = queue.lock();
+                    if q.0.is_empty() {
+                        q.1 = false;
+                        return;
+                    }
+                    // One batch of records per request, within the
+                    // controller's budget.
+                    let n = q.0.len().min(500);
+                    q.0.drain(..n).collect()
+                };
+                for attempt in 0..20 {
+                    let results = controller
+                        .assign_replicas_to_dirs(me, epoch, batch.clone())
+                        .await;
+                    let retry = results.iter().any(|r| {
+                        r.as_ref().is_err_and(|e| {
+                            matches!(
+                                e.code,
+                                ErrorCode::NotController | ErrorCode::RequestTimedOut
+                            )
+                        })
+                    });
+                    for (a, r) in batch.iter().zip(&results) {
+                        if let Err(e) = r {
+                            tracing::debug!(topic_id = %a.topic_id, partition = a.partition, error = %e.message, "AssignReplicasToDirs refused");
+                        }
+                    }
+                    if !retry {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200 << attempt.min(4)))
+                        .await;
+                }
+            }
+        });
+    }
+
+    /// AlterReplicaLogDirs for one replica (Kafka's
+    /// ReplicaManager.alterReplicaLogDirs): moves it to the log directory
+    /// at `path`. LOG_DIR_NOT_FOUND for a path that is not one of
+    /// `log.dirs`, KAFKA_STORAGE_ERROR when it (or any directory) is
+    /// offline or the replica is, NOT_LEADER_OR_FOLLOWER when the replica
+    /// is not hosted here, UNKNOWN_TOPIC_OR_PARTITION when the partition
+    /// does not exist. A move to another directory replaces one in
+    /// flight; a move to where the replica is already cancels it.
+    pub fn alter_replica_log_dir(
+        self: &Arc<Self>,
+        topic: &str,
+        index: i32,
+        path: &str,
+    ) -> Result<(), ErrorCode> {
+        let canonical =
+            |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let want = canonical(std::path::Path::new(path));
+        let Some(dest) = self
+            .log_dirs
+            .all()
+            .iter()
+            .find(|d| canonical(&d.path) == want)
+        else {
+            return Err(ErrorCode::LogDirNotFound);
+        };
+        if dest.is_offline() {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        let tp = TopicPartition::new(topic, index);
+        if self.failed.lock().contains_key(&tp) {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        let Some(part) = self.partition_by_key(&tp) else {
+            // As Kafka's getPartitionOrException.
+            return Err(match self.image().partition(topic, index) {
+                Some(_) => ErrorCode::NotLeaderOrFollower,
+                None => ErrorCode::UnknownTopicOrPartition,
+            });
+        };
+        let current = self.log_dirs.of_partition_dir(&part.dir()).map(|d| d.id);
+        let mut moves = self.moves.lock();
+        if let Some(m) = moves.get(&tp) {
+            if m.dest == dest.id {
+                return Ok(());
+            }
+            m.cancel();
+            moves.remove(&tp);
+        }
+        if current == Some(dest.id) {
+            return Ok(());
+        }
+        // As Kafka: no copy while a directory is offline, so a replica is
+        // never copied into two directories at once.
+        if self.log_dirs.all().iter().any(|d| d.is_offline()) {
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        let m = Arc::new(ReplicaMove::new(dest.id));
+        moves.insert(tp.clone(), m.clone());
+        drop(moves);
+        tracing::info!(topic = %tp.topic, partition = tp.partition, to = %dest.path.display(), "moving the replica to another log directory");
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("alter-log-dirs".into())
+            .spawn(move || me.run_move(tp, part, m));
+        spawned
+            .map(|_| ())
+            .map_err(|_| ErrorCode::UnknownServerError)
+    }
+
+    /// Copies a replica to its new directory and swaps it in (see
+    /// `strand_partition::move_dir`), then tells the controller.
+    fn run_move(&self, tp: TopicPartition, part: Arc<Partition>, m: Arc<ReplicaMove>) {
+        use strand_partition::move_dir::SwapError;
+        let Some(dest) = self.log_dirs.by_id(m.dest) else {
+            return;
+        };
+        let outcome = (|| -> Result<bool, String> {
+            let mut future = part.open_future(&dest.path).map_err(|e| e.to_string())?;
+            future.report_failures_to(&dest.failures);
+            loop {
+                if m.is_cancelled() || part.is_closed() || dest.is_offline() {
+                    delete_dir(future.dir());
+                    return Ok(false);
+                }
+                let caught_up = part
+                    .copy_to_future(&mut future, 1 << 20)
+                    .map_err(|e| e.to_string());
+                m.note(&future);
+                if !caught_up.inspect_err(|_| delete_dir(future.dir()))? {
+                    continue;
+                }
+                match part.swap_in_future(future) {
+                    Ok(doomed) => {
+                        if let Err(e) = std::fs::remove_dir_all(&doomed) {
+                            tracing::warn!(dir = %doomed.display(), error = %e, "could not delete the moved replica's old directory");
+                        }
+                        return Ok(true);
+                    }
+                    Err(SwapError::Stale(f)) => future = *f,
+                    Err(SwapError::Closed(f)) => {
+                        delete_dir(f.dir());
+                        return Ok(false);
+                    }
+                    Err(SwapError::Log(e)) => return Err(e.to_string()),
+                }
+            }
+        })();
+        {
+            let mut moves = self.moves.lock();
+            if moves.get(&tp).is_some_and(|x| Arc::ptr_eq(x, &m)) {
+                moves.remove(&tp);
+            }
+        }
+        match outcome {
+            Ok(true) => {
+                tracing::info!(topic = %tp.topic, partition = tp.partition, dir = %dest.path.display(), "replica moved to another log directory");
+                self.send_dir_assignments(vec![DirAssignment {
+                    topic_id: part.topic_id,
+                    partition: tp.partition,
+                    directory: dest.id,
+                }]);
+            }
+            Ok(false) => {
+                tracing::info!(topic = %tp.topic, partition = tp.partition, "replica move abandoned")
+            }
+            Err(e) => {
+                tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "replica move failed")
+            }
+        }
+    }
+
+    /// The moves in flight: (partition, its move).
+    pub fn replica_moves(&self) -> Vec<(TopicPartition, Arc<ReplicaMove>)> {
+        self.moves
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Tells the listeners of the partition's topic it is gone from here.
+    fn forget_in_listeners(&self, tp: &TopicPartition) {
+        for l in self
+            .listeners
+            .read()
+            .iter()
+            .filter(|l| l.topic() == &*tp.topic)
+        {
+            l.forget_partition(tp.partition);
+        }
+    }
+
+    /// A log directory failed (not the metadata one, not the last): its
+    /// partitions stop here (they answer KAFKA_STORAGE_ERROR, waiting
+    /// produces wake, the coordinators unload them, their fetchers stop)
+    /// and the next heartbeat reports the directory, so the controller
+    /// moves their leaderships and ISR places. The other directories keep
+    /// serving (Kafka's ReplicaManager.handleLogDirFailure).
+    pub fn handle_log_dir_failure(&self, dir: &LogDir) {
+        let me = self.node_id();
+        let image = self.image();
+        let gone: Vec<(TopicPartition, Arc<Partition>)> = {
+            let _guard = self.reconcile_lock.lock();
+            let mut map = self.partitions.write();
+            let keys: Vec<TopicPartition> = map
+                .iter()
+                .filter(|(_, p)| p.dir().parent() == Some(&dir.path))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let gone: Vec<_> = keys
+                .into_iter()
+                .filter_map(|k| map.remove(&k).map(|p| (k, p)))
+                .collect();
+            drop(map);
+            let mut failed = self.failed.lock();
+            for (tp, part) in &gone {
+                failed.insert(tp.clone(), part.topic_id);
+            }
+            gone
+        };
+        for (tp, part) in &gone {
+            self.forget_in_listeners(tp);
+            part.mark_deleted();
+        }
+        tracing::error!(dir = %dir.path.display(), partitions = gone.len(), "log directory offline: its partitions stopped here; the others keep serving");
+        // Replicas the controller has no directory for yet are named, so
+        // it takes them offline too.
+        let unrecorded: Vec<DirAssignment> = gone
+            .iter()
+            .filter(|(tp, _)| {
+                image
+                    .partition(&tp.topic, tp.partition)
+                    .is_some_and(|p| p.directory_of(me).is_nil())
+            })
+            .map(|(tp, part)| DirAssignment {
+                topic_id: part.topic_id,
+                partition: tp.partition,
+                directory: dir.id,
+            })
+            .collect();
+        if !dir.id.is_nil() {
+            self.send_dir_assignments(unrecorded);
+        }
+        self.reconcile();
+        self.log_dirs.changed.notify_one();
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
@@ -319,7 +684,7 @@ impl ReplicaManager {
 
     /// Looks a partition up for a client request, with Kafka's error when absent.
     pub fn leader_partition(&self, topic: &str, index: i32) -> Result<Arc<Partition>, ErrorCode> {
-        if self.log_dir_failures.is_offline() {
+        if self.log_dirs.is_fatal() {
             return Err(ErrorCode::KafkaStorageError);
         }
         if let Some(p) = self.partition(topic, index) {
@@ -360,7 +725,7 @@ impl ReplicaManager {
         index: i32,
         current_leader_epoch: Option<LeaderEpoch>,
     ) -> Result<Arc<Partition>, ErrorCode> {
-        if self.log_dir_failures.is_offline() {
+        if self.log_dirs.is_fatal() {
             return Err(ErrorCode::KafkaStorageError);
         }
         match self.partition(topic, index) {
@@ -402,8 +767,8 @@ impl ReplicaManager {
     fn reconcile_now(&self) {
         let started = std::time::Instant::now();
         let _guard = self.reconcile_lock.lock();
-        if self.log_dir_failures.is_offline() {
-            // Nothing is opened, led or followed on an offline directory.
+        if self.log_dirs.is_fatal() {
+            // Nothing is opened, led or followed once the broker stops.
             return;
         }
         let image = self.image();
@@ -422,20 +787,13 @@ impl ReplicaManager {
         let changes = replica_plan::local_changes(&image, me, &hosted, &failed, &settings);
 
         for (tp, reason) in &changes.deletes {
-            for l in self
-                .listeners
-                .read()
-                .iter()
-                .filter(|l| l.topic() == &*tp.topic)
-            {
-                l.forget_partition(tp.partition);
-            }
+            self.forget_in_listeners(tp);
             let Some(part) = self.partitions.write().remove(tp) else {
                 continue;
             };
             part.mark_deleted();
             tracing::info!(topic = %tp.topic, partition = tp.partition, ?reason, "deleting partition");
-            delete_dir(&self.partition_dir(&tp.topic, tp.partition));
+            delete_dir(&part.dir());
         }
         {
             let mut failed = self.failed.lock();
@@ -447,9 +805,22 @@ impl ReplicaManager {
         // partition.metadata fsync): several at once overlap those waits
         // (each partition is its own state: no order among them matters),
         // so creating thousands of partitions takes seconds, not minutes.
-        let opened = parallel_map(&changes.opens, DISK_WORKERS, |tp| {
+        let homes = self.place(&image, &changes.opens);
+        let mut opens = Vec::new();
+        for (tp, home) in changes.opens.iter().zip(homes) {
+            match home {
+                Some(dir) => opens.push((tp.clone(), dir)),
+                None => {
+                    tracing::warn!(topic = %tp.topic, partition = tp.partition, "its log directory is offline; the replica is offline on this broker");
+                    self.failed
+                        .lock()
+                        .insert(tp.clone(), changes.assigned[tp].topic_id);
+                }
+            }
+        }
+        let opened = parallel_map(&opens, DISK_WORKERS, |(tp, dir)| {
             let a = &changes.assigned[tp];
-            let dir = self.partition_dir(&tp.topic, tp.partition);
+            let dir = dir.clone();
             // A directory left by an earlier topic of the same name is stale.
             if let Some(old) = read_partition_metadata(&dir) {
                 if old != a.topic_id {
@@ -471,10 +842,13 @@ impl ReplicaManager {
                 a.replica.clone(),
                 a.settings.clone(),
             )
-            .map(|p| p.report_failures_to(&self.log_dir_failures))
+            .map(|p| match self.log_dirs.of_partition_dir(&p.dir()) {
+                Some(home) => p.report_failures_to(&home.failures),
+                None => p,
+            })
             .map_err(|e| (dir, e))
         });
-        for (tp, opened) in changes.opens.iter().zip(opened) {
+        for ((tp, _), opened) in opens.iter().zip(opened) {
             match opened {
                 Ok(p) => {
                     self.partitions.write().insert(tp.clone(), Arc::new(p));
@@ -516,6 +890,22 @@ impl ReplicaManager {
                 l.clone().on_partition(part);
             }
         }
+        // Where each replica is kept, where the controller records otherwise.
+        let wrong_dirs: Vec<DirAssignment> = self
+            .partitions
+            .read()
+            .iter()
+            .filter_map(|(tp, part)| {
+                let actual = self.log_dirs.of_partition_dir(&part.dir())?.id;
+                let recorded = image.partition(&tp.topic, tp.partition)?.directory_of(me);
+                (!actual.is_nil() && actual != recorded).then(|| DirAssignment {
+                    topic_id: part.topic_id,
+                    partition: tp.partition,
+                    directory: actual,
+                })
+            })
+            .collect();
+        self.send_dir_assignments(wrong_dirs);
         // Only now do the partitions reflect this image: what the
         // heartbeats may report as applied.
         self.lease.note_reconciled(image.applied);
@@ -535,13 +925,19 @@ impl ReplicaManager {
         self.listeners.write().push(listener);
     }
 
+    /// What the online log directories hold, in `log.dirs` order.
+    fn online_dir_entries(&self) -> impl Iterator<Item = std::fs::DirEntry> + '_ {
+        self.log_dirs
+            .online()
+            .filter_map(|d| std::fs::read_dir(&d.path).ok())
+            .flat_map(|e| e.flatten())
+    }
+
     /// Removes partition directories on disk that the image does not know
     /// (a topic deleted while this node was down).
     pub fn remove_orphan_dirs(&self, image: &MetadataImage) {
-        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
+        let entries = self.online_dir_entries();
+        for entry in entries {
             let path = entry.path();
             let Some(id) = read_partition_metadata(&path) else {
                 continue;
@@ -555,14 +951,33 @@ impl ReplicaManager {
 
     /// Finishes deletions a crash interrupted (directories renamed `*-delete`).
     pub fn finish_pending_deletes(&self) {
-        let Ok(entries) = std::fs::read_dir(self.log_dir()) else {
-            return;
-        };
-        for entry in entries.flatten() {
+        use strand_partition::move_dir::FUTURE_SUFFIX;
+        // Partition directories seen so far, by name: a second one of a
+        // name is what a replica move left when it stopped between its two
+        // renames (two whole, equal copies): the first listed is kept.
+        let mut seen = std::collections::BTreeSet::new();
+        let entries = self.online_dir_entries();
+        for entry in entries {
             let path = entry.path();
-            if path.is_dir() && path.to_string_lossy().ends_with(DELETE_SUFFIX) {
+            if !path.is_dir() {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let doomed = if name.ends_with(DELETE_SUFFIX) {
+                Some("could not finish deleting")
+            } else if name.ends_with(FUTURE_SUFFIX) {
+                // A move the stop interrupted: not resumed.
+                tracing::info!(dir = %path.display(), "removing the copy of an unfinished replica move");
+                Some("could not remove an unfinished replica move")
+            } else if read_partition_metadata(&path).is_some() && !seen.insert(name) {
+                tracing::warn!(dir = %path.display(), "a second copy of a partition (a replica move stopped before its end); removing it");
+                Some("could not remove a second copy of a partition")
+            } else {
+                None
+            };
+            if let Some(what) = doomed {
                 if let Err(e) = std::fs::remove_dir_all(&path) {
-                    tracing::warn!(dir = %path.display(), error = %e, "could not finish deleting");
+                    tracing::warn!(dir = %path.display(), error = %e, "{what}");
                 }
             }
         }

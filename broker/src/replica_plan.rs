@@ -220,6 +220,7 @@ mod tests {
                 partition_epoch: PartitionEpoch::new(7),
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             })
             .collect();
         image.topics.insert(

@@ -101,6 +101,9 @@ pub struct ClusterSpec {
     /// More arguments of every node's `strand format` (Strand only: e.g.
     /// `--add-scram`).
     pub format_args: Vec<String>,
+    /// Log directories of every node (`log.dirs`): the node's own and
+    /// this many more (`nodeN-dirK`, K from 2), as JBOD.
+    pub extra_log_dirs: usize,
 }
 
 /// A node's own host: an address in a network namespace (`ip netns`). The
@@ -142,6 +145,7 @@ impl ClusterSpec {
             extra_listener: None,
             tcp_readiness: false,
             format_args: Vec::new(),
+            extra_log_dirs: 0,
         }
     }
 
@@ -173,6 +177,12 @@ impl ClusterSpec {
     }
 
     /// One more argument of every node's `strand format`.
+    /// Every node keeps its logs in `n` more directories besides its own.
+    pub fn with_extra_log_dirs(mut self, n: usize) -> Self {
+        self.extra_log_dirs = n;
+        self
+    }
+
     pub fn with_format_arg(mut self, arg: impl Into<String>) -> Self {
         self.format_args.push(arg.into());
         self
@@ -418,6 +428,7 @@ pub struct Cluster {
     extra_listener: Option<String>,
     tcp_readiness: bool,
     format_args: Vec<String>,
+    extra_log_dirs: usize,
     nodes: Vec<Node>,
     correlation: i32,
 }
@@ -533,6 +544,7 @@ impl Cluster {
             extra_listener: spec.extra_listener,
             tcp_readiness: spec.tcp_readiness,
             format_args: spec.format_args,
+            extra_log_dirs: spec.extra_log_dirs,
             nodes,
             correlation: 0,
         };
@@ -618,6 +630,25 @@ impl Cluster {
     /// `log.dirs` of node `id`.
     pub fn data_dir(&self, id: i32) -> PathBuf {
         self.dir.join(format!("node{id}"))
+    }
+
+    /// Every log directory of node `id` (`log.dirs`), the first being
+    /// [`Cluster::data_dir`].
+    pub fn log_dirs(&self, id: i32) -> Vec<PathBuf> {
+        let mut dirs = vec![self.data_dir(id)];
+        dirs.extend(
+            (2..2 + self.extra_log_dirs).map(|k| self.dir.join(format!("node{id}-dir{k}"))),
+        );
+        dirs
+    }
+
+    fn log_dirs_value(&self, id: i32) -> String {
+        let dirs: Vec<String> = self
+            .log_dirs(id)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        dirs.join(",")
     }
 
     pub fn properties_path(&self, id: i32) -> PathBuf {
@@ -938,7 +969,7 @@ impl Cluster {
              controller.quorum.voters={}\n\
              log.dirs={}\n",
             self.voters,
-            self.data_dir(id).display()
+            self.log_dirs_value(id)
         ));
         if let Server::Kafka(_) = self.server {
             // Kafka refuses to start (or to create its internal topics) with
@@ -1028,7 +1059,7 @@ impl Cluster {
                 .arg("--initial-controllers")
                 .arg(&self.voters)
                 .arg("--override")
-                .arg(format!("log.dirs={}", self.data_dir(id).display()))
+                .arg(format!("log.dirs={}", self.log_dirs_value(id)))
                 .args(&self.format_args)
                 .arg(self.properties_path(id)),
             Server::Kafka(_) => cmd

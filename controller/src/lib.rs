@@ -1041,6 +1041,50 @@ impl Controller {
                     partitions.as_deref(),
                 ))
             }
+            ControllerRequest::AssignReplicasToDirs {
+                broker_id,
+                broker_epoch,
+                assignments,
+            } => {
+                let registered = match self.sm.image().brokers.get(&broker_id) {
+                    None => Err(ApiError::new(
+                        ErrorCode::BrokerIdNotRegistered,
+                        format!("Broker {broker_id} is not registered."),
+                    )),
+                    Some(b) if b.broker_epoch != broker_epoch => Err(ApiError::new(
+                        ErrorCode::StaleBrokerEpoch,
+                        format!(
+                            "Expected broker epoch {}, but got broker epoch {broker_epoch}",
+                            b.broker_epoch
+                        ),
+                    )),
+                    Some(_) => Ok(()),
+                };
+                if let Err(e) = registered {
+                    return ControllerReply::Each(vec![Err(e); assignments.len()]);
+                }
+                let r = self
+                    .decide_each(assignments, false, |img, a| {
+                        manager::replication::assign_replica_to_dir(
+                            img,
+                            broker_id,
+                            a.topic_id,
+                            a.partition,
+                            a.directory,
+                        )
+                        .map(|change| {
+                            (
+                                change
+                                    .map(MetadataRecord::PartitionChange)
+                                    .into_iter()
+                                    .collect(),
+                                (),
+                            )
+                        })
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
             ControllerRequest::UnregisterBroker { broker_id } => {
                 let decision = manager::cluster::unregister_broker(&self.sm.image(), broker_id);
                 let r = match decision {

@@ -1383,6 +1383,7 @@ impl Sim {
             rack: None,
             endpoints: vec![],
             cluster_id: String::new(),
+            log_dirs: vec![],
         };
         match self.request(ControllerRequest::RegisterBroker(req)).await {
             Some((l, ControllerReply::Registered(Ok(epoch)))) => {
@@ -1419,6 +1420,7 @@ impl Sim {
             current_metadata_offset: offset,
             want_fence: false,
             want_shutdown,
+            offline_log_dirs: vec![],
         };
         match self.request(ControllerRequest::Heartbeat(req)).await {
             Some((_, ControllerReply::Heartbeat(Ok(reply)))) if reply.should_shutdown => {

@@ -59,6 +59,7 @@ async fn heartbeat(
             current_metadata_offset: u64::MAX,
             want_fence,
             want_shutdown: false,
+            offline_log_dirs: vec![],
         })
         .await
         .unwrap();
@@ -92,6 +93,7 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
                 rack: None,
                 endpoints: vec![],
                 cluster_id: String::new(),
+                log_dirs: vec![],
             })
             .await
             .unwrap();

@@ -74,6 +74,7 @@ async fn register(h: &ControllerHandle, broker_id: i32) -> BrokerEpoch {
             rack: None,
             endpoints: vec![],
             cluster_id: String::new(),
+            log_dirs: vec![],
         })
         .await
         .unwrap();
@@ -89,6 +90,7 @@ async fn heartbeat(h: &ControllerHandle, broker_id: i32, broker_epoch: BrokerEpo
             current_metadata_offset: u64::MAX,
             want_fence: false,
             want_shutdown: false,
+            offline_log_dirs: vec![],
         })
         .await
         .unwrap()

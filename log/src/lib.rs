@@ -241,6 +241,9 @@ pub struct PartitionLog {
     /// Moves whenever a segment is deleted or truncated: a cleaner pass
     /// planned at another generation is not committed.
     generation: u64,
+    /// Moves whenever the log is truncated (its end goes back): a copy of
+    /// the log taken at another count may diverge from it.
+    truncations: u64,
     /// Where the last cleaner pass ended (the first dirty offset).
     cleaner_checkpoint: Option<Offset>,
     /// The latest delete horizon the cleaner left in a batch.
@@ -439,6 +442,7 @@ impl PartitionLog {
             on_failure: None,
             dir_offline: None,
             generation: 0,
+            truncations: 0,
             // A damaged checkpoint only makes the next pass read more.
             cleaner_checkpoint: checkpoint::read_value(
                 &*storage,
@@ -1239,6 +1243,7 @@ impl PartitionLog {
             return self.truncate_fully_and_start_at(offset);
         }
         self.generation += 1;
+        self.truncations += 1;
         let above: Vec<i64> = self
             .segments
             .range(offset.get() + 1..)
@@ -1267,6 +1272,7 @@ impl PartitionLog {
 
     fn truncate_fully_and_start_at_unguarded(&mut self, offset: Offset) -> Result<(), LogError> {
         self.generation += 1;
+        self.truncations += 1;
         while !self.segments.is_empty() {
             self.delete_first_segment()?;
         }
@@ -1433,6 +1439,23 @@ impl PartitionLog {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Takes over from `old` (the same partition's log, replaced by this
+    /// copy): a generation past its own, so nothing planned on it (a
+    /// cleaner pass) is committed here.
+    pub fn continue_generation_of(&mut self, old: &PartitionLog) {
+        self.generation = self.generation.max(old.generation) + 1;
+    }
+
+    /// How many times the log was truncated since it was opened.
+    pub fn truncations(&self) -> u64 {
+        self.truncations
+    }
+
+    /// The storage the log's files are on.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.storage.clone()
     }
 
     /// Headers of every batch from the one containing `from_offset` (or the log

@@ -119,10 +119,14 @@ pub struct BrokerRegistrationRequest {
     /// broker that sends none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cluster_id: String,
+    /// The ids of the log directories it loaded (KIP-858): a replica
+    /// assigned to any other directory of this broker is offline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_dirs: Vec<Uuid>,
 }
 
 /// BrokerHeartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatRequest {
     pub broker_id: BrokerId,
     pub broker_epoch: BrokerEpoch,
@@ -130,6 +134,18 @@ pub struct HeartbeatRequest {
     pub current_metadata_offset: u64,
     pub want_fence: bool,
     pub want_shutdown: bool,
+    /// Log directories that failed since registration (KIP-858's
+    /// OfflineLogDirs): their replicas leave ISRs and leaderships.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offline_log_dirs: Vec<Uuid>,
+}
+
+/// One replica's log directory (AssignReplicasToDirs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirAssignment {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub directory: Uuid,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -313,6 +329,13 @@ pub enum ControllerRequest {
     /// UnregisterBroker.
     UnregisterBroker {
         broker_id: BrokerId,
+    },
+    /// AssignReplicasToDirs (KIP-858): where the broker keeps its replicas;
+    /// one result per assignment, in order.
+    AssignReplicasToDirs {
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
+        assignments: Vec<DirAssignment>,
     },
     /// UpdateFeatures: every update applied, or none.
     UpdateFeatures {
@@ -645,6 +668,25 @@ impl ControllerClient {
         .await
         .pop()
         .unwrap_or_else(|| Err(ApiError::not_controller()))
+    }
+
+    /// AssignReplicasToDirs: one result per assignment, in order.
+    pub async fn assign_replicas_to_dirs(
+        &self,
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
+        assignments: Vec<DirAssignment>,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = assignments.len();
+        self.call_each(
+            ControllerRequest::AssignReplicasToDirs {
+                broker_id,
+                broker_epoch,
+                assignments,
+            },
+            n,
+        )
+        .await
     }
 
     /// UnregisterBroker.

@@ -119,6 +119,15 @@ impl MetadataImage {
                     self.brokers.remove(broker_id);
                 }
             }
+            MetadataRecord::BrokerLogDirs {
+                broker_id,
+                broker_epoch,
+                log_dirs,
+            } => {
+                if let Some(b) = self.broker_at_epoch(*broker_id, *broker_epoch) {
+                    b.log_dirs = log_dirs.clone();
+                }
+            }
             MetadataRecord::Topic { name, topic_id } => {
                 self.topic_names.insert(*topic_id, name.clone());
                 self.topics.insert(
@@ -265,6 +274,22 @@ impl MetadataImage {
             .is_some_and(BrokerRecord::is_active)
     }
 
+    /// Whether replica `r` of `p` may lead or join the ISR: its broker is
+    /// active and the log directory holding the replica is online (KIP-858).
+    pub fn is_eligible_replica(&self, p: &PartitionRecord, r: BrokerId) -> bool {
+        self.brokers
+            .get(&r)
+            .is_some_and(|b| b.is_active() && b.has_online_dir(p.directory_of(r)))
+    }
+
+    /// Whether replica `r` of `p` sits in a log directory its broker has
+    /// reported offline (or did not register with).
+    pub fn is_replica_dir_offline(&self, p: &PartitionRecord, r: BrokerId) -> bool {
+        self.brokers
+            .get(&r)
+            .is_some_and(|b| !b.has_online_dir(p.directory_of(r)))
+    }
+
     fn topic_by_id_mut(&mut self, id: Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names.get(&id)?;
         self.topics.get_mut(name)
@@ -317,6 +342,7 @@ mod tests {
                 fenced: true,
                 in_controlled_shutdown: false,
                 endpoints: vec![],
+                log_dirs: vec![],
             }),
             MetadataRecord::UnfenceBroker {
                 broker_id: b(2),
@@ -336,6 +362,7 @@ mod tests {
                 partition_epoch: PartitionEpoch::new(4),
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             }),
             MetadataRecord::PartitionChange(PartitionRecord {
                 topic_id: id,
@@ -347,6 +374,7 @@ mod tests {
                 partition_epoch: PartitionEpoch::new(5),
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             }),
             MetadataRecord::Config {
                 resource: crate::records::ConfigResource::Topic,
@@ -392,6 +420,7 @@ mod tests {
                 partition_epoch: PartitionEpoch::new(3),
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             }));
             img
         };
@@ -407,6 +436,7 @@ mod tests {
                 partition_epoch: PartitionEpoch::new(partition_epoch),
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             })
         };
         // (records, broker fenced, in controlled shutdown, p0 (leader, leader epoch, partition epoch))

@@ -54,6 +54,14 @@ pub enum MetadataRecord {
         broker_id: BrokerId,
         broker_epoch: BrokerEpoch,
     },
+    /// The broker's online log directories changed (a directory failed:
+    /// Kafka's BrokerRegistrationChangeRecord with LogDirs). Ignored for a
+    /// stale `broker_epoch`.
+    BrokerLogDirs {
+        broker_id: BrokerId,
+        broker_epoch: BrokerEpoch,
+        log_dirs: Vec<Uuid>,
+    },
     Topic {
         name: String,
         topic_id: Uuid,
@@ -186,6 +194,11 @@ pub struct BrokerRecord {
     /// Empty in records written before listeners were registered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<BrokerEndpoint>,
+    /// The ids of its online log directories (KIP-858): those it registered
+    /// with, less any it reported failed since. Empty: a broker that names
+    /// none, every replica of which counts as online.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_dirs: Vec<Uuid>,
 }
 
 /// One advertised listener of a broker.
@@ -215,6 +228,13 @@ impl BrokerRecord {
     pub fn is_active(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown
     }
+
+    /// Whether a replica in log directory `dir` is online (Kafka's
+    /// `hasOnlineDir`): an unassigned directory counts as online, as does
+    /// any when the broker names none.
+    pub fn has_online_dir(&self, dir: Uuid) -> bool {
+        dir.is_nil() || self.log_dirs.is_empty() || self.log_dirs.contains(&dir)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,9 +259,36 @@ pub struct PartitionRecord {
     /// stay in `replicas` (after the target's) until it completes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<BrokerId>,
+    /// The log directory of each replica, in `replicas` order (KIP-858),
+    /// as the replica's broker reported it; the nil id is Kafka's
+    /// UNASSIGNED. Empty when none is known (and then left out of the
+    /// serialised record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<Uuid>,
 }
 
 impl PartitionRecord {
+    /// The log directory replica `r` is in; nil (unassigned) when unknown.
+    pub fn directory_of(&self, r: BrokerId) -> Uuid {
+        self.replicas
+            .iter()
+            .position(|&x| x == r)
+            .and_then(|i| self.directories.get(i).copied())
+            .unwrap_or(Uuid::nil())
+    }
+
+    /// The directories for `replicas` (a new assignment): each replica
+    /// that stays keeps its directory, a new one is unassigned; empty when
+    /// none is assigned.
+    pub fn directories_for(&self, replicas: &[BrokerId]) -> Vec<Uuid> {
+        let dirs: Vec<Uuid> = replicas.iter().map(|&r| self.directory_of(r)).collect();
+        if dirs.iter().all(Uuid::is_nil) {
+            Vec::new()
+        } else {
+            dirs
+        }
+    }
+
     /// A reassignment is in flight.
     pub fn is_reassigning(&self) -> bool {
         !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()

@@ -15,6 +15,7 @@
 
 pub mod lease;
 pub mod log_dir_failure;
+pub mod move_dir;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -151,6 +152,9 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
     pub index: i32,
+    /// The partition's directory (`<log dir>/<topic>-<index>`); another
+    /// log directory's once a move (`move_dir`) swaps its log.
+    dir: RwLock<PathBuf>,
     log: RwLock<PartitionLog>,
     producers: Mutex<ProducerStateManager>,
     replica: Mutex<ReplicaState>,
@@ -289,6 +293,7 @@ impl Partition {
             topic: topic.to_string(),
             topic_id,
             index,
+            dir: RwLock::new(dir.to_path_buf()),
             log: RwLock::new(log),
             producers: Mutex::new(producers),
             replica: Mutex::new(replica),
@@ -1026,6 +1031,11 @@ impl Partition {
     }
 
     /// The log's size on disk (DescribeLogDirs).
+    /// The partition's directory; its parent is the log directory.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.read().clone()
+    }
+
     pub fn size_bytes(&self) -> u64 {
         self.log.read().size_bytes()
     }
@@ -2024,6 +2034,112 @@ mod tests {
         );
         assert_eq!(p.offsets().log_end_offset, end, "nothing appended");
         assert_eq!(append(batch(2, 0), Some(next)), Ok(end));
+    }
+
+    /// AlterReplicaLogDirs at the partition: a copy built in another log
+    /// directory while appends go on is swapped in with every record at
+    /// its offset and epoch, and the partition serves on from its new
+    /// place; a truncation during the copy starts it again.
+    #[test]
+    fn a_replica_moved_to_another_directory_holds_every_record() {
+        let b1 = BrokerId::new(1);
+        let replica = ReplicaState {
+            leader_epoch: LeaderEpoch::new(3),
+            partition_epoch: PartitionEpoch::ZERO,
+            replicas: vec![b1],
+            isr: vec![b1],
+            leader: Some(b1),
+            metadata_offset: 0,
+        };
+        let (p, config) = in_memory(replica.clone());
+        p.apply_registration(replica, config, &|_| true, b1);
+        let append = |v: &str| {
+            let records = Bytes::from(encode_records(
+                &[(None, Some(Bytes::from(v.to_string())), 1_000)],
+                -1,
+                -1,
+                -1,
+                Compression::None,
+            ));
+            let headers = validate_records(&records).unwrap();
+            p.append_validated(
+                &records,
+                headers,
+                Acks::Leader,
+                9,
+                AppendOrigin::Client,
+                None,
+            )
+            .unwrap()
+            .base_offset
+        };
+        let values = |p: &Partition| -> Vec<(i64, String, i32)> {
+            let leo = p.offsets().log_end_offset;
+            let mut buf = p.read(Offset::ZERO, 1 << 20, leo, true).unwrap().records;
+            let mut out = Vec::new();
+            while !buf.is_empty() {
+                let epoch = i32::from_be_bytes(buf[12..16].try_into().unwrap());
+                let set =
+                    strand_protocol::kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+                        .unwrap();
+                for r in set.records {
+                    let v = String::from_utf8(r.value.unwrap().to_vec()).unwrap();
+                    out.push((r.offset, v, epoch));
+                }
+            }
+            out
+        };
+        for i in 0..10 {
+            append(&format!("a{i}"));
+        }
+        let mut future = p.open_future(Path::new("/e")).unwrap();
+        // Rounds of one batch each until caught up.
+        let mut rounds = 0;
+        while !p.copy_to_future(&mut future, 1).unwrap() {
+            rounds += 1;
+        }
+        assert_eq!(rounds, 9, "one batch a round, caught up at the tenth");
+        assert_eq!(future.log_end_offset(), Offset::new(10));
+        // Appends go on; the swap copies them too.
+        for i in 10..15 {
+            append(&format!("a{i}"));
+        }
+        let before = values(&p);
+        assert_eq!(before.len(), 15);
+        let doomed = p.swap_in_future(future).unwrap();
+        assert_eq!(p.dir(), PathBuf::from("/e/t-0"));
+        assert!(doomed.to_string_lossy().starts_with("/d/t-0."));
+        assert!(doomed.to_string_lossy().ends_with(DELETE_SUFFIX));
+        assert_eq!(values(&p), before, "same records, offsets and epochs");
+        assert_eq!(append("b"), Offset::new(15));
+        assert_eq!(values(&p).last().unwrap(), &(15, "b".to_string(), 3));
+
+        // A truncation while a copy is being taken (the replica followed a
+        // new leader whose log diverged): the copy starts again and holds
+        // the log as it is after the truncation.
+        let b2 = BrokerId::new(2);
+        let following = ReplicaState {
+            leader_epoch: LeaderEpoch::new(4),
+            partition_epoch: PartitionEpoch::new(1),
+            replicas: vec![b1, b2],
+            isr: vec![b1, b2],
+            leader: Some(b2),
+            metadata_offset: 0,
+        };
+        p.apply_registration(following, config, &|_| true, b1);
+        let mut future = p.open_future(Path::new("/f")).unwrap();
+        while !p.copy_to_future(&mut future, 1 << 20).unwrap() {}
+        assert!(p
+            .truncate_as_follower(LeaderEpoch::new(4), Offset::new(12))
+            .unwrap());
+        assert!(
+            matches!(p.swap_in_future(future), Err(move_dir::SwapError::Stale(_))),
+            "a copy from before the truncation is not swapped in"
+        );
+        let mut future = p.open_future(Path::new("/f")).unwrap();
+        while !p.copy_to_future(&mut future, 1 << 20).unwrap() {}
+        p.swap_in_future(future).unwrap();
+        assert_eq!(values(&p), before[..12].to_vec());
     }
 
     /// A leader removed from its partition's replicas (a reassignment

@@ -127,6 +127,7 @@ impl Sim {
                     rack: None,
                     endpoints: vec![],
                     cluster_id: String::new(),
+                    log_dirs: vec![],
                 };
                 let registered = register_broker(
                     &self.controller.image,
@@ -160,6 +161,7 @@ impl Sim {
                     current_metadata_offset: applied,
                     want_fence: false,
                     want_shutdown: false,
+                    offline_log_dirs: vec![],
                 };
                 let caught_up = caught_up_offset(b);
                 if let Ok((records, _)) = heartbeat(

@@ -16,6 +16,37 @@ pub fn strand_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_strand"))
 }
 
+/// Every record value of `topic`/`partition` the broker at `addr` serves,
+/// from the log start to its high watermark (a follower's copy too: a
+/// fetch with no leader epoch).
+pub fn read_values(addr: &str, topic: &str, partition: i32) -> Vec<String> {
+    let mut c = Client::connect(addr).unwrap();
+    let mut values = Vec::new();
+    let mut offset = 0;
+    loop {
+        let f = fetch_values(&mut c, topic, partition, offset, 0).unwrap();
+        assert_eq!(f.error_code, 0, "fetch from {addr}");
+        for (o, v) in &f.records {
+            if *o >= offset {
+                values.push(String::from_utf8(v.to_vec()).expect("a value the test wrote"));
+            }
+        }
+        if f.next_offset >= f.high_watermark || f.next_offset == offset {
+            return values;
+        }
+        offset = f.next_offset;
+    }
+}
+
+/// The fault-injecting library (`compat-tests/faultfs`), built beside the
+/// test executable (a dev-dependency).
+pub fn faultfs_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let lib = exe.with_file_name("libstrand_faultfs.so");
+    assert!(lib.is_file(), "{} was not built", lib.display());
+    lib
+}
+
 pub struct Client {
     pub stream: TcpStream,
     correlation: i32,

@@ -582,42 +582,79 @@ pub fn describe_log_dirs(
     broker: &ReplicaManager,
     req: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
-    let dir = &broker.config.log_dirs[0];
-    let mut by_topic: std::collections::BTreeMap<String, Vec<DescribeLogDirsPartition>> =
-        Default::default();
     let filter = req.topics.as_ref();
-    for p in broker.all_partitions() {
-        if let Some(f) = filter {
-            if !f
-                .iter()
+    let wanted = |p: &strand_partition::Partition| {
+        filter.is_none_or(|f| {
+            f.iter()
                 .any(|t| t.topic.0.as_str() == p.topic && t.partitions.contains(&p.index))
-            {
-                continue;
+        })
+    };
+    let partitions = broker.all_partitions();
+    // Every directory of `log.dirs`, each with the partitions in it; an
+    // offline one answers KAFKA_STORAGE_ERROR alone, as Kafka's does.
+    let results = broker
+        .log_dirs
+        .all()
+        .iter()
+        .map(|dir| {
+            let abs = std::fs::canonicalize(&dir.path).unwrap_or_else(|_| dir.path.clone());
+            let result =
+                DescribeLogDirsResult::default().with_log_dir(s(&abs.display().to_string()));
+            if dir.is_offline() {
+                return result.with_error_code(ErrorCode::KafkaStorageError.code());
             }
-        }
-        let size = p.size_bytes() as i64;
-        by_topic.entry(p.topic.clone()).or_default().push(
-            DescribeLogDirsPartition::default()
-                .with_partition_index(p.index)
-                .with_partition_size(size),
-        );
-    }
-    let (total, usable) = disk_space(dir);
-    let topics = by_topic
-        .into_iter()
-        .map(|(t, ps)| {
-            DescribeLogDirsTopic::default()
-                .with_name(TopicName(s(&t)))
-                .with_partitions(ps)
+            let mut by_topic: std::collections::BTreeMap<String, Vec<DescribeLogDirsPartition>> =
+                Default::default();
+            for p in partitions
+                .iter()
+                .filter(|p| p.dir().parent() == Some(&dir.path) && wanted(p))
+            {
+                by_topic.entry(p.topic.clone()).or_default().push(
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(p.index)
+                        .with_partition_size(p.size_bytes() as i64),
+                );
+            }
+            // Replicas moving here (AlterReplicaLogDirs): the copy, with
+            // how far it is behind the replica it copies.
+            for (tp, m) in broker.replica_moves() {
+                if m.dest != dir.id {
+                    continue;
+                }
+                let Some(p) = partitions
+                    .iter()
+                    .find(|p| p.topic == *tp.topic && p.index == tp.partition)
+                else {
+                    continue;
+                };
+                if !wanted(p) {
+                    continue;
+                }
+                let lag = p.offsets().log_end_offset.get() - m.future_log_end_offset();
+                by_topic.entry(p.topic.clone()).or_default().push(
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(p.index)
+                        .with_partition_size(m.future_size() as i64)
+                        .with_offset_lag(lag.max(0))
+                        .with_is_future_key(true),
+                );
+            }
+            let (total, usable) = disk_space(&dir.path);
+            let topics = by_topic
+                .into_iter()
+                .map(|(t, ps)| {
+                    DescribeLogDirsTopic::default()
+                        .with_name(TopicName(s(&t)))
+                        .with_partitions(ps)
+                })
+                .collect();
+            result
+                .with_topics(topics)
+                .with_total_bytes(total)
+                .with_usable_bytes(usable)
         })
         .collect();
-    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-    let result = DescribeLogDirsResult::default()
-        .with_log_dir(s(&abs.display().to_string()))
-        .with_topics(topics)
-        .with_total_bytes(total)
-        .with_usable_bytes(usable);
-    DescribeLogDirsResponse::default().with_results(vec![result])
+    DescribeLogDirsResponse::default().with_results(results)
 }
 
 fn disk_space(dir: &std::path::Path) -> (i64, i64) {

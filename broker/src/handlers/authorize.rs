@@ -391,6 +391,29 @@ pub fn before(broker: &ReplicaManager, ctx: &RequestContext, request: RequestKin
                 Deferred::Resources(denied),
             )
         }
+        RequestKind::AlterReplicaLogDirs(r) if !c.cluster(Alter) => {
+            use alter_replica_log_dirs_response::*;
+            let mut resp = AlterReplicaLogDirsResponse::default();
+            for d in r.dirs {
+                for t in d.topics {
+                    resp.results.push(
+                        AlterReplicaLogDirTopicResult::default()
+                            .with_topic_name(t.name)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|&p| {
+                                        AlterReplicaLogDirPartitionResult::default()
+                                            .with_partition_index(p)
+                                            .with_error_code(CLUSTER_DENIED)
+                                    })
+                                    .collect(),
+                            ),
+                    );
+                }
+            }
+            Gate::Answer(ResponseKind::AlterReplicaLogDirs(resp))
+        }
         RequestKind::DescribeLogDirs(_) if !c.cluster(Describe) => {
             Gate::Answer(ResponseKind::DescribeLogDirs(
                 DescribeLogDirsResponse::default().with_error_code(CLUSTER_DENIED),

@@ -253,3 +253,49 @@ pub async fn update_features(
         .with_error_message(message)
         .with_results(results)
 }
+
+/// AlterReplicaLogDirs: each replica moves to the named log directory of
+/// this broker (see `ReplicaManager::alter_replica_log_dir`); answered at
+/// once, the copy going on in the background (DescribeLogDirs shows it as
+/// a future replica until it is swapped in).
+pub fn alter_replica_log_dirs(
+    broker: &std::sync::Arc<ReplicaManager>,
+    req: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
+    use alter_replica_log_dirs_response::{
+        AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+    };
+    let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, i16)>> = Default::default();
+    for dir in &req.dirs {
+        for t in &dir.topics {
+            for &p in &t.partitions {
+                let code = match broker.alter_replica_log_dir(&t.name.0, p, &dir.path) {
+                    Ok(()) => 0,
+                    Err(c) => c.code(),
+                };
+                by_topic
+                    .entry(t.name.0.to_string())
+                    .or_default()
+                    .push((p, code));
+            }
+        }
+    }
+    let results = by_topic
+        .into_iter()
+        .map(|(topic, parts)| {
+            AlterReplicaLogDirTopicResult::default()
+                .with_topic_name(TopicName(s(&topic)))
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|(p, code)| {
+                            AlterReplicaLogDirPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AlterReplicaLogDirsResponse::default().with_results(results)
+}

@@ -148,6 +148,9 @@ pub async fn dispatch(
         RequestKind::UnregisterBroker(r) => {
             ResponseKind::UnregisterBroker(cluster_ops::unregister_broker(broker, r).await)
         }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(cluster_ops::alter_replica_log_dirs(&node.broker, r))
+        }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(admin::describe_log_dirs(broker, r))
         }

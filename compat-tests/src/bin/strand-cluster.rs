@@ -286,6 +286,7 @@ fn main() -> ExitCode {
         extra_listener: None,
         tcp_readiness: false,
         format_args: Vec::new(),
+        extra_log_dirs: 0,
     };
     let mut stdout = io::stdout().lock();
     eprintln!(

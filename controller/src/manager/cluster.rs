@@ -294,6 +294,7 @@ pub fn register_broker(
         fenced: true,
         in_controlled_shutdown: false,
         endpoints: req.endpoints.clone(),
+        log_dirs: req.log_dirs.clone(),
     }));
     // A lease the previous registration may hold still counts until it
     // runs out: that process may be alive, cut off, and still appending.
@@ -405,8 +406,11 @@ pub fn heartbeat(
         }
         BrokerState::ShutdownNow => BrokerState::ShutdownNow,
     };
+    // Failed log directories are handled while the broker's state stays
+    // (their partition changes and a state change's would race on the
+    // same partitions); the broker reports them at every heartbeat.
     let records = if current == next {
-        vec![]
+        super::replication::handle_dirs_offline(image, id, &req.offline_log_dirs)
     } else {
         match next {
             BrokerState::Fenced | BrokerState::ShutdownNow => handle_broker_fenced(image, id),
@@ -553,6 +557,7 @@ mod tests {
             rack: None,
             endpoints: vec![],
             cluster_id: String::new(),
+            log_dirs: vec![],
         }
     }
 
@@ -569,6 +574,7 @@ mod tests {
             current_metadata_offset: offset,
             want_fence,
             want_shutdown,
+            offline_log_dirs: vec![],
         }
     }
 

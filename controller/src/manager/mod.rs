@@ -100,6 +100,7 @@ pub(crate) mod testutil {
             fenced,
             in_controlled_shutdown: false,
             endpoints: vec![],
+            log_dirs: vec![],
         }
     }
 
@@ -141,6 +142,7 @@ pub(crate) mod testutil {
                 partition_epoch: PartitionEpoch::ZERO,
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                directories: vec![],
             }));
         }
     }

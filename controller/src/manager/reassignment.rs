@@ -85,7 +85,7 @@ pub fn alter_partition_reassignment(
         ));
     };
     let unclean_allowed = unclean_election_enabled(image, topic);
-    let acceptable = |r: BrokerId| image.is_active(r);
+    let acceptable = |r: BrokerId| image.is_eligible_replica(p, r);
     let change = match target {
         None => {
             if !p.is_reassigning() {
@@ -123,6 +123,7 @@ pub fn alter_partition_reassignment(
                 } else {
                     removing
                 },
+                assign_dir: None,
             };
             build_change(p, change_target, Election::Online, acceptable)
         }
@@ -152,6 +153,7 @@ fn revert(p: &PartitionRecord) -> Result<(ChangeTarget, bool), ApiError> {
         replicas,
         adding: vec![],
         removing: vec![],
+        assign_dir: None,
     };
     Ok((target, unclean))
 }

@@ -26,6 +26,7 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::{MetadataRecord, PartitionRecord};
 use strand_protocol::ErrorCode;
 use strand_types::BrokerId;
+use uuid::Uuid;
 
 /// How `partition_change` picks a leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +63,9 @@ pub struct ChangeTarget {
     pub isr: Vec<BrokerId>,
     pub adding: Vec<BrokerId>,
     pub removing: Vec<BrokerId>,
+    /// A replica's new log directory (AssignReplicasToDirs); every other
+    /// replica keeps its own, and one new to the partition is unassigned.
+    pub assign_dir: Option<(BrokerId, Uuid)>,
 }
 
 impl ChangeTarget {
@@ -72,6 +76,7 @@ impl ChangeTarget {
             isr: isr.to_vec(),
             adding: p.adding_replicas.clone(),
             removing: p.removing_replicas.clone(),
+            assign_dir: None,
         }
     }
 
@@ -155,11 +160,22 @@ pub fn build_change(
     } else {
         target.isr.clone()
     };
+    let mut directories = p.directories_for(&target.replicas);
+    if let Some((r, dir)) = target.assign_dir {
+        if let Some(i) = target.replicas.iter().position(|&x| x == r) {
+            directories.resize(target.replicas.len(), Uuid::nil());
+            directories[i] = dir;
+            if directories.iter().all(Uuid::is_nil) {
+                directories.clear();
+            }
+        }
+    }
     if leader == p.leader
         && isr == p.isr
         && target.replicas == p.replicas
         && target.adding == p.adding_replicas
         && target.removing == p.removing_replicas
+        && directories == p.directories
     {
         return None;
     }
@@ -176,6 +192,7 @@ pub fn build_change(
         replicas: target.replicas,
         adding_replicas: target.adding,
         removing_replicas: target.removing,
+        directories,
         ..p.clone()
     })
 }
@@ -202,7 +219,7 @@ fn leader_and_isr_updates(
     add: Option<BrokerId>,
     select: impl Fn(&PartitionRecord) -> bool,
 ) -> Vec<MetadataRecord> {
-    let acceptable = |r: BrokerId| Some(r) != remove && (Some(r) == add || image.is_active(r));
+    let added = add.and_then(|a| image.brokers.get(&a));
     let mut out = Vec::new();
     for (name, topic) in &image.topics {
         let election = if unclean_election_enabled(image, name) {
@@ -217,12 +234,114 @@ fn leader_and_isr_updates(
                 .copied()
                 .filter(|&r| Some(r) != remove)
                 .collect();
+            let acceptable = |r: BrokerId| {
+                Some(r) != remove
+                    && match added.filter(|a| a.broker_id == r) {
+                        Some(a) => a.has_online_dir(p.directory_of(r)),
+                        None => image.is_eligible_replica(p, r),
+                    }
+            };
             if let Some(change) = partition_change(p, &target, election, acceptable) {
                 out.push(MetadataRecord::PartitionChange(change));
             }
         }
     }
     out
+}
+
+/// Log directories of a broker failed (KIP-858, a heartbeat's
+/// OfflineLogDirs): its replicas in them leave ISRs and leaderships as a
+/// fenced broker's would, the others keep theirs; then the broker's online
+/// directories are recorded without them. Nothing when none of them is
+/// still online.
+pub fn handle_dirs_offline(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+    offline: &[Uuid],
+) -> Vec<MetadataRecord> {
+    let Some(b) = image.brokers.get(&broker_id) else {
+        return vec![];
+    };
+    if !b.log_dirs.iter().any(|d| offline.contains(d)) {
+        return vec![];
+    }
+    let mut records = leader_and_isr_updates(image, Some(broker_id), None, |p| {
+        offline.contains(&p.directory_of(broker_id))
+            && (p.leader == Some(broker_id) || p.isr.contains(&broker_id))
+    });
+    records.push(MetadataRecord::BrokerLogDirs {
+        broker_id,
+        broker_epoch: b.broker_epoch,
+        log_dirs: b
+            .log_dirs
+            .iter()
+            .copied()
+            .filter(|d| !offline.contains(d))
+            .collect(),
+    });
+    records
+}
+
+/// AssignReplicasToDirs for one replica (Kafka's
+/// handleAssignReplicasToDirs): records the directory the broker keeps
+/// it in; a replica assigned to a directory that is not online leaves the
+/// ISR and its leadership. `Ok(None)`: already recorded so.
+pub fn assign_replica_to_dir(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+    topic_id: Uuid,
+    partition: i32,
+    dir: Uuid,
+) -> Result<Option<PartitionRecord>, ApiError> {
+    let Some(topic) = image.topic_by_id(topic_id) else {
+        return Err(ApiError::new(
+            ErrorCode::UnknownTopicId,
+            format!("Unknown topic id {topic_id}"),
+        ));
+    };
+    let Some(p) = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+    else {
+        return Err(ApiError::new(
+            ErrorCode::UnknownTopicOrPartition,
+            format!("Unknown partition {}-{partition}", topic.name),
+        ));
+    };
+    if !p.replicas.contains(&broker_id) {
+        return Err(ApiError::new(
+            ErrorCode::NotLeaderOrFollower,
+            format!(
+                "Broker {broker_id} is not a replica of {}-{partition}",
+                topic.name
+            ),
+        ));
+    }
+    if p.directory_of(broker_id) == dir {
+        return Ok(None);
+    }
+    let online = image
+        .brokers
+        .get(&broker_id)
+        .is_some_and(|b| b.has_online_dir(dir));
+    let mut target = ChangeTarget::isr(p, &p.isr);
+    target.assign_dir = Some((broker_id, dir));
+    if !online && p.isr.len() > 1 {
+        target.isr.retain(|&r| r != broker_id);
+    }
+    let election = if unclean_election_enabled(image, &topic.name) {
+        Election::Unclean
+    } else {
+        Election::Online
+    };
+    let acceptable = |r: BrokerId| {
+        if r == broker_id {
+            online && image.is_active(r)
+        } else {
+            image.is_eligible_replica(p, r)
+        }
+    };
+    Ok(build_change(p, target, election, acceptable))
 }
 
 /// True when the broker leads at least one partition.
@@ -316,9 +435,9 @@ pub fn balance_partition_leaders(image: &MetadataImage, max: usize) -> (Vec<Meta
             return (out, true);
         }
         let preferred = p.replicas.first().copied();
-        if let Some(change) =
-            partition_change(p, &p.isr, Election::Preferred, |r| image.is_active(r))
-        {
+        if let Some(change) = partition_change(p, &p.isr, Election::Preferred, |r| {
+            image.is_eligible_replica(p, r)
+        }) {
             // Only a move to the preferred replica: one that merely
             // elects some other replica of a leaderless partition is the
             // unfencing path's to make.
@@ -407,7 +526,7 @@ fn elect_leader(
             (Election::Unclean, ErrorCode::EligibleLeadersNotAvailable)
         }
     };
-    match partition_change(p, &p.isr, election, |r| image.is_active(r)) {
+    match partition_change(p, &p.isr, election, |r| image.is_eligible_replica(p, r)) {
         Some(change) => Ok(Some(change)),
         None => Err(ApiError::new(
             failure,
@@ -540,6 +659,9 @@ pub fn alter_partition(
             None => Some(format!("{r} (not registered)")),
             Some(b) if b.in_controlled_shutdown => Some(format!("{r} (shutting down)")),
             Some(b) if b.fenced => Some(format!("{r} (fenced)")),
+            Some(b) if !b.has_online_dir(p.directory_of(r)) => {
+                Some(format!("{r} (offline log directory)"))
+            }
             Some(b) => match req.broker_epochs.get(&r) {
                 Some(&e) if e == b.broker_epoch => None,
                 Some(&e) => Some(format!(
@@ -568,7 +690,7 @@ pub fn alter_partition(
     // a removed requester (the answer then says NEW_LEADER_ELECTED).
     let leader = p.leader;
     let target = ChangeTarget::isr(p, &req.new_isr);
-    let acceptable = |r: BrokerId| Some(r) == leader || image.is_active(r);
+    let acceptable = |r: BrokerId| Some(r) == leader || image.is_eligible_replica(p, r);
     let Some(change) = build_change(p, target, Election::Online, acceptable) else {
         return Ok((vec![], p.into()));
     };
@@ -609,6 +731,7 @@ mod tests {
             partition_epoch: PartitionEpoch::new(9),
             adding_replicas: vec![],
             removing_replicas: vec![],
+            directories: vec![],
         }
     }
 
@@ -992,6 +1115,7 @@ mod tests {
             partition_epoch: PartitionEpoch::new(7),
             adding_replicas: vec![],
             removing_replicas: vec![],
+            directories: vec![],
         }));
         img
     }
@@ -1255,5 +1379,151 @@ mod tests {
         for t in [ElectionType::Preferred, ElectionType::Unclean] {
             assert_eq!(ElectionType::try_from(t as u8), Ok(t));
         }
+    }
+
+    /// KIP-858: broker 1 keeps its replicas in directories A and B; B
+    /// fails. Its replicas in B leave ISRs and leaderships (the sole
+    /// replica's partition goes offline), those in A keep theirs; nothing
+    /// elects or re-admits a replica in B until it is assigned to an
+    /// online directory again.
+    #[test]
+    fn a_failed_log_directory_takes_only_its_replicas_offline() {
+        let (dir_a, dir_b, dir_c) = (
+            Uuid::from_u128(1001),
+            Uuid::from_u128(1002),
+            Uuid::from_u128(1003),
+        );
+        let mut img = image_with_brokers(&[1, 2, 3]);
+        let mut b1 = img.brokers[&b(1)].clone();
+        b1.log_dirs = vec![dir_a, dir_b];
+        img.apply(&MetadataRecord::RegisterBroker(b1));
+        add_topic(
+            &mut img,
+            "t",
+            &[
+                (&[1, 2, 3], &[1, 2, 3], 1), // in A
+                (&[1, 2, 3], &[1, 2, 3], 1), // in B, leads
+                (&[2, 1, 3], &[2, 1, 3], 2), // in B, follows
+                (&[1], &[1], 1),             // in B, alone
+            ],
+        );
+        let t = topic_id("t");
+        for (partition, dir) in [(0, dir_a), (1, dir_b), (2, dir_b), (3, dir_b)] {
+            let before = img.topics["t"].partitions[partition as usize].clone();
+            let change = assign_replica_to_dir(&img, b(1), t, partition, dir)
+                .unwrap()
+                .expect("a new directory is recorded");
+            // Recorded as it is: same leader and ISR, the next partition epoch.
+            assert_eq!((change.leader, &change.isr), (before.leader, &before.isr));
+            assert_eq!(change.partition_epoch, before.partition_epoch.next());
+            assert_eq!(change.directory_of(b(1)), dir);
+            assert!(change.directory_of(b(2)).is_nil());
+            img.apply(&MetadataRecord::PartitionChange(change));
+        }
+        // Recorded already: nothing to write.
+        assert_eq!(
+            assign_replica_to_dir(&img, b(1), t, 1, dir_b).unwrap(),
+            None
+        );
+        // Refusals: not a replica, unknown partition, unknown topic.
+        let code = |r: Result<Option<PartitionRecord>, ApiError>| r.unwrap_err().code;
+        add_topic(&mut img, "u", &[(&[2], &[2], 2)]);
+        assert_eq!(
+            code(assign_replica_to_dir(&img, b(1), topic_id("u"), 0, dir_a)),
+            ErrorCode::NotLeaderOrFollower
+        );
+        assert_eq!(
+            code(assign_replica_to_dir(&img, b(1), t, 9, dir_a)),
+            ErrorCode::UnknownTopicOrPartition
+        );
+        assert_eq!(
+            code(assign_replica_to_dir(
+                &img,
+                b(1),
+                Uuid::from_u128(5),
+                0,
+                dir_a
+            )),
+            ErrorCode::UnknownTopicId
+        );
+
+        let recs = handle_dirs_offline(&img, b(1), &[dir_b]);
+        apply_all(&mut img, &recs);
+        assert_eq!(
+            leaders_and_isrs(&img, "t"),
+            vec![
+                (1, vec![1, 2, 3]),
+                (2, vec![2, 3]),
+                (2, vec![2, 3]),
+                (-1, vec![1])
+            ]
+        );
+        assert_eq!(img.brokers[&b(1)].log_dirs, vec![dir_a]);
+        // Reported again at the next heartbeat: nothing more to do.
+        assert!(handle_dirs_offline(&img, b(1), &[dir_b]).is_empty());
+        // An unknown directory changes nothing either.
+        assert!(handle_dirs_offline(&img, b(1), &[dir_c]).is_empty());
+
+        // Neither a preferred election nor leader balancing picks 1 for t-1.
+        assert!(matches!(
+            elect_leader(&img, ElectionType::Preferred, "t", 1),
+            Err(e) if e.code == ErrorCode::PreferredLeaderNotAvailable
+        ));
+        assert!(balance_partition_leaders(&img, 10).0.is_empty());
+        // The leader of t-1 may not add 1 back to its ISR.
+        let p1 = img.topics["t"].partitions[1].clone();
+        let add_back = AlterPartitionRequest {
+            broker_id: b(2),
+            broker_epoch: img.brokers[&b(2)].broker_epoch,
+            topic_id: t,
+            partition: 1,
+            leader_epoch: p1.leader_epoch,
+            partition_epoch: p1.partition_epoch,
+            new_isr: ids(&[2, 3, 1]),
+            broker_epochs: registered_epochs(&img, &[1, 2, 3]),
+        };
+        let e = alter_partition(&img, &add_back).unwrap_err();
+        assert_eq!(e.code, ErrorCode::IneligibleReplica);
+        assert!(
+            e.message.contains("1 (offline log directory)"),
+            "{}",
+            e.message
+        );
+        // Fenced and unfenced again, broker 1 still does not lead t-3.
+        let fence = handle_broker_fenced(&img, b(1));
+        apply_all(&mut img, &fence);
+        let unfence = handle_broker_unfenced(&img, b(1));
+        apply_all(&mut img, &unfence);
+        assert_eq!(leaders_and_isrs(&img, "t")[3], (-1, vec![1]));
+        assert_eq!(leaders_and_isrs(&img, "t")[0], (2, vec![2, 3]));
+
+        // The replica of t-1 recreated in A: eligible again, so the leader
+        // may add it back.
+        let change = assign_replica_to_dir(&img, b(1), t, 1, dir_a)
+            .unwrap()
+            .unwrap();
+        img.apply(&MetadataRecord::PartitionChange(change));
+        let p1 = img.topics["t"].partitions[1].clone();
+        let add_back = AlterPartitionRequest {
+            partition_epoch: p1.partition_epoch,
+            ..add_back
+        };
+        let (recs, state) = alter_partition(&img, &add_back).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(state.isr, ids(&[2, 3, 1]));
+
+        // A replica in the ISR assigned to a directory that is not online
+        // leaves the ISR (t-0's replica on 1, back in its ISR first).
+        let mut p0 = img.topics["t"].partitions[0].clone();
+        p0.isr = ids(&[2, 3, 1]);
+        p0.partition_epoch = p0.partition_epoch.next();
+        img.apply(&MetadataRecord::PartitionChange(p0));
+        let change = assign_replica_to_dir(&img, b(1), t, 0, dir_b)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (BrokerId::to_wire(change.leader), change.isr.clone()),
+            (2, ids(&[2, 3]))
+        );
     }
 }

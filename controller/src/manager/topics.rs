@@ -42,12 +42,23 @@ fn partition_records(
                     ApiError::new(ErrorCode::InvalidReplicationFactor, format!("Unable to replicate the partition {} time(s): All brokers are currently fenced or in controlled shutdown.", replicas.len()))
                 });
             };
+            // A broker with a single log directory has its replicas there
+            // (Kafka's defaultDir); with several, the broker places them.
+            let dirs: Vec<Uuid> = replicas
+                .iter()
+                .map(|r| match image.brokers.get(r).map(|b| b.log_dirs.as_slice()) {
+                    Some([only]) => *only,
+                    _ => Uuid::nil(),
+                })
+                .collect();
+            let directories = if dirs.iter().all(Uuid::is_nil) { vec![] } else { dirs };
             Ok(MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition,
                 leader: Some(leader),
                 isr,
                 replicas,
+                directories,
                 leader_epoch: LeaderEpoch::ZERO,
                 partition_epoch: PartitionEpoch::ZERO,
                 adding_replicas: vec![],

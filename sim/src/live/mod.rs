@@ -557,13 +557,17 @@ async fn start_broker(
         image_feed(quorum.clone(), Some(host)),
     );
     let lease = lifecycle::write_lease(&config);
-    let registration = lifecycle::register(&config, "", &link, &lease, &*clock).await?;
+    let log_dirs = Arc::new(strand_broker::log_dirs::LogDirs::single(
+        &config.log_dirs[0],
+    ));
+    let registration = lifecycle::register(&config, "", &link, &lease, &*clock, &log_dirs).await?;
     lifecycle::spawn_heartbeats(
         config.clone(),
         link.clone(),
         &registration,
         lease.clone(),
         clock.clone(),
+        log_dirs.clone(),
     );
     let broker = Arc::new(ReplicaManager::new(
         config.clone(),
@@ -572,6 +576,7 @@ async fn start_broker(
         clock,
         net.transport(host),
         lease,
+        log_dirs,
     ));
     let node = Node::new(broker.clone());
     let image = broker.image();
