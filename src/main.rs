@@ -131,15 +131,41 @@ fn tune_malloc() -> &'static str {
     "malloc left as it is (not glibc)"
 }
 
+/// The log filter a reload may replace (BROKER_LOGGER), and the
+/// directives it started with.
+struct LogLevels {
+    directives: String,
+    handle: tracing_subscriber::reload::Handle<
+        tracing_subscriber::EnvFilter,
+        tracing_subscriber::Registry,
+    >,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (else Strand's default); the
+/// filter can be replaced at runtime.
+fn init_logging() -> LogLevels {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::EnvFilter;
+    let default = strand_broker::broker_loggers::DEFAULT_FILTER;
+    let (directives, filter) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
+            Ok(f) => (v, f),
+            Err(_) => (default.to_string(), EnvFilter::new(default)),
+        },
+        _ => (default.to_string(), EnvFilter::new(default)),
+    };
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .init();
+    LogLevels { directives, handle }
+}
+
 fn main() {
     let malloc = tune_malloc();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let log_levels = init_logging();
     tracing::debug!("{malloc}");
     let cli = Cli::parse();
     match cli.command {
@@ -196,7 +222,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(run(config)) {
+    if let Err(e) = runtime.block_on(run(config, log_levels)) {
         eprintln!("strand: {e}");
         std::process::exit(1);
     }
@@ -237,7 +263,7 @@ impl RpcSecurity for ControllerSecurity {
     }
 }
 
-async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
+async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), String> {
     // Key stores, trust stores and SASL settings are read first: a listener
     // that cannot be secured as configured stops start-up before anything
     // else happens.
@@ -315,6 +341,10 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
                 } else {
                     None
                 },
+                unclean_leader_election_enable: config
+                    .setting("unclean.leader.election.enable")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+                unclean_election_interval_ms: Some(config.unclean_leader_election_interval_ms),
             },
             clock: strand_types::SystemClock::shared(),
             seed: None,
@@ -378,6 +408,15 @@ async fn run(config: Arc<BrokerConfig>) -> Result<(), String> {
         lease,
         log_dirs.clone(),
     ));
+    let reload = log_levels.handle;
+    broker.loggers.install(
+        &log_levels.directives,
+        Box::new(move |directives| {
+            let filter =
+                tracing_subscriber::EnvFilter::try_new(directives).map_err(|e| e.to_string())?;
+            reload.reload(filter).map_err(|e| e.to_string())
+        }),
+    );
     let node = node::Node::new(broker.clone());
     let image = broker.image();
     broker.finish_pending_deletes();

@@ -1986,10 +1986,16 @@ fn log_dirs(c: &mut Client, cluster: &Cluster, facts: &mut Facts) {
     note(
         facts,
         "DescribeLogDirs with two directories: each, its error, topic moved's partitions",
-        before
-            .iter()
-            .map(|(i, e, parts)| (i.is_some(), *e, parts.len()))
-            .collect::<Vec<_>>(),
+        {
+            // Which directory a replica lands in is a placement tie-break
+            // (COMPATIBILITY.md): the directories as a set.
+            let mut dirs: Vec<_> = before
+                .iter()
+                .map(|(i, e, parts)| (i.is_some(), *e, parts.len()))
+                .collect();
+            dirs.sort();
+            dirs
+        },
     );
     let holder = |dirs: &[DirFacts]| {
         dirs.iter()
@@ -2060,10 +2066,179 @@ fn log_dirs(c: &mut Client, cluster: &Cluster, facts: &mut Facts) {
     note(
         facts,
         "DescribeLogDirs once moved: each, its error, topic moved's partitions",
-        moved
-            .iter()
-            .map(|(i, e, parts)| (*i == Some(to), *e, parts.clone()))
-            .collect::<Vec<_>>(),
+        {
+            let mut dirs: Vec<_> = moved
+                .iter()
+                .map(|(i, e, parts)| (*i == Some(to), *e, parts.clone()))
+                .collect();
+            dirs.sort();
+            dirs
+        },
+    );
+}
+
+/// Log levels at runtime (BROKER_LOGGER, resource type 8): the root
+/// logger described, set, refused and reset through DescribeConfigs and
+/// IncrementalAlterConfigs. Logger names are each server's own (Java
+/// classes, Rust modules): only `root` is common to both.
+fn broker_loggers(c: &mut Client, facts: &mut Facts) {
+    use kafka_protocol::messages::*;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let describe = |c: &mut Client, name: &str, keys: Option<&[&str]>| {
+        use describe_configs_request::DescribeConfigsResource;
+        let r: DescribeConfigsResponse = c
+            .call(
+                ApiKey::DescribeConfigs,
+                4,
+                &DescribeConfigsRequest::default().with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(8)
+                        .with_resource_name(s(name))
+                        .with_configuration_keys(keys.map(|k| k.iter().map(|x| s(x)).collect())),
+                ]),
+            )
+            .expect("DescribeConfigs");
+        let res = &r.results[0];
+        (
+            res.error_code,
+            res.error_message.as_ref().map(|m| m.to_string()),
+            res.configs
+                .iter()
+                .filter(|c| c.name.as_str() == "root")
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.value.as_ref().map(|v| v.to_string()),
+                        c.config_source,
+                        c.read_only,
+                        c.config_type,
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let alter = |c: &mut Client, name: &str, logger: &str, op: i8, value: Option<&str>| {
+        use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+        let r: IncrementalAlterConfigsResponse = c
+            .call(
+                ApiKey::IncrementalAlterConfigs,
+                1,
+                &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(8)
+                        .with_resource_name(s(name))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s(logger))
+                            .with_config_operation(op)
+                            .with_value(value.map(s))]),
+                ]),
+            )
+            .expect("IncrementalAlterConfigs");
+        (
+            r.responses[0].error_code,
+            r.responses[0].error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    note(
+        facts,
+        "BROKER_LOGGER: root described",
+        describe(c, "1", Some(&["root"])),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: every logger described (root among them)",
+        describe(c, "1", None),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: another broker's loggers",
+        describe(c, "2", None),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: a name that is no broker id",
+        describe(c, "x", None),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root set to DEBUG",
+        alter(c, "1", "root", 0, Some("DEBUG")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root after the set",
+        describe(c, "1", Some(&["root"])),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root set to a level that is none",
+        alter(c, "1", "root", 0, Some("LOUD")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root set to lower-case warn",
+        alter(c, "1", "root", 0, Some("warn")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: APPEND to root",
+        alter(c, "1", "root", 2, Some("INFO")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: a logger that does not exist set",
+        alter(c, "1", "no.such.logger", 0, Some("INFO")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: another broker's logger set",
+        alter(c, "2", "root", 0, Some("INFO")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root deleted",
+        alter(c, "1", "root", 1, None),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root after the delete",
+        describe(c, "1", Some(&["root"])),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: root set back to INFO",
+        alter(c, "1", "root", 0, Some("INFO")),
+    );
+    note(
+        facts,
+        "BROKER_LOGGER: a name that is no broker id set",
+        alter(c, "x", "root", 0, Some("INFO")),
+    );
+    // The legacy AlterConfigs on a BROKER_LOGGER resource.
+    let legacy: AlterConfigsResponse = c
+        .call(
+            ApiKey::AlterConfigs,
+            2,
+            &AlterConfigsRequest::default().with_resources(vec![
+                alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(8)
+                    .with_resource_name(s("1"))
+                    .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                        .with_name(s("root"))
+                        .with_value(Some(s("INFO")))]),
+            ]),
+        )
+        .expect("AlterConfigs");
+    note(
+        facts,
+        "BROKER_LOGGER: AlterConfigs (not incremental)",
+        (
+            legacy.responses[0].error_code,
+            legacy.responses[0]
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string()),
+        ),
     );
 }
 
@@ -2072,6 +2247,7 @@ fn observe(cluster: &Cluster) -> Facts {
     let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
     cluster_operations(&mut c, &mut facts);
     log_dirs(&mut c, cluster, &mut facts);
+    broker_loggers(&mut c, &mut facts);
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);

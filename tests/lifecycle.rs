@@ -88,3 +88,75 @@ fn sigterm_and_sigint_shut_down_cleanly() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\none\ntwo\n");
 }
+
+/// Log levels changed at runtime (BROKER_LOGGER): a module's debug lines
+/// appear once its level is DEBUG, and the level reads back.
+#[test]
+fn log_levels_change_at_runtime() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let broker = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
+    let closed = |broker: &Broker| {
+        std::fs::read_to_string(broker.log_path())
+            .unwrap()
+            .matches("connection closed")
+            .count()
+    };
+    // A connection opened and closed: logged at debug only.
+    drop(common::Client::connect(&broker.addr()).unwrap());
+    let mut c = common::Client::connect(&broker.addr()).unwrap();
+    let set: IncrementalAlterConfigsResponse = c
+        .call(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(8)
+                    .with_resource_name(s("1"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s("strand_broker::server"))
+                        .with_config_operation(0)
+                        .with_value(Some(s("DEBUG")))]),
+            ]),
+        )
+        .unwrap();
+    assert_eq!(set.responses[0].error_code, 0, "{:?}", set.responses[0]);
+    assert_eq!(closed(&broker), 0, "debug lines before the change");
+    drop(common::Client::connect(&broker.addr()).unwrap());
+    common::eventually(
+        "the module's debug lines",
+        std::time::Duration::from_secs(10),
+        || (closed(&broker) > 0).then_some(()),
+    );
+    let described: DescribeConfigsResponse = c
+        .call(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(8)
+                    .with_resource_name(s("1"))
+                    .with_configuration_keys(Some(vec![s("strand_broker::server"), s("root")])),
+            ]),
+        )
+        .unwrap();
+    let levels: Vec<(String, Option<String>)> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            ("root".to_string(), Some("INFO".to_string())),
+            (
+                "strand_broker::server".to_string(),
+                Some("DEBUG".to_string())
+            ),
+        ]
+    );
+}

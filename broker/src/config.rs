@@ -95,6 +95,8 @@ pub struct BrokerConfig {
     pub auto_leader_rebalance_enable: bool,
     /// `leader.imbalance.check.interval.seconds`, in milliseconds.
     pub leader_imbalance_check_interval_ms: u64,
+    /// `unclean.leader.election.interval.ms`.
+    pub unclean_leader_election_interval_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     /// replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR.
     pub replica_lag_time_max_ms: i64,
@@ -216,6 +218,9 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     // The active controller moves leaderships back to preferred replicas.
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
+    // How often the active controller elects unclean leaders for
+    // leaderless partitions whose topic allows it.
+    ("unclean.leader.election.interval.ms", "300000"),
     ("metadata.log.dir", ""),
     ("replica.lag.time.max.ms", "30000"),
     ("replica.fetch.wait.max.ms", "500"),
@@ -896,6 +901,10 @@ impl BrokerConfig {
                 .parse::<u64>()
                 .unwrap_or(300)
                 .saturating_mul(1000),
+            unclean_leader_election_interval_ms: get("unclean.leader.election.interval.ms")
+                .parse::<u64>()
+                .unwrap_or(300_000)
+                .max(1),
             broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
                 .parse()
                 .unwrap_or(2000),

@@ -28,6 +28,7 @@ pub mod authentication;
 pub mod authorizer;
 pub mod background;
 pub mod broker_client;
+pub mod broker_loggers;
 pub mod client_quotas;
 pub mod config;
 pub mod connection_quotas;

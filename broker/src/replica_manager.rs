@@ -203,6 +203,8 @@ pub struct ReplicaManager {
     pub quotas: crate::client_quotas::ClientQuotaManager,
     /// Replication throttles (`*.replication.throttled.*`), from the image.
     pub throttles: Arc<crate::replication_quota::ReplicationThrottles>,
+    /// Log levels changed at runtime (BROKER_LOGGER).
+    pub loggers: crate::broker_loggers::BrokerLoggers,
 }
 
 impl ReplicaManager {
@@ -263,6 +265,7 @@ impl ReplicaManager {
             authorizer,
             quotas,
             throttles,
+            loggers: Default::default(),
         }
     }
 

@@ -444,6 +444,7 @@ pub async fn start_on_raft(
         last_event_ms: None,
         bootstrap: settings.bootstrap,
         next_balance_ms: None,
+        next_unclean_ms: None,
     };
     tokio::spawn(controller.run(rx));
     Ok(ControllerNode { raft, handle })
@@ -585,6 +586,8 @@ struct Controller {
     /// When the next leader-balancing pass is due (session clock); None
     /// until this controller is active.
     next_balance_ms: Option<u64>,
+    /// When the next unclean-election check is due.
+    next_unclean_ms: Option<u64>,
 }
 
 impl Controller {
@@ -673,6 +676,7 @@ impl Controller {
         if !self.active {
             self.active = true;
             self.next_balance_ms = None;
+            self.next_unclean_ms = None;
             let term = self.raft.metrics().borrow().current_term;
             self.heartbeats = BrokerHeartbeats::rebuild(
                 &self.sm.image(),
@@ -968,7 +972,14 @@ impl Controller {
                 let decision =
                     manager::cluster::heartbeat(&image, &mut self.heartbeats, &req, caught_up, now);
                 let r = match decision {
-                    Ok((records, reply)) => self.commit(records).await.map(|_| reply),
+                    Ok((records, reply)) => {
+                        let changed = !records.is_empty();
+                        let r = self.commit(records).await.map(|_| reply);
+                        if changed {
+                            self.unclean_check_soon();
+                        }
+                        r
+                    }
                     Err(e) => Err(e),
                 };
                 ControllerReply::Heartbeat(r)
@@ -1174,8 +1185,46 @@ impl Controller {
                 "fencing brokers whose sessions expired"
             );
             let _ = self.commit(records).await;
+            self.unclean_check_soon();
         }
         self.maybe_balance_leaders().await;
+        self.maybe_elect_unclean_leaders().await;
+    }
+
+    /// With `unclean.leader.election.enable=true` in this controller's
+    /// server.properties, Kafka elects unclean leaders as soon as a broker
+    /// leaves: the next tick's check does (the dynamic settings act at
+    /// once already, in the fencing's own partition changes).
+    fn unclean_check_soon(&mut self) {
+        if self.config.unclean_leader_election_enable {
+            self.next_unclean_ms = Some(0);
+        }
+    }
+
+    /// Every `unclean.leader.election.interval.ms` (the first an interval
+    /// after becoming active), unclean elections for the leaderless
+    /// partitions whose topic allows them; again at once while a pass hits
+    /// its cap.
+    async fn maybe_elect_unclean_leaders(&mut self) {
+        let Some(interval) = self.config.unclean_election_interval_ms else {
+            return;
+        };
+        let now = self.now_ms();
+        let due = *self.next_unclean_ms.get_or_insert(now + interval);
+        if now < due {
+            return;
+        }
+        let (records, more) = manager::replication::elect_unclean_leaders(
+            &self.sm.image(),
+            self.config.unclean_leader_election_enable,
+            manager::replication::MAX_ELECTIONS_PER_BALANCE,
+        );
+        let committed = self.commit(records).await.is_ok();
+        self.next_unclean_ms = Some(if more && committed {
+            now
+        } else {
+            now + interval
+        });
     }
 
     /// Every `leader.imbalance.check.interval.seconds` (the first one an

@@ -706,6 +706,8 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
             leader_balance_interval_ms: None,
+            unclean_leader_election_enable: false,
+            unclean_election_interval_ms: None,
         },
         clock,
         seed: Some(seed),

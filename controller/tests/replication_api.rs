@@ -39,6 +39,8 @@ fn settings() -> QuorumSettings {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
             leader_balance_interval_ms: None,
+            unclean_leader_election_enable: false,
+            unclean_election_interval_ms: None,
         },
         clock: strand_types::SystemClock::shared(),
         seed: None,
@@ -66,21 +68,8 @@ async fn heartbeat(
     assert_eq!(reply.is_fenced, want_fence, "broker {broker_id}");
 }
 
-fn state(h: &ControllerHandle) -> AlterPartitionState {
-    let img = h.image();
-    let p = &img.topics["t"].partitions[0];
-    AlterPartitionState {
-        leader: p.leader,
-        leader_epoch: p.leader_epoch,
-        partition_epoch: p.partition_epoch,
-        isr: p.isr.clone(),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn alter_partition_and_elect_leaders_through_the_handle() {
-    let node = start_controller(settings()).await.unwrap();
-    let h = node.handle.clone();
+/// Registers and unfences every broker of `BROKERS`: their epochs.
+async fn register_all(h: &ControllerHandle) -> BTreeMap<BrokerId, BrokerEpoch> {
     let mut epochs = BTreeMap::new();
     for id in BROKERS {
         let epoch = h
@@ -98,8 +87,27 @@ async fn alter_partition_and_elect_leaders_through_the_handle() {
             .await
             .unwrap();
         epochs.insert(id, epoch);
-        heartbeat(&h, id, epoch, false).await;
+        heartbeat(h, id, epoch, false).await;
     }
+    epochs
+}
+
+fn state(h: &ControllerHandle) -> AlterPartitionState {
+    let img = h.image();
+    let p = &img.topics["t"].partitions[0];
+    AlterPartitionState {
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        isr: p.isr.clone(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_partition_and_elect_leaders_through_the_handle() {
+    let node = start_controller(settings()).await.unwrap();
+    let h = node.handle.clone();
+    let epochs = register_all(&h).await;
     // replication_factor -1: default.replication.factor (3).
     let created = h
         .client()
@@ -325,4 +333,66 @@ fn new_requests_and_replies_round_trip_through_json() {
         let back: ControllerReply = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), json);
     }
+}
+
+/// `unclean.leader.election.enable=true` in the controller's
+/// server.properties (no topic or cluster-wide dynamic setting): a
+/// partition whose only in-sync replica is fenced takes an out-of-sync
+/// replica as its leader at the next check, as Kafka's controller does
+/// with its static config, without waiting for
+/// `unclean.leader.election.interval.ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_static_unclean_setting_elects_an_out_of_sync_replica() {
+    let mut s = settings();
+    s.controller.unclean_leader_election_enable = true;
+    s.controller.unclean_election_interval_ms = Some(300_000);
+    let node = start_controller(s).await.unwrap();
+    let h = node.handle.clone();
+    let epochs = register_all(&h).await;
+    let created = h
+        .client()
+        .create_topics(
+            vec![NewTopic {
+                name: "t".into(),
+                num_partitions: 1,
+                replication_factor: 3,
+                ..Default::default()
+            }],
+            false,
+        )
+        .await[0]
+        .clone()
+        .unwrap();
+    let replicas = h.image().topics["t"].partitions[0].replicas.clone();
+    let leader = replicas[0];
+    // The leader alone in sync, then fenced: offline, no clean choice.
+    let s = state(&h);
+    h.client()
+        .alter_partition(AlterPartitionRequest {
+            broker_id: leader,
+            broker_epoch: epochs[&leader],
+            topic_id: created.topic_id,
+            partition: 0,
+            leader_epoch: s.leader_epoch,
+            partition_epoch: s.partition_epoch,
+            new_isr: vec![leader],
+            broker_epochs: [(leader, epochs[&leader])].into(),
+        })
+        .await
+        .unwrap();
+    heartbeat(&h, leader, epochs[&leader], true).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let elected = loop {
+        let s = state(&h);
+        if s.leader.is_some() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no unclean election: {s:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(elected.leader, Some(replicas[1]));
+    assert_eq!(elected.isr, vec![replicas[1]]);
 }

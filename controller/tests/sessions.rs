@@ -57,6 +57,8 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
             leader_balance_interval_ms: None,
+            unclean_leader_election_enable: false,
+            unclean_election_interval_ms: None,
         },
         clock,
         seed: None,

@@ -555,6 +555,8 @@ pub enum ConfigSource {
     DynamicDefaultBroker = 3,
     StaticBroker = 4,
     Default = 5,
+    /// A log level set at runtime (BROKER_LOGGER).
+    DynamicBrokerLogger = 6,
 }
 
 /// Broker configs that are not topic configs' synonyms and that a broker

@@ -361,6 +361,8 @@ impl Sim {
                 producer_id_block_size: 1000,
                 max_replication_factor: 3,
                 leader_balance_interval_ms: None,
+                unclean_leader_election_enable: false,
+                unclean_election_interval_ms: None,
             },
             last_broadcast: 0,
         };

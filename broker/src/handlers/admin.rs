@@ -24,6 +24,7 @@ use strand_protocol::ErrorCode;
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+const RESOURCE_BROKER_LOGGER: i8 = 8;
 /// DescribeConfigs' config type of a password (Kafka's `ConfigType.PASSWORD`).
 const PASSWORD_CONFIG_TYPE: i8 = 9;
 
@@ -412,6 +413,26 @@ pub fn describe_configs(
                     }
                 }
             }
+            // This broker's loggers and their levels (Kafka's
+            // DYNAMIC_BROKER_LOGGER_CONFIG entries, type unknown).
+            RESOURCE_BROKER_LOGGER => match logger_resource(broker, &name, LoggerCall::Describe) {
+                Err(e) => (r.error_code, r.error_message) = err_parts(&e),
+                Ok(()) => {
+                    r.error_message = Some(s(""));
+                    for (logger, level) in broker.loggers.describe() {
+                        if wanted(&logger) {
+                            r.configs.push(
+                                DescribeConfigsResourceResult::default()
+                                    .with_name(s(&logger))
+                                    .with_value(Some(s(&level)))
+                                    .with_config_source(ConfigSource::DynamicBrokerLogger as i8)
+                                    .with_read_only(false)
+                                    .with_config_type(0),
+                            );
+                        }
+                    }
+                }
+            },
             other => {
                 r.error_code = ErrorCode::InvalidRequest.code();
                 r.error_message = Some(s(&format!("Unsupported resource type {other}")));
@@ -422,8 +443,40 @@ pub fn describe_configs(
     DescribeConfigsResponse::default().with_results(results)
 }
 
+/// Which request names a BROKER_LOGGER resource (Kafka's messages differ).
+#[derive(Clone, Copy)]
+enum LoggerCall {
+    Describe,
+    Alter,
+}
+
+/// A BROKER_LOGGER resource names this broker's id, as Kafka requires.
+fn logger_resource(broker: &ReplicaManager, name: &str, call: LoggerCall) -> Result<(), ApiError> {
+    let me = broker.node_id();
+    match (name.parse::<i32>(), call) {
+        (Err(_), LoggerCall::Describe) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Broker id must be an integer, but it is: {name}"),
+        )),
+        (Err(_), LoggerCall::Alter) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Node id must be an integer, but it is: {name}"),
+        )),
+        (Ok(id), _) if id == me.get() => Ok(()),
+        (Ok(_), LoggerCall::Describe) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Unexpected broker id, expected {me} but received {name}"),
+        )),
+        (Ok(_), LoggerCall::Alter) => Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!("Unexpected node id. Expected {me}, but received {name}"),
+        )),
+    }
+}
+
 /// Shared by AlterConfigs and IncrementalAlterConfigs: topic and broker
-/// configs go to the controller.
+/// configs go to the controller; log levels (BROKER_LOGGER, incremental
+/// only) are this broker's own.
 /// One resource of an AlterConfigs request: type, name, operations.
 type ResourceOps = (i8, String, Vec<(String, ConfigOp)>);
 
@@ -459,10 +512,19 @@ async fn alter(
     };
     resources
         .into_iter()
-        .map(|(ty, name, _)| {
+        .map(|(ty, name, ops)| {
             let r = match ty {
                 RESOURCE_TOPIC => topic_results.next().unwrap_or_else(missing),
                 RESOURCE_BROKER => broker_results.next().unwrap_or_else(missing),
+                RESOURCE_BROKER_LOGGER if incremental => {
+                    logger_resource(broker, &name, LoggerCall::Alter)
+                        .and_then(|()| broker.loggers.alter(&ops, validate_only))
+                }
+                // The legacy AlterConfigs does not take log levels (Kafka's words).
+                RESOURCE_BROKER_LOGGER => Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Unknown resource type {ty}"),
+                )),
                 _ => Err(ApiError::new(
                     ErrorCode::InvalidRequest,
                     format!("Unsupported resource type {ty}"),

@@ -21,6 +21,14 @@ pub struct ControllerConfig {
     /// partition's preferred replica (`auto.leader.rebalance.enable`,
     /// `leader.imbalance.check.interval.seconds`); None: never.
     pub leader_balance_interval_ms: Option<u64>,
+    /// This controller's `unclean.leader.election.enable` from its
+    /// server.properties: a topic with no override and no cluster-wide
+    /// dynamic setting takes it (Kafka's static config layer).
+    pub unclean_leader_election_enable: bool,
+    /// How often the active controller elects unclean leaders for the
+    /// leaderless partitions whose topic allows it
+    /// (`unclean.leader.election.interval.ms`); None: never.
+    pub unclean_election_interval_ms: Option<u64>,
 }
 
 /// Kafka's broker.session.timeout.ms default.

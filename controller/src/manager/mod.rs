@@ -86,6 +86,8 @@ pub(crate) mod testutil {
             producer_id_block_size: 1000,
             max_replication_factor: usize::MAX,
             leader_balance_interval_ms: None,
+            unclean_leader_election_enable: false,
+            unclean_election_interval_ms: None,
         }
     }
 

@@ -199,14 +199,54 @@ pub fn build_change(
 
 /// The topic's `unclean.leader.election.enable`: its override, else the
 /// cluster-wide dynamic broker default (resource name ""), else false.
+/// (The controller's static setting acts through
+/// [`elect_unclean_leaders`].)
 pub fn unclean_election_enabled(image: &MetadataImage, topic: &str) -> bool {
+    unclean_election_setting(image, topic).unwrap_or(false)
+}
+
+/// The topic's override of `unclean.leader.election.enable`, else the
+/// cluster-wide dynamic default; None when neither is set.
+fn unclean_election_setting(image: &MetadataImage, topic: &str) -> Option<bool> {
     const KEY: &str = "unclean.leader.election.enable";
     image
         .topics
         .get(topic)
         .and_then(|t| t.configs.get(KEY))
         .or_else(|| image.broker_configs.get("").and_then(|c| c.get(KEY)))
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        .map(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Unclean elections for leaderless partitions (Kafka 4.4's periodic
+/// maybeTriggerUncleanLeaderElectionForLeaderlessPartitions, every
+/// `unclean.leader.election.interval.ms`): each partition with no leader
+/// whose topic allows it (its override, else the cluster-wide dynamic
+/// default, else `static_default`: the controller's server.properties)
+/// takes an eligible replica, from outside the ISR if none in it is; at
+/// most `max` changes, and whether more may be due.
+pub fn elect_unclean_leaders(
+    image: &MetadataImage,
+    static_default: bool,
+    max: usize,
+) -> (Vec<MetadataRecord>, bool) {
+    let mut out = Vec::new();
+    for (name, topic) in &image.topics {
+        if !unclean_election_setting(image, name).unwrap_or(static_default) {
+            continue;
+        }
+        for p in topic.partitions.iter().filter(|p| p.leader.is_none()) {
+            if out.len() == max {
+                return (out, true);
+            }
+            if let Some(change) = partition_change(p, &p.isr, Election::Unclean, |r| {
+                image.is_eligible_replica(p, r)
+            }) {
+                tracing::warn!(topic = %name, partition = p.partition, leader = ?change.leader, "unclean leader election for an offline partition");
+                out.push(MetadataRecord::PartitionChange(change));
+            }
+        }
+    }
+    (out, false)
 }
 
 /// Partition changes for the partitions `select` picks, removing
@@ -1379,6 +1419,62 @@ mod tests {
         for t in [ElectionType::Preferred, ElectionType::Unclean] {
             assert_eq!(ElectionType::try_from(t as u8), Ok(t));
         }
+    }
+
+    /// The periodic unclean election: offline partitions whose topic
+    /// allows it (override, cluster-wide dynamic default, else the
+    /// controller's static setting) take an eligible replica outside the
+    /// ISR; the others stay offline.
+    #[test]
+    fn leaderless_partitions_take_unclean_leaders_where_their_topic_allows() {
+        let mut img = image_with_brokers(&[1, 2, 3]);
+        // Each topic: replicas [1, 2], ISR [1] with 1 fenced: offline.
+        for t in ["plain", "on", "off"] {
+            add_topic(&mut img, t, &[(&[1, 2], &[1], -1)]);
+        }
+        let set = |img: &mut MetadataImage, topic: &str, v: &str| {
+            img.apply(&MetadataRecord::Config {
+                resource: ConfigResource::Topic,
+                resource_name: topic.into(),
+                name: "unclean.leader.election.enable".into(),
+                value: Some(v.into()),
+            })
+        };
+        // Fenced before any setting: all offline (the settings set later
+        // act through the periodic check, as Kafka's dynamic ones do).
+        let fence = handle_broker_fenced(&img, b(1));
+        apply_all(&mut img, &fence);
+        set(&mut img, "on", "true");
+        set(&mut img, "off", "false");
+        let elected = |img: &MetadataImage, static_default: bool| -> Vec<String> {
+            let (recs, more) = elect_unclean_leaders(img, static_default, 10);
+            assert!(!more);
+            let mut names: Vec<String> = recs
+                .iter()
+                .map(|r| match r {
+                    MetadataRecord::PartitionChange(p) => {
+                        assert_eq!((p.leader, p.isr.clone()), (Some(b(2)), ids(&[2])));
+                        img.topic_names[&p.topic_id].clone()
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(elected(&img, false), vec!["on"]);
+        assert_eq!(elected(&img, true), vec!["on", "plain"]);
+        // The cluster-wide dynamic default wins over the static one.
+        img.apply(&MetadataRecord::Config {
+            resource: ConfigResource::Broker,
+            resource_name: String::new(),
+            name: "unclean.leader.election.enable".into(),
+            value: Some("false".into()),
+        });
+        assert_eq!(elected(&img, true), vec!["on"]);
+        // At most `max` a pass, and more is due.
+        let (recs, more) = elect_unclean_leaders(&img, false, 0);
+        assert!(recs.is_empty() && more);
     }
 
     /// KIP-858: broker 1 keeps its replicas in directories A and B; B

@@ -401,6 +401,8 @@ mod tests {
         let limited = ControllerConfig {
             max_replication_factor: 1,
             leader_balance_interval_ms: None,
+            unclean_leader_election_enable: false,
+            unclean_election_interval_ms: None,
             ..cfg()
         };
         let t = |name: &str, rf: i16| NewTopic {
@@ -447,6 +449,8 @@ mod tests {
                 default_replication_factor: default_rf,
                 max_replication_factor: max,
                 leader_balance_interval_ms: None,
+                unclean_leader_election_enable: false,
+                unclean_election_interval_ms: None,
                 ..cfg()
             };
             let t = match requested {

@@ -485,6 +485,8 @@ async fn start_quorum(
                     producer_id_block_size: 1000,
                     max_replication_factor: usize::MAX,
                     leader_balance_interval_ms: None,
+                    unclean_leader_election_enable: false,
+                    unclean_election_interval_ms: None,
                 },
                 clock: clock.clone(),
                 seed: Some(seed ^ (u64::from(id) << 32)),
