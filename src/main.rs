@@ -408,6 +408,12 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
         lease,
         log_dirs.clone(),
     ));
+    broker.install_tls_listeners(
+        securities
+            .iter()
+            .map(|(name, security)| (name.clone(), security.clone()))
+            .collect(),
+    );
     let reload = log_levels.handle;
     broker.loggers.install(
         &log_levels.directives,

@@ -1016,3 +1016,147 @@ fn rdkafka_crate_over_sasl_ssl_scram_and_mutual_tls() {
         "a client without a certificate fetches no metadata"
     );
 }
+
+/// The subject of the certificate the TLS listener at `addr` presents to
+/// a new connection (openssl's one-line form).
+fn served_subject(addr: &str, ca: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {addr} -CAfile {} -verify_return_error </dev/null 2>/dev/null | openssl x509 -noout -subject",
+            ca.display()
+        ))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// ApiVersions v0 with correlation id `id` over a raw stream; the
+/// correlation id of the answer.
+fn api_versions_over(stream: &mut (impl std::io::Read + Write), id: i32) -> i32 {
+    let mut req = vec![0, 18, 0, 0];
+    req.extend_from_slice(&id.to_be_bytes());
+    req.extend_from_slice(&[0, 1, b't']);
+    let mut framed = (req.len() as i32).to_be_bytes().to_vec();
+    framed.extend(req);
+    stream.write_all(&framed).unwrap();
+    stream.flush().unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).unwrap();
+    i32::from_be_bytes(body[..4].try_into().unwrap())
+}
+
+/// A listener's key store replaced at runtime (Kafka's dynamic
+/// `listener.name.<listener>.ssl.keystore.location` on the broker's own
+/// resource): new connections get the new certificate while one opened
+/// before keeps being served; a store that does not load is refused and
+/// the current one stays; the cluster-wide resource refuses the setting.
+#[test]
+fn a_listener_key_store_is_replaced_without_a_restart() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let (pki, ca) = Pki::new();
+    let ca_file = pki.write("ca.pem", &ca.cert_pem());
+    let store = |name: &str| {
+        let (cert, key) = ca.sign(name, &["localhost", "127.0.0.1"], false);
+        path_str(&pki.write(&format!("{name}.pem"), &format!("{key}{cert}")))
+    };
+    let (store_a, store_b) = (store("broker-a"), store("broker-b"));
+    let ssl = format!("127.0.0.1:{}", free_loopback_port().unwrap());
+    let broker = Broker::start_with_listeners(
+        &common::strand_bin(),
+        &[("SSL", ssl.as_str())],
+        &[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", store_a.as_str()),
+        ],
+    )
+    .unwrap();
+    let first = served_subject(&ssl, &ca_file);
+    assert!(first.contains("CN = broker-a"), "{first}");
+    // A TLS connection opened before the change, served before it.
+    let mut open = Command::new("openssl")
+        .args(["s_client", "-quiet", "-verify_return_error", "-connect"])
+        .arg(&ssl)
+        .arg("-CAfile")
+        .arg(&ca_file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut conn = {
+        struct Piped(std::process::ChildStdin, std::process::ChildStdout);
+        impl std::io::Read for Piped {
+            fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                self.1.read(b)
+            }
+        }
+        impl Write for Piped {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.write(b)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                self.0.flush()
+            }
+        }
+        Piped(open.stdin.take().unwrap(), open.stdout.take().unwrap())
+    };
+    assert_eq!(api_versions_over(&mut conn, 1), 1);
+
+    let alter = |name: &str, value: &str| {
+        let mut c = Client::connect(&broker.addr()).unwrap();
+        let r: IncrementalAlterConfigsResponse = c
+            .call(
+                ApiKey::IncrementalAlterConfigs,
+                1,
+                &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(StrBytes::from_string(name.into()))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(
+                                "listener.name.ssl.ssl.keystore.location",
+                            ))
+                            .with_config_operation(0)
+                            .with_value(Some(StrBytes::from_string(value.into())))]),
+                ]),
+            )
+            .unwrap();
+        (
+            r.responses[0].error_code,
+            r.responses[0]
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    assert_eq!(alter("1", &store_b), (0, String::new()));
+    common::eventually(
+        "new connections served the new certificate",
+        std::time::Duration::from_secs(10),
+        || {
+            served_subject(&ssl, &ca_file)
+                .contains("CN = broker-b")
+                .then_some(())
+        },
+    );
+    // The connection opened before is still served.
+    assert_eq!(api_versions_over(&mut conn, 2), 2);
+    // A store that does not load: refused, the current one stays.
+    let (code, message) = alter("1", "/no/such/store.pem");
+    assert_eq!(code, 40, "INVALID_CONFIG: {message}");
+    assert!(message.contains("/no/such/store.pem"), "{message}");
+    assert!(served_subject(&ssl, &ca_file).contains("CN = broker-b"));
+    // Each broker's own: not at the cluster-wide level.
+    let (code, message) = alter("", &store_a);
+    assert_eq!(code, 42, "INVALID_REQUEST: {message}");
+    assert!(message.contains("broker id must be specified"), "{message}");
+    drop(conn);
+    let _ = open.kill();
+    let _ = open.wait();
+}

@@ -112,7 +112,11 @@ impl ControllerChannel {
                 tracing::warn!(listener = %name, "the controller listener is TLS without ssl.client.auth=required: any process that reaches it can vote and register");
             }
             let users = security.sasl.map(|s| Arc::new(s.plain));
-            (security.tls, security.principal_mapper, users)
+            (
+                security.tls.map(|t| t.current()),
+                security.principal_mapper,
+                users,
+            )
         } else {
             let mapper = SslPrincipalMapper::parse("DEFAULT")
                 .map_err(|e| format!("ssl.principal.mapping.rules: {e}"))?;

@@ -20,8 +20,10 @@ use tokio_rustls::rustls;
 
 pub struct ListenerSecurity {
     pub protocol: SecurityProtocol,
-    /// Set for SSL and SASL_SSL.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Set for SSL and SASL_SSL; replaced when the listener's key or trust
+    /// store changes at runtime (new connections take the new one, open
+    /// ones keep theirs).
+    pub tls: Option<TlsAcceptorCell>,
     /// The client certificate's subject to a user name (SSL listeners).
     pub principal_mapper: SslPrincipalMapper,
     /// Set for SASL_PLAINTEXT and SASL_SSL.
@@ -58,7 +60,7 @@ impl ListenerSecurity {
             .map_err(|e| format!("listener {listener}: ssl.principal.mapping.rules: {e}"))?;
         let tls = if protocol.uses_tls() {
             let config = tls_server_config(listener, &setting)?;
-            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+            Some(TlsAcceptorCell::new(Arc::new(config)))
         } else {
             None
         };
@@ -73,6 +75,50 @@ impl ListenerSecurity {
             principal_mapper,
             sasl,
         })
+    }
+}
+
+pub use strand_metadata::configs::DYNAMIC_TLS_KEYS;
+
+/// A listener's TLS server configuration, replaceable while it serves.
+pub struct TlsAcceptorCell(parking_lot::RwLock<tokio_rustls::TlsAcceptor>);
+
+impl TlsAcceptorCell {
+    fn new(config: Arc<rustls::ServerConfig>) -> Self {
+        TlsAcceptorCell(parking_lot::RwLock::new(config.into()))
+    }
+
+    /// The acceptor for a new connection.
+    pub fn current(&self) -> tokio_rustls::TlsAcceptor {
+        self.0.read().clone()
+    }
+}
+
+impl ListenerSecurity {
+    /// The TLS server configuration of `listener` with `dynamic` (this
+    /// broker's dynamic configs, `listener.name.<listener>.ssl.*`) over
+    /// its static settings; the reason it cannot be built otherwise.
+    pub fn tls_config_with(
+        config: &BrokerConfig,
+        listener: &str,
+        dynamic: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Arc<rustls::ServerConfig>, String> {
+        let prefix = format!("listener.name.{}.", listener.to_lowercase());
+        let setting = |key: &str| {
+            match dynamic.get(&format!("{prefix}{key}")) {
+                Some(v) if DYNAMIC_TLS_KEYS.contains(&key) => Some(v.clone()),
+                _ => config.listener_setting(listener, key),
+            }
+            .filter(|v| !v.is_empty())
+        };
+        tls_server_config(listener, &setting).map(Arc::new)
+    }
+
+    /// Serves new connections with `tls` (a TLS listener only).
+    pub fn replace_tls(&self, tls: Arc<rustls::ServerConfig>) {
+        if let Some(cell) = &self.tls {
+            *cell.0.write() = tls.into();
+        }
     }
 }
 

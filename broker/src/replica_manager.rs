@@ -5,6 +5,7 @@
 
 use crate::config::BrokerConfig;
 use crate::controller_link::ControllerLink;
+use crate::listener_security::ListenerSecurity;
 use crate::log_dirs::{choose_dir, LogDir, LogDirs};
 use crate::replica_plan;
 use crate::transport::Transport;
@@ -17,7 +18,7 @@ use strand_log::cleaner::CleanerLogConfig;
 use strand_log::storage::FileStorage;
 use strand_log::LogConfig;
 use strand_metadata::configs::{resolve_topic_config, topic_config, BrokerLayers};
-use strand_metadata::controller_api::{AlterPartitionRequest, DirAssignment};
+use strand_metadata::controller_api::{AlterPartitionRequest, ConfigOp, DirAssignment};
 use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_partition::lease::WriteLease;
@@ -205,6 +206,10 @@ pub struct ReplicaManager {
     pub throttles: Arc<crate::replication_quota::ReplicationThrottles>,
     /// Log levels changed at runtime (BROKER_LOGGER).
     pub loggers: crate::broker_loggers::BrokerLoggers,
+    /// The TLS listeners (installed by the binary) and the dynamic
+    /// `listener.name.*.ssl.*` settings they last took up.
+    tls_listeners: std::sync::OnceLock<Vec<(String, Arc<ListenerSecurity>)>>,
+    tls_applied: Mutex<BTreeMap<String, String>>,
 }
 
 impl ReplicaManager {
@@ -266,6 +271,8 @@ impl ReplicaManager {
             quotas,
             throttles,
             loggers: Default::default(),
+            tls_listeners: Default::default(),
+            tls_applied: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -606,6 +613,83 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// The listeners whose key and trust stores may change at runtime (the
+    /// binary's TLS listeners), taken up from the image at once.
+    pub fn install_tls_listeners(&self, listeners: Vec<(String, Arc<ListenerSecurity>)>) {
+        let _ = self.tls_listeners.set(listeners);
+        self.refresh_tls(&self.image());
+    }
+
+    /// This broker's dynamic `listener.name.<listener>.ssl.*` settings.
+    fn dynamic_tls(&self, image: &MetadataImage) -> BTreeMap<String, String> {
+        image
+            .broker_configs
+            .get(&self.node_id().to_string())
+            .map(|c| {
+                c.iter()
+                    .filter(|(k, _)| strand_metadata::configs::listener_tls_key(k).is_some())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Serves new TLS connections with the key and trust stores the image
+    /// now names (Kafka's dynamic SSL reconfiguration); a store that does
+    /// not load leaves the listener on its current one, and says why.
+    fn refresh_tls(&self, image: &MetadataImage) {
+        let Some(listeners) = self.tls_listeners.get() else {
+            return;
+        };
+        let dynamic = self.dynamic_tls(image);
+        let mut applied = self.tls_applied.lock();
+        if *applied == dynamic {
+            return;
+        }
+        for (name, security) in listeners.iter().filter(|(_, s)| s.tls.is_some()) {
+            match ListenerSecurity::tls_config_with(&self.config, name, &dynamic) {
+                Ok(tls) => {
+                    security.replace_tls(tls);
+                    tracing::info!(listener = %name, "TLS key and trust stores reloaded");
+                }
+                Err(e) => {
+                    tracing::error!(listener = %name, error = %e, "the new TLS settings do not load; the listener keeps its current ones")
+                }
+            }
+        }
+        *applied = dynamic;
+    }
+
+    /// Whether every TLS listener would load its stores after `ops` on
+    /// this broker's dynamic configs: the reason one would not.
+    pub fn check_tls_change(&self, ops: &[(String, ConfigOp)]) -> Result<(), String> {
+        let Some(listeners) = self.tls_listeners.get() else {
+            return Ok(());
+        };
+        if !ops
+            .iter()
+            .any(|(k, _)| strand_metadata::configs::listener_tls_key(k).is_some())
+        {
+            return Ok(());
+        }
+        let mut dynamic = self.dynamic_tls(&self.image());
+        for (k, op) in ops {
+            match op {
+                ConfigOp::Set(v) => {
+                    dynamic.insert(k.clone(), v.clone());
+                }
+                ConfigOp::Delete => {
+                    dynamic.remove(k);
+                }
+                ConfigOp::Append(_) | ConfigOp::Subtract(_) => {}
+            }
+        }
+        for (name, _) in listeners.iter().filter(|(_, s)| s.tls.is_some()) {
+            ListenerSecurity::tls_config_with(&self.config, name, &dynamic)?;
+        }
+        Ok(())
+    }
+
     /// Tells the listeners of the partition's topic it is gone from here.
     fn forget_in_listeners(&self, tp: &TopicPartition) {
         for l in self
@@ -786,6 +870,7 @@ impl ReplicaManager {
         let me_name = me.to_string();
         let layers = BrokerLayers::of(&image, &me_name, &self.config.static_props);
         self.throttles.refresh(&image, &layers);
+        self.refresh_tls(&image);
         let settings = |configs: &ConfigMap| partition_settings(&layers, configs);
         let changes = replica_plan::local_changes(&image, me, &hosted, &failed, &settings);
 

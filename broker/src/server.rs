@@ -90,7 +90,7 @@ pub async fn serve_secured<L: Listener<Conn = tokio::net::TcpStream>>(
             let Some(acceptor) = &security.tls else {
                 return Ok(Accepted::Plain(stream));
             };
-            let stream = acceptor.accept(stream).await?;
+            let stream = acceptor.current().accept(stream).await?;
             let conn = TlsConn::new(stream);
             // On SSL listeners the client certificate names the principal;
             // SASL_SSL takes it from SASL.

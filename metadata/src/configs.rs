@@ -592,12 +592,50 @@ pub const BROKER_DYNAMIC_CONFIGS: &[TopicConfigDef] = &[
     ),
 ];
 
+/// The TLS key and trust store settings Kafka changes per broker without a
+/// restart, as `listener.name.<listener>.<key>` dynamic broker configs.
+pub const DYNAMIC_TLS_KEYS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.certificates",
+];
+
+/// `listener.name.<listener>.<key>` with `key` one of [`DYNAMIC_TLS_KEYS`]:
+/// (listener, key).
+pub fn listener_tls_key(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (listener, key) = rest.split_once('.')?;
+    (!listener.is_empty() && DYNAMIC_TLS_KEYS.contains(&key)).then_some((listener, key))
+}
+
+/// What a listener's dynamic TLS setting is checked as: any text (the
+/// broker it names checks that the stores load).
+static LISTENER_TLS_DEF: TopicConfigDef = def(
+    "listener.name.<listener>.ssl.*",
+    None,
+    "",
+    ConfigType::String,
+    None,
+    &[],
+    "A listener's TLS key or trust store setting, for this broker only; new connections use it, open ones keep theirs.",
+);
+
 /// The definition a dynamic broker config is validated by: one of
 /// [`BROKER_DYNAMIC_CONFIGS`], or the topic config whose broker synonym it
 /// is (Kafka's log configs, dynamic per broker and cluster-wide). Topic
 /// configs without a broker-level setting in Kafka (the throttled replica
 /// lists) are not broker configs.
 pub fn dynamic_broker_config(name: &str) -> Option<&'static TopicConfigDef> {
+    if listener_tls_key(name).is_some() {
+        return Some(&LISTENER_TLS_DEF);
+    }
     BROKER_DYNAMIC_CONFIGS
         .iter()
         .find(|d| d.name == name)

@@ -486,11 +486,24 @@ async fn alter(
     incremental: bool,
     validate_only: bool,
 ) -> Vec<(i8, String, Result<(), ApiError>)> {
+    // A change of this broker's TLS stores is refused here when they would
+    // not load (only this broker can read them); others go on.
+    let me = broker.node_id().to_string();
+    let refused: Vec<Option<ApiError>> = resources
+        .iter()
+        .map(|(ty, name, ops)| {
+            (*ty == RESOURCE_BROKER && *name == me)
+                .then(|| broker.check_tls_change(ops).err())
+                .flatten()
+                .map(|e| ApiError::new(ErrorCode::InvalidConfig, e))
+        })
+        .collect();
     let of_type = |ty: i8| -> Vec<strand_metadata::controller_api::TopicConfigOps> {
         resources
             .iter()
-            .filter(|r| r.0 == ty)
-            .map(|r| (r.1.clone(), r.2.clone()))
+            .zip(&refused)
+            .filter(|(r, refused)| r.0 == ty && refused.is_none())
+            .map(|(r, _)| (r.1.clone(), r.2.clone()))
             .collect()
     };
     let mut topic_results = broker
@@ -512,16 +525,18 @@ async fn alter(
     };
     resources
         .into_iter()
-        .map(|(ty, name, ops)| {
-            let r = match ty {
-                RESOURCE_TOPIC => topic_results.next().unwrap_or_else(missing),
-                RESOURCE_BROKER => broker_results.next().unwrap_or_else(missing),
-                RESOURCE_BROKER_LOGGER if incremental => {
+        .zip(refused)
+        .map(|((ty, name, ops), refused)| {
+            let r = match (ty, refused) {
+                (_, Some(e)) => Err(e),
+                (RESOURCE_TOPIC, None) => topic_results.next().unwrap_or_else(missing),
+                (RESOURCE_BROKER, None) => broker_results.next().unwrap_or_else(missing),
+                (RESOURCE_BROKER_LOGGER, None) if incremental => {
                     logger_resource(broker, &name, LoggerCall::Alter)
                         .and_then(|()| broker.loggers.alter(&ops, validate_only))
                 }
                 // The legacy AlterConfigs does not take log levels (Kafka's words).
-                RESOURCE_BROKER_LOGGER => Err(ApiError::new(
+                (RESOURCE_BROKER_LOGGER, None) => Err(ApiError::new(
                     ErrorCode::InvalidRequest,
                     format!("Unknown resource type {ty}"),
                 )),

@@ -88,6 +88,21 @@ pub fn alter_broker_configs(
             }
         }
     }
+    // A listener's key and trust stores are each broker's own.
+    let per_broker: Vec<&str> = ops
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| strand_metadata::configs::listener_tls_key(k).is_some())
+        .collect();
+    if name.is_empty() && !per_broker.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: {}",
+                per_broker.join(",")
+            ),
+        ));
+    }
     let current = image.broker_configs.get(name).cloned().unwrap_or_default();
     let next = apply_ops(
         &current,
