@@ -43,6 +43,11 @@ const KNOWN: &[(&str, &str)] = &[
          rate the broker applies, from the cluster-wide setting",
     ),
     (
+        "broker config no log cleaner thread",
+        "Kafka divides by the thread count while validating and answers Java's \
+         ArithmeticException text (\"/ by zero\"); Strand names the setting and its minimum",
+    ),
+    (
         "produce compression codec 7: error",
         "Kafka fails with UNKNOWN_SERVER_ERROR; Strand names it CORRUPT_MESSAGE",
     ),
@@ -1859,6 +1864,36 @@ fn cluster_operations(c: &mut Client, facts: &mut Facts) {
             "b1",
             "log.retention.ms",
             Some("1"),
+        ),
+        (
+            "log cleaner threads raised",
+            "1",
+            "log.cleaner.threads",
+            Some("2"),
+        ),
+        (
+            "no log cleaner thread",
+            "1",
+            "log.cleaner.threads",
+            Some("0"),
+        ),
+        (
+            "a log cleaner backoff that is no number",
+            "1",
+            "log.cleaner.backoff.ms",
+            Some("often"),
+        ),
+        (
+            "a listener's key store cluster-wide",
+            "",
+            "listener.name.plaintext.ssl.keystore.location",
+            Some("/x.pem"),
+        ),
+        (
+            "log cleaner threads back to one",
+            "1",
+            "log.cleaner.threads",
+            None,
         ),
     ] {
         note(

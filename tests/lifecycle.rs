@@ -160,3 +160,77 @@ fn log_levels_change_at_runtime() {
         ]
     );
 }
+
+/// The log cleaner's settings changed at runtime (Kafka's reconfigurable
+/// `log.cleaner.*`): `log.cleaner.threads` raised on the broker's own
+/// resource restarts the cleaner with that many threads; with it removed,
+/// the cluster-wide setting applies.
+#[test]
+fn the_log_cleaner_takes_up_new_settings_at_runtime() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let broker = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
+    let pid = broker.pid();
+    // The cleaner threads running now, by name.
+    let cleaners = || -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("kafka-log-clean"))
+            .count()
+    };
+    assert_eq!(cleaners(), 1, "log.cleaner.threads' default");
+    let mut c = common::Client::connect(&broker.addr()).unwrap();
+    let mut set = |resource: &str, threads: &str| -> i16 {
+        let r: IncrementalAlterConfigsResponse = c
+            .call(
+                ApiKey::IncrementalAlterConfigs,
+                1,
+                &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(s(resource))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s("log.cleaner.threads"))
+                            .with_config_operation(0)
+                            .with_value(Some(s(threads)))]),
+                ]),
+            )
+            .unwrap();
+        r.responses[0].error_code
+    };
+    assert_eq!(set("1", "3"), 0);
+    common::eventually(
+        "three cleaner threads",
+        std::time::Duration::from_secs(30),
+        || (cleaners() == 3).then_some(()),
+    );
+    // A value Kafka refuses (fewer than one thread).
+    assert_eq!(set("1", "0"), 42);
+    // The cluster-wide setting applies once the broker's own is gone.
+    assert_eq!(set("", "2"), 0);
+    let r: IncrementalAlterConfigsResponse = c
+        .call(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(s("1"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s("log.cleaner.threads"))
+                        .with_config_operation(1)]),
+            ]),
+        )
+        .unwrap();
+    assert_eq!(r.responses[0].error_code, 0);
+    common::eventually(
+        "the cluster-wide two threads",
+        std::time::Duration::from_secs(30),
+        || (cleaners() == 2).then_some(()),
+    );
+}

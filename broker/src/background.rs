@@ -14,12 +14,16 @@ impl Node {
         let broker = &self.broker;
         // Keep the partitions in line with every image the controller publishes.
         let mut images = broker.controller.subscribe();
-        let b = broker.clone();
+        let node = self.clone();
         tokio::spawn(async move {
             while images.changed().await.is_ok() {
                 images.borrow_and_update();
-                let b = b.clone();
-                let _ = tokio::task::spawn_blocking(move || b.reconcile()).await;
+                let node = node.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    node.broker.reconcile();
+                    node.reconfigure_cleaner();
+                })
+                .await;
             }
         });
 

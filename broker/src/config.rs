@@ -479,6 +479,48 @@ pub struct LogCleanerSettings {
     pub io_max_bytes_per_second: f64,
 }
 
+impl LogCleanerSettings {
+    /// From each `log.cleaner.*` setting's value (Kafka's defaults where
+    /// one does not read).
+    pub fn from_settings(get: impl Fn(&str) -> String) -> LogCleanerSettings {
+        LogCleanerSettings {
+            enable: get("log.cleaner.enable") == "true",
+            threads: get("log.cleaner.threads").parse().unwrap_or(1),
+            backoff_ms: get("log.cleaner.backoff.ms").parse().unwrap_or(15000),
+            dedupe_buffer_size: get("log.cleaner.dedupe.buffer.size")
+                .parse()
+                .unwrap_or(134217728),
+            load_factor: get("log.cleaner.io.buffer.load.factor")
+                .trim()
+                .parse()
+                .unwrap_or(0.9),
+            io_max_bytes_per_second: get("log.cleaner.io.max.bytes.per.second")
+                .trim()
+                .parse()
+                .unwrap_or(f64::MAX),
+        }
+    }
+
+    /// The settings under this broker's dynamic configs, then the
+    /// cluster-wide ones, then server.properties (Kafka's reconfigurable
+    /// cleaner settings; `log.cleaner.enable` is read at start-up only).
+    pub fn with_layers(
+        &self,
+        layers: &strand_metadata::configs::BrokerLayers,
+    ) -> LogCleanerSettings {
+        LogCleanerSettings {
+            enable: self.enable,
+            ..LogCleanerSettings::from_settings(|k| {
+                layers
+                    .get(k)
+                    .map(|(v, _)| v.to_string())
+                    .or_else(|| BrokerConfig::default_of(k).map(str::to_string))
+                    .unwrap_or_default()
+            })
+        }
+    }
+}
+
 /// A controller quorum voter: node id and controller listener address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Voter {
@@ -864,22 +906,7 @@ impl BrokerConfig {
             log_retention_check_interval_ms: get("log.retention.check.interval.ms")
                 .parse()
                 .unwrap_or(300000),
-            log_cleaner: LogCleanerSettings {
-                enable: get("log.cleaner.enable") == "true",
-                threads: get("log.cleaner.threads").parse().unwrap_or(1),
-                backoff_ms: get("log.cleaner.backoff.ms").parse().unwrap_or(15000),
-                dedupe_buffer_size: get("log.cleaner.dedupe.buffer.size")
-                    .parse()
-                    .unwrap_or(134217728),
-                load_factor: get("log.cleaner.io.buffer.load.factor")
-                    .trim()
-                    .parse()
-                    .unwrap_or(0.9),
-                io_max_bytes_per_second: get("log.cleaner.io.max.bytes.per.second")
-                    .trim()
-                    .parse()
-                    .unwrap_or(f64::MAX),
-            },
+            log_cleaner: LogCleanerSettings::from_settings(|k| get(k)),
             producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
             broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
             process_roles: get("process.roles")

@@ -54,19 +54,76 @@ pub struct CleanerMetrics {
 }
 
 /// The running cleaner; its threads stop when it is dropped or the
-/// replica manager is gone.
+/// replica manager is gone, and start again with new settings when they
+/// change at runtime.
 pub struct LogCleaner {
-    shared: Arc<Shared>,
+    replicas: Weak<ReplicaManager>,
+    running: Mutex<(Arc<Shared>, LogCleanerSettings)>,
 }
 
 impl LogCleaner {
     /// Starts the threads (none when `log.cleaner.enable` is false).
     pub fn start(replicas: &Arc<ReplicaManager>, settings: &LogCleanerSettings) -> LogCleaner {
         let shared = Arc::new(Shared::default());
+        spawn_threads(&shared, Arc::downgrade(replicas), settings);
+        LogCleaner {
+            replicas: Arc::downgrade(replicas),
+            running: Mutex::new((shared, settings.clone())),
+        }
+    }
+
+    /// Takes up new settings (Kafka's LogCleaner.reconfigure): the threads
+    /// stop once their pass is done and new ones start with the new
+    /// memory and rates; what was found uncleanable stays so. Nothing when
+    /// the settings are the same.
+    pub fn reconfigure(&self, settings: &LogCleanerSettings) {
+        let mut running = self.running.lock();
+        if running.1 == *settings {
+            return;
+        }
+        let old = running.0.clone();
+        stop(&old);
+        let next = Arc::new(Shared::default());
+        *next.uncleanable.lock() = old.uncleanable.lock().clone();
+        *next.metrics.lock() = old.metrics.lock().clone();
+        spawn_threads(&next, self.replicas.clone(), settings);
+        tracing::info!(
+            threads = settings.threads,
+            dedupe_buffer_size = settings.dedupe_buffer_size,
+            backoff_ms = settings.backoff_ms,
+            "log cleaner restarted with new settings"
+        );
+        *running = (next, settings.clone());
+    }
+
+    /// The settings the threads run with.
+    pub fn settings(&self) -> LogCleanerSettings {
+        self.running.lock().1.clone()
+    }
+
+    fn shared(&self) -> Arc<Shared> {
+        self.running.lock().0.clone()
+    }
+}
+
+/// Asks `shared`'s threads to stop (each after its pass).
+fn stop(shared: &Shared) {
+    *shared.stop.lock() = true;
+    shared.wake.notify_all();
+}
+
+/// Starts `settings.threads` threads on `shared` (none when the cleaner
+/// is disabled).
+fn spawn_threads(
+    shared: &Arc<Shared>,
+    replicas: Weak<ReplicaManager>,
+    settings: &LogCleanerSettings,
+) {
+    {
         if settings.enable {
             let threads = settings.threads.max(1);
             for i in 0..threads {
-                let (shared, replicas) = (shared.clone(), Arc::downgrade(replicas));
+                let (shared, replicas) = (shared.clone(), replicas.clone());
                 let resources = CleanerResources::new(
                     settings.dedupe_buffer_size / threads,
                     settings.load_factor,
@@ -81,27 +138,28 @@ impl LogCleaner {
                 }
             }
         }
-        LogCleaner { shared }
     }
+}
 
+impl LogCleaner {
     /// The cleaner's metrics now.
     pub fn metrics(&self) -> CleanerMetrics {
-        let mut m = self.shared.metrics.lock().clone();
-        m.uncleanable_partitions_count = self.shared.uncleanable.lock().len();
+        let shared = self.shared();
+        let mut m = shared.metrics.lock().clone();
+        m.uncleanable_partitions_count = shared.uncleanable.lock().len();
         m
     }
 
     /// Wakes the threads to look for work now (a test, or a topic whose
     /// settings just changed).
     pub fn wake(&self) {
-        self.shared.wake.notify_all();
+        self.shared().wake.notify_all();
     }
 }
 
 impl Drop for LogCleaner {
     fn drop(&mut self) {
-        *self.shared.stop.lock() = true;
-        self.shared.wake.notify_all();
+        stop(&self.running.lock().0);
     }
 }
 

@@ -43,4 +43,19 @@ impl Node {
             cleaner,
         })
     }
+
+    /// The cleaner's settings under the image's dynamic broker configs
+    /// (`log.cleaner.threads`, buffers, rates, backoff), taken up when
+    /// they change.
+    pub fn reconfigure_cleaner(&self) {
+        let image = self.broker.image();
+        let me = self.broker.node_id().to_string();
+        let layers = strand_metadata::configs::BrokerLayers::of(
+            &image,
+            &me,
+            &self.broker.config.static_props,
+        );
+        self.cleaner
+            .reconfigure(&self.broker.config.log_cleaner.with_layers(&layers));
+    }
 }

@@ -98,8 +98,8 @@ pub fn alter_broker_configs(
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
             format!(
-                "Cannot update these configs at default cluster level, broker id must be specified: {}",
-                per_broker.join(",")
+                "Cannot update these configs at default cluster level, broker id must be specified: [{}]",
+                per_broker.join(", ")
             ),
         ));
     }
