@@ -93,9 +93,6 @@ fn sigterm_and_sigint_shut_down_cleanly() {
 /// appear once its level is DEBUG, and the level reads back.
 #[test]
 fn log_levels_change_at_runtime() {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
     use kafka_protocol::messages::*;
     use kafka_protocol::protocol::StrBytes;
     let s = |v: &str| StrBytes::from_string(v.to_string());
@@ -109,22 +106,8 @@ fn log_levels_change_at_runtime() {
     // A connection opened and closed: logged at debug only.
     drop(common::Client::connect(&broker.addr()).unwrap());
     let mut c = common::Client::connect(&broker.addr()).unwrap();
-    let set: IncrementalAlterConfigsResponse = c
-        .call(
-            ApiKey::IncrementalAlterConfigs,
-            1,
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(8)
-                    .with_resource_name(s("1"))
-                    .with_configs(vec![AlterableConfig::default()
-                        .with_name(s("strand_broker::server"))
-                        .with_config_operation(0)
-                        .with_value(Some(s("DEBUG")))]),
-            ]),
-        )
-        .unwrap();
-    assert_eq!(set.responses[0].error_code, 0, "{:?}", set.responses[0]);
+    let set = common::alter_config(&mut c, 8, "1", "strand_broker::server", Some("DEBUG"));
+    assert_eq!(set, (0, String::new()));
     assert_eq!(closed(&broker), 0, "debug lines before the change");
     drop(common::Client::connect(&broker.addr()).unwrap());
     common::eventually(
@@ -167,12 +150,6 @@ fn log_levels_change_at_runtime() {
 /// the cluster-wide setting applies.
 #[test]
 fn the_log_cleaner_takes_up_new_settings_at_runtime() {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
-    use kafka_protocol::messages::*;
-    use kafka_protocol::protocol::StrBytes;
-    let s = |v: &str| StrBytes::from_string(v.to_string());
     let broker = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
     let pid = broker.pid();
     // The cleaner threads running now, by name.
@@ -185,49 +162,20 @@ fn the_log_cleaner_takes_up_new_settings_at_runtime() {
     };
     assert_eq!(cleaners(), 1, "log.cleaner.threads' default");
     let mut c = common::Client::connect(&broker.addr()).unwrap();
-    let mut set = |resource: &str, threads: &str| -> i16 {
-        let r: IncrementalAlterConfigsResponse = c
-            .call(
-                ApiKey::IncrementalAlterConfigs,
-                1,
-                &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                    AlterConfigsResource::default()
-                        .with_resource_type(4)
-                        .with_resource_name(s(resource))
-                        .with_configs(vec![AlterableConfig::default()
-                            .with_name(s("log.cleaner.threads"))
-                            .with_config_operation(0)
-                            .with_value(Some(s(threads)))]),
-                ]),
-            )
-            .unwrap();
-        r.responses[0].error_code
+    let mut set = |resource: &str, threads: Option<&str>| {
+        common::alter_config(&mut c, 4, resource, "log.cleaner.threads", threads).0
     };
-    assert_eq!(set("1", "3"), 0);
+    assert_eq!(set("1", Some("3")), 0);
     common::eventually(
         "three cleaner threads",
         std::time::Duration::from_secs(30),
         || (cleaners() == 3).then_some(()),
     );
     // A value Kafka refuses (fewer than one thread).
-    assert_eq!(set("1", "0"), 42);
+    assert_eq!(set("1", Some("0")), 42);
     // The cluster-wide setting applies once the broker's own is gone.
-    assert_eq!(set("", "2"), 0);
-    let r: IncrementalAlterConfigsResponse = c
-        .call(
-            ApiKey::IncrementalAlterConfigs,
-            1,
-            &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                AlterConfigsResource::default()
-                    .with_resource_type(4)
-                    .with_resource_name(s("1"))
-                    .with_configs(vec![AlterableConfig::default()
-                        .with_name(s("log.cleaner.threads"))
-                        .with_config_operation(1)]),
-            ]),
-        )
-        .unwrap();
-    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(set("", Some("2")), 0);
+    assert_eq!(set("1", None), 0);
     common::eventually(
         "the cluster-wide two threads",
         std::time::Duration::from_secs(30),

@@ -1055,9 +1055,6 @@ fn api_versions_over(stream: &mut (impl std::io::Read + Write), id: i32) -> i32 
 /// the current one stays; the cluster-wide resource refuses the setting.
 #[test]
 fn a_listener_key_store_is_replaced_without_a_restart() {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
     let (pki, ca) = Pki::new();
     let ca_file = pki.write("ca.pem", &ca.cert_pem());
     let store = |name: &str| {
@@ -1109,31 +1106,8 @@ fn a_listener_key_store_is_replaced_without_a_restart() {
 
     let alter = |name: &str, value: &str| {
         let mut c = Client::connect(&broker.addr()).unwrap();
-        let r: IncrementalAlterConfigsResponse = c
-            .call(
-                ApiKey::IncrementalAlterConfigs,
-                1,
-                &IncrementalAlterConfigsRequest::default().with_resources(vec![
-                    AlterConfigsResource::default()
-                        .with_resource_type(4)
-                        .with_resource_name(StrBytes::from_string(name.into()))
-                        .with_configs(vec![AlterableConfig::default()
-                            .with_name(StrBytes::from_static_str(
-                                "listener.name.ssl.ssl.keystore.location",
-                            ))
-                            .with_config_operation(0)
-                            .with_value(Some(StrBytes::from_string(value.into())))]),
-                ]),
-            )
-            .unwrap();
-        (
-            r.responses[0].error_code,
-            r.responses[0]
-                .error_message
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_default(),
-        )
+        let key = "listener.name.ssl.ssl.keystore.location";
+        common::alter_config(&mut c, 4, name, key, Some(value))
     };
     assert_eq!(alter("1", &store_b), (0, String::new()));
     common::eventually(

@@ -38,6 +38,48 @@ pub fn read_values(addr: &str, topic: &str, partition: i32) -> Vec<String> {
     }
 }
 
+/// IncrementalAlterConfigs (v1) of one config of one resource (Kafka's
+/// resource type: 2 topic, 4 broker, 8 broker logger): `value` None
+/// deletes it. The answer's (error code, message).
+pub fn alter_config(
+    c: &mut Client,
+    resource_type: i8,
+    resource: &str,
+    key: &str,
+    value: Option<&str>,
+) -> (i16, String) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let r: IncrementalAlterConfigsResponse = c
+        .call(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(s(resource))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(s(key))
+                        .with_config_operation(if value.is_some() { 0 } else { 1 })
+                        .with_value(value.map(s))]),
+            ]),
+        )
+        .expect("IncrementalAlterConfigs answers");
+    let r = &r.responses[0];
+    (
+        r.error_code,
+        r.error_message
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+    )
+}
+
 /// The fault-injecting library (`compat-tests/faultfs`), built beside the
 /// test executable (a dev-dependency).
 pub fn faultfs_library() -> PathBuf {
