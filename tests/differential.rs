@@ -2116,6 +2116,78 @@ fn log_dirs(c: &mut Client, cluster: &Cluster, facts: &mut Facts) {
     );
 }
 
+/// What a lower `transaction.version` changes for clients: ApiVersions'
+/// ranges of the transactional APIs (and Produce) at level 1, then back at
+/// level 2.
+fn transaction_version_ranges(c: &mut Client, facts: &mut Facts) {
+    use kafka_protocol::messages::*;
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let set = |c: &mut Client, level: i16| {
+        use update_features_request::FeatureUpdateKey;
+        let r: UpdateFeaturesResponse = c
+            .call(
+                ApiKey::UpdateFeatures,
+                1,
+                &UpdateFeaturesRequest::default()
+                    .with_timeout_ms(10_000)
+                    .with_feature_updates(vec![FeatureUpdateKey::default()
+                        .with_feature(s("transaction.version"))
+                        .with_max_version_level(level)
+                        .with_upgrade_type(if level < 2 { 2 } else { 1 })]),
+            )
+            .expect("UpdateFeatures");
+        r.error_code
+    };
+    let ranges = |c: &mut Client| {
+        let av: ApiVersionsResponse = c
+            .call(
+                ApiKey::ApiVersions,
+                3,
+                &ApiVersionsRequest::default()
+                    .with_client_software_name(s("strand-differential"))
+                    .with_client_software_version(s("1")),
+            )
+            .expect("ApiVersions");
+        let tv = av
+            .finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == "transaction.version")
+            .map(|f| f.max_version_level);
+        let keys = [0i16, 24, 25, 26, 28];
+        let apis: Vec<(i16, i16, i16)> = av
+            .api_keys
+            .iter()
+            .filter(|k| keys.contains(&k.api_key))
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        (tv, apis)
+    };
+    // Waits until the broker reports `level` (it takes up the record a
+    // moment after the controller commits it).
+    let ranges_at = |c: &mut Client, level: i16| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let r = ranges(c);
+            if r.0 == Some(level) || std::time::Instant::now() > deadline {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    note(facts, "transaction.version lowered to 1", set(c, 1));
+    let at_one = ranges_at(c, 1);
+    note(facts, "transaction.version back to 2", set(c, 2));
+    let at_two = ranges_at(c, 2);
+    // The ranges themselves differ (Kafka 4.4 serves later versions of
+    // Produce and TxnOffsetCommit than kafka-protocol decodes): what is
+    // compared is whether the level changes them.
+    note(
+        facts,
+        "ApiVersions: the levels seen, and the transactional APIs' ranges the same at transaction.version 1 and 2",
+        (at_one.0, at_two.0, at_one.1 == at_two.1),
+    );
+}
+
 /// Log levels at runtime (BROKER_LOGGER, resource type 8): the root
 /// logger described, set, refused and reset through DescribeConfigs and
 /// IncrementalAlterConfigs. Logger names are each server's own (Java
@@ -2287,6 +2359,7 @@ fn observe(cluster: &Cluster) -> Facts {
     cluster_operations(&mut c, &mut facts);
     log_dirs(&mut c, cluster, &mut facts);
     broker_loggers(&mut c, &mut facts);
+    transaction_version_ranges(&mut c, &mut facts);
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);

@@ -85,8 +85,15 @@ pub async fn register(
     let broker_epoch = loop {
         match controller.register_broker(req.clone()).await {
             Ok(epoch) => break epoch,
-            // Data of another cluster: retrying cannot help.
-            Err(e) if e.code == strand_protocol::ErrorCode::InconsistentClusterId => {
+            // Data of another cluster, or several log directories at a
+            // metadata.version without them: retrying cannot help.
+            Err(e)
+                if matches!(
+                    e.code,
+                    strand_protocol::ErrorCode::InconsistentClusterId
+                        | strand_protocol::ErrorCode::UnsupportedVersion
+                ) =>
+            {
                 return Err(format!("broker registration refused: {}", e.message))
             }
             Err(e) if tokio::time::Instant::now() < deadline => {

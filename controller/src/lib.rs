@@ -1071,6 +1071,20 @@ impl Controller {
                     )),
                     Some(_) => Ok(()),
                 };
+                let mv = self
+                    .sm
+                    .image()
+                    .feature_level(strand_metadata::features::METADATA_VERSION);
+                let registered = registered.and_then(|()| {
+                    if mv < strand_metadata::features::MV_DIRECTORY_ASSIGNMENT {
+                        Err(ApiError::new(
+                            ErrorCode::UnsupportedVersion,
+                            "Directory assignment is not supported yet.",
+                        ))
+                    } else {
+                        Ok(())
+                    }
+                });
                 if let Err(e) = registered {
                     return ControllerReply::Each(vec![Err(e); assignments.len()]);
                 }

@@ -14,6 +14,10 @@
 //! sees no level for those uses the protocols Strand serves.
 
 pub const METADATA_VERSION: &str = "metadata.version";
+
+/// The lowest `metadata.version` with several log directories per broker
+/// (KIP-858: directory assignment), 3.7-IV2.
+pub const MV_DIRECTORY_ASSIGNMENT: i16 = 17;
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// `metadata.version` levels by name, Kafka 3.3-IV3 (the lowest KRaft

@@ -266,6 +266,20 @@ pub fn register_broker(
             ),
         ));
     }
+    // Several log directories need directory assignment (KIP-858), a
+    // metadata.version the cluster may not be at yet.
+    let mv = image.feature_level(strand_metadata::features::METADATA_VERSION);
+    if req.log_dirs.len() > 1 && mv < strand_metadata::features::MV_DIRECTORY_ASSIGNMENT {
+        let name = |level| strand_metadata::features::metadata_version_name(level).unwrap_or("?");
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "Multiple log directories (aka JBOD) are not supported in the current MetadataVersion {}. Need {} or higher",
+                name(mv),
+                name(strand_metadata::features::MV_DIRECTORY_ASSIGNMENT)
+            ),
+        ));
+    }
     let existing = image.brokers.get(&req.broker_id);
     let mut records = Vec::new();
     if let Some(prev) = existing {
@@ -836,6 +850,34 @@ mod tests {
         assert_eq!(e.message, "Expected cluster ID c-1, but got cluster ID c-2");
         assert!(register_broker(&img, &mut hbs, &with("c-1"), 0, TIMEOUT).is_ok());
         assert!(register_broker(&img, &mut hbs, &with(""), 0, TIMEOUT).is_ok());
+    }
+
+    /// Several log directories need metadata.version 3.7-IV2 (KIP-858):
+    /// below it the registration is refused with Kafka's words; one
+    /// directory registers at any level.
+    #[test]
+    fn several_log_directories_need_directory_assignment() {
+        let mut hbs = BrokerHeartbeats::default();
+        let at = |level: i16| {
+            let mut img = MetadataImage::default();
+            img.apply(&MetadataRecord::FeatureLevel {
+                name: "metadata.version".into(),
+                level,
+            });
+            img
+        };
+        let dirs = |n: u128| BrokerRegistrationRequest {
+            log_dirs: (0..n).map(|i| Uuid::from_u128(1000 + i)).collect(),
+            ..req(1, 1)
+        };
+        let e = register_broker(&at(16), &mut hbs, &dirs(2), 0, TIMEOUT).unwrap_err();
+        assert_eq!(e.code, ErrorCode::UnsupportedVersion);
+        assert_eq!(
+            e.message,
+            "Multiple log directories (aka JBOD) are not supported in the current MetadataVersion 3.7-IV1. Need 3.7-IV2 or higher"
+        );
+        assert!(register_broker(&at(16), &mut hbs, &dirs(1), 0, TIMEOUT).is_ok());
+        assert!(register_broker(&at(17), &mut hbs, &dirs(2), 0, TIMEOUT).is_ok());
     }
 
     #[test]
