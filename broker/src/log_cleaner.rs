@@ -96,11 +96,6 @@ impl LogCleaner {
         *running = (next, settings.clone());
     }
 
-    /// The settings the threads run with.
-    pub fn settings(&self) -> LogCleanerSettings {
-        self.running.lock().1.clone()
-    }
-
     fn shared(&self) -> Arc<Shared> {
         self.running.lock().0.clone()
     }

@@ -282,14 +282,6 @@ impl MetadataImage {
             .is_some_and(|b| b.is_active() && b.has_online_dir(p.directory_of(r)))
     }
 
-    /// Whether replica `r` of `p` sits in a log directory its broker has
-    /// reported offline (or did not register with).
-    pub fn is_replica_dir_offline(&self, p: &PartitionRecord, r: BrokerId) -> bool {
-        self.brokers
-            .get(&r)
-            .is_some_and(|b| !b.has_online_dir(p.directory_of(r)))
-    }
-
     fn topic_by_id_mut(&mut self, id: Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names.get(&id)?;
         self.topics.get_mut(name)
