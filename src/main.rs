@@ -428,6 +428,7 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
     broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
     broker.reconcile();
+    broker.resume_replica_moves();
     tracing::info!(
         partitions = broker.all_partitions().len(),
         "partitions opened"

@@ -6,7 +6,9 @@
 //! running and leading the partitions of its other directory, the
 //! leaderships and ISR places of the failed one's move to the other
 //! replicas, no acknowledged record is lost, and once the fault is gone
-//! and the broker restarts, its replicas there rejoin their ISRs.
+//! and the broker restarts, its replicas there rejoin their ISRs. Moves
+//! between directories: under load, throttled, interrupted by a restart,
+//! and named before the replica exists.
 
 mod common;
 
@@ -288,9 +290,37 @@ fn a_failed_log_directory_goes_offline_alone_and_nothing_acknowledged_is_lost() 
     }
 }
 
+/// Which of `dirs` holds `topic`-0 on the broker at `addr`, once it does.
+fn home_dir(addr: &str, dirs: &[PathBuf], topic: &str) -> usize {
+    common::eventually(
+        "the broker holds the replica",
+        Duration::from_secs(30),
+        || replica_dirs(addr, dirs, topic).0,
+    )
+}
+
+/// Nothing of `topic`-0 is left in `dir` (a move's old directory).
+fn assert_moved_out(dir: &Path, topic: &str) {
+    let name = format!("{topic}-0");
+    let leftovers: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&name))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "left in the old directory: {leftovers:?}"
+    );
+}
+
 /// AlterReplicaLogDirs (v2) of `topic`-0 on the broker at `addr` to `path`:
 /// the partition's error code.
 fn alter_replica_log_dir(addr: &str, path: &Path, topic: &str) -> i16 {
+    alter_replica_log_dir_of(addr, path, topic, 0)
+}
+
+/// [`alter_replica_log_dir`] of `topic`-`partition`.
+fn alter_replica_log_dir_of(addr: &str, path: &Path, topic: &str, partition: i32) -> i16 {
     use alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
     let s = |v: &str| kafka_protocol::protocol::StrBytes::from_string(v.to_string());
     let mut c = Client::connect(addr).unwrap();
@@ -302,7 +332,7 @@ fn alter_replica_log_dir(addr: &str, path: &Path, topic: &str) -> i16 {
                 .with_path(s(&path.display().to_string()))
                 .with_topics(vec![AlterReplicaLogDirTopic::default()
                     .with_name(TopicName(s(topic)))
-                    .with_partitions(vec![0])])]),
+                    .with_partitions(vec![partition])])]),
         )
         .expect("AlterReplicaLogDirs answers");
     r.results[0].partitions[0].error_code
@@ -311,15 +341,30 @@ fn alter_replica_log_dir(addr: &str, path: &Path, topic: &str) -> i16 {
 /// Which of `dirs` (by index) holds `topic`-0 as a current replica, and
 /// whether any holds a future one, from DescribeLogDirs.
 fn replica_dirs(addr: &str, dirs: &[PathBuf], topic: &str) -> (Option<usize>, bool) {
+    let (current, future) = replica_dirs_of(addr, dirs, topic, 0);
+    (current, future.is_some())
+}
+
+/// [`replica_dirs`] of `topic`-`partition`, with the future replica's size.
+fn replica_dirs_of(
+    addr: &str,
+    dirs: &[PathBuf],
+    topic: &str,
+    partition: i32,
+) -> (Option<usize>, Option<i64>) {
     let resp = describe_all(addr);
     let mut current = None;
-    let mut future = false;
+    let mut future = None;
     for r in &resp.results {
         let path = canonical(Path::new(r.log_dir.as_str()));
         for t in r.topics.iter().filter(|t| t.name.0.as_str() == topic) {
-            for p in t.partitions.iter().filter(|p| p.partition_index == 0) {
+            for p in t
+                .partitions
+                .iter()
+                .filter(|p| p.partition_index == partition)
+            {
                 if p.is_future_key {
-                    future = true;
+                    future = Some(p.partition_size);
                 } else {
                     current = dirs.iter().position(|d| canonical(d) == path);
                 }
@@ -342,11 +387,7 @@ fn a_replica_moved_between_directories_under_load_reads_back_whole() {
     let resp = common::create_topics(&mut c, vec![t]).unwrap();
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
     let dirs = cluster.log_dirs(1);
-    let from = common::eventually(
-        "broker 1 holds the replica",
-        Duration::from_secs(30),
-        || replica_dirs(&leader, &dirs, MOVING).0,
-    );
+    let from = home_dir(&leader, &dirs, MOVING);
     let to = 1 - from;
 
     // An acks=all writer on broker 1, the leader, all along.
@@ -418,16 +459,8 @@ fn a_replica_moved_between_directories_under_load_reads_back_whole() {
     assert!(acked.len() >= moved_at as usize + 300);
 
     // The old directory holds nothing of it, the new one the partition.
+    assert_moved_out(&dirs[from], MOVING);
     let name = format!("{MOVING}-0");
-    let leftovers: Vec<String> = std::fs::read_dir(&dirs[from])
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&name))
-        .collect();
-    assert!(
-        leftovers.is_empty(),
-        "left in the old directory: {leftovers:?}"
-    );
     assert!(dirs[to].join(&name).is_dir());
 
     // Every acknowledged record reads back from the moved replica, in
@@ -449,4 +482,136 @@ fn a_replica_moved_between_directories_under_load_reads_back_whole() {
         Duration::from_secs(30),
         || (read_from(&cluster, 1) == acked).then_some(()),
     );
+}
+
+/// As Kafka: the copy between directories is held to
+/// `replica.alter.log.dirs.io.max.bytes.per.second` (changed at runtime);
+/// a move a restart interrupts goes on after it, and reads back whole;
+/// a directory named for a replica the broker does not host yet
+/// (NOT_LEADER_OR_FOLLOWER) is where the replica is created when a
+/// reassignment brings it.
+#[test]
+fn moves_are_throttled_resumed_after_a_restart_and_remembered_before_the_replica_exists() {
+    const MOVING: &str = "throttled";
+    const LATER: &str = "later";
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    const RATE: f64 = 100_000.0;
+    // Kafka's rate is over at least (samples - 1) windows: two samples of
+    // a second let through a burst of one second's worth at the start.
+    let spec = spec().with_override("replication.quota.window.num", "2");
+    let mut cluster = Cluster::start(&common::strand_bin(), spec).expect("the cluster starts");
+    let leader = addr(&cluster, 1);
+    let mut c = Client::connect(&leader).unwrap();
+    let assigned = |name: &str, partitions: i32, brokers: &[i32]| {
+        common::creatable_topic(name, -1, -1, &[]).with_assignments(
+            (0..partitions)
+                .map(|p| {
+                    CreatableReplicaAssignment::default()
+                        .with_partition_index(p)
+                        .with_broker_ids(brokers.iter().map(|b| BrokerId(*b)).collect())
+                })
+                .collect(),
+        )
+    };
+    let resp = common::create_topics(
+        &mut c,
+        vec![assigned(MOVING, 1, &[1, 2, 3]), assigned(LATER, 2, &[2])],
+    )
+    .unwrap();
+    for t in &resp.topics {
+        assert_eq!(t.error_code, 0, "{t:?}");
+    }
+    let dirs = cluster.log_dirs(1);
+    let from = home_dir(&leader, &dirs, MOVING);
+    let to = 1 - from;
+    // 3 MiB in batches of 10 KiB (a round of the copy is whole
+    // batches), acknowledged by all three replicas.
+    let mut acked = Vec::new();
+    for i in 0..300 {
+        let values: Vec<String> = (0..10)
+            .map(|j| format!("m-{i}-{j}-{}", "x".repeat(1024)))
+            .collect();
+        let (code, _) = common::produce_values(&mut c, MOVING, 0, -1, 10_000, &values).unwrap();
+        assert_eq!(code, 0);
+        acked.extend(values);
+    }
+
+    let (code, msg) = common::alter_config(
+        &mut c,
+        4,
+        "1",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Some(&(RATE as u64).to_string()),
+    );
+    assert_eq!(code, 0, "{msg}");
+    assert_eq!(alter_replica_log_dir(&leader, &dirs[to], MOVING), 0);
+    // The copy's rate past its first burst, over four seconds.
+    let future_size = || {
+        common::eventually("the copy under way", Duration::from_secs(30), || {
+            replica_dirs_of(&leader, &dirs, MOVING, 0).1
+        })
+    };
+    future_size();
+    std::thread::sleep(Duration::from_secs(2));
+    let (t1, s1) = (Instant::now(), future_size());
+    std::thread::sleep(Duration::from_secs(4));
+    let (t2, s2) = (Instant::now(), future_size());
+    let rate = (s2 - s1) as f64 / (t2 - t1).as_secs_f64();
+    assert!(
+        (RATE * 0.5..=RATE * 1.2).contains(&rate),
+        "copied at {rate:.0} B/s under a bound of {RATE} B/s"
+    );
+
+    // A restart halfway: the move goes on, still throttled, then at full
+    // speed once the bound is removed.
+    cluster.restart(1).expect("broker 1 restarts");
+    common::eventually(
+        "the move under way again after the restart",
+        Duration::from_secs(60),
+        || {
+            let (current, future) = replica_dirs_of(&addr(&cluster, 1), &dirs, MOVING, 0);
+            (current == Some(from) && future.is_some()).then_some(())
+        },
+    );
+    let mut c = Client::connect(&addr(&cluster, 1)).unwrap();
+    let (code, msg) = common::alter_config(
+        &mut c,
+        4,
+        "1",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        None,
+    );
+    assert_eq!(code, 0, "{msg}");
+    common::eventually(
+        "the replica in its new directory",
+        Duration::from_secs(60),
+        || {
+            let (current, future) = replica_dirs(&addr(&cluster, 1), &dirs, MOVING);
+            (current == Some(to) && !future).then_some(())
+        },
+    );
+    assert_moved_out(&dirs[from], MOVING);
+    assert_eq!(common::read_values(&addr(&cluster, 1), MOVING, 0), acked);
+
+    // Directories named before broker 1 hosts `later`: one partition each.
+    let b1 = addr(&cluster, 1);
+    for p in 0..2 {
+        assert_eq!(
+            alter_replica_log_dir_of(&b1, &dirs[p as usize], LATER, p),
+            NOT_LEADER_OR_FOLLOWER
+        );
+        let mut c = Client::connect(&b1).unwrap();
+        let answer = common::reassign(&mut c, LATER, &[(p, Some(&[2, 1]))]);
+        assert_eq!(answer[0].1, 0, "{answer:?}");
+    }
+    for p in 0..2 {
+        common::eventually(
+            &format!("{LATER}-{p} created in the directory named"),
+            Duration::from_secs(60),
+            || {
+                let (current, future) = replica_dirs_of(&b1, &dirs, LATER, p);
+                (current == Some(p as usize) && future.is_none()).then_some(())
+            },
+        );
+    }
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{creatable_topic, create_topics, eventually, partition_view, Client};
+use common::{creatable_topic, create_topics, eventually, partition_view, reassign, Client};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
@@ -46,46 +46,6 @@ fn create_assigned(c: &mut Client, topic: &str, assignments: &[&[i32]]) {
     );
     let resp = create_topics(c, vec![t]).expect("CreateTopics answers");
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
-}
-
-/// AlterPartitionReassignments (v0): (partition -> target or None to
-/// cancel) -> each partition's (error code, message).
-fn reassign(
-    c: &mut Client,
-    topic: &str,
-    targets: &[(i32, Option<&[i32]>)],
-) -> Vec<(i32, i16, Option<String>)> {
-    use alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
-    let req = AlterPartitionReassignmentsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![ReassignableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_partitions(
-                targets
-                    .iter()
-                    .map(|(p, r)| {
-                        ReassignablePartition::default()
-                            .with_partition_index(*p)
-                            .with_replicas(r.map(|r| r.iter().map(|b| BrokerId(*b)).collect()))
-                    })
-                    .collect(),
-            )]);
-    let resp: AlterPartitionReassignmentsResponse = c
-        .call(ApiKey::AlterPartitionReassignments, 0, &req)
-        .expect("AlterPartitionReassignments answers");
-    assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
-    resp.responses
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    p.partition_index,
-                    p.error_code,
-                    p.error_message.as_ref().map(|m| m.to_string()),
-                )
-            })
-        })
-        .collect()
 }
 
 /// A reassignment listed: (topic, partition, replicas, adding, removing).

@@ -198,6 +198,12 @@ pub struct ReplicaManager {
     /// Replicas moving to another of this broker's log directories
     /// (AlterReplicaLogDirs), each copied by a thread of its own.
     moves: Mutex<HashMap<TopicPartition, Arc<ReplicaMove>>>,
+    /// Where replicas not hosted here yet are to go, by directory id
+    /// (Kafka's preferred log dirs): named by AlterReplicaLogDirs before
+    /// the replica exists, or by a move a stop interrupted. Placement
+    /// takes them; at start-up a hosted replica elsewhere moves there.
+    /// Only partitions the image has: bounded by the cluster's.
+    preferred_dirs: Mutex<HashMap<TopicPartition, Uuid>>,
     /// ACL decisions (`authorizer.class.name`).
     pub authorizer: crate::authorizer::Authorizer,
     /// Client quotas' usage (`quota.window.*`; the quotas are the image's).
@@ -267,6 +273,7 @@ impl ReplicaManager {
             log_dirs,
             assignments: Default::default(),
             moves: Mutex::new(HashMap::new()),
+            preferred_dirs: Mutex::new(HashMap::new()),
             authorizer,
             quotas,
             throttles,
@@ -383,6 +390,7 @@ impl ReplicaManager {
                 }
             }
         }
+        let mut preferred = self.preferred_dirs.lock();
         opens
             .iter()
             .map(|tp| {
@@ -396,11 +404,18 @@ impl ReplicaManager {
                 let mine = dirs
                     .iter()
                     .position(|d| !recorded.is_nil() && d.id == recorded);
-                let i = match (on_disk, mine) {
-                    (Some(i), _) => i,
-                    (None, Some(i)) if dirs[i].is_offline() => return None,
-                    (None, Some(i)) => i,
-                    (None, None) => choose_dir(&counts)?,
+                let asked = preferred
+                    .get(tp)
+                    .and_then(|id| dirs.iter().position(|d| d.id == *id && !d.is_offline()));
+                let i = match (on_disk, mine, asked) {
+                    (Some(i), _, _) => i,
+                    (None, Some(i), _) if dirs[i].is_offline() => return None,
+                    (None, Some(i), _) => i,
+                    (None, None, Some(i)) => {
+                        preferred.remove(tp);
+                        i
+                    }
+                    (None, None, None) => choose_dir(&counts)?,
                 };
                 if let Some(c) = counts[i].as_mut() {
                     *c += 1;
@@ -506,12 +521,17 @@ impl ReplicaManager {
             return Err(ErrorCode::KafkaStorageError);
         }
         let Some(part) = self.partition_by_key(&tp) else {
-            // As Kafka's getPartitionOrException.
+            // As Kafka's getPartitionOrException; a partition the cluster
+            // has is created in `dest` when this broker gets a replica.
             return Err(match self.image().partition(topic, index) {
-                Some(_) => ErrorCode::NotLeaderOrFollower,
+                Some(_) => {
+                    self.preferred_dirs.lock().insert(tp, dest.id);
+                    ErrorCode::NotLeaderOrFollower
+                }
                 None => ErrorCode::UnknownTopicOrPartition,
             });
         };
+        self.preferred_dirs.lock().remove(&tp);
         let current = self.log_dirs.of_partition_dir(&part.dir()).map(|d| d.id);
         let mut moves = self.moves.lock();
         if let Some(m) = moves.get(&tp) {
@@ -557,9 +577,19 @@ impl ReplicaManager {
                     delete_dir(future.dir());
                     return Ok(false);
                 }
+                self.wait_for_move_quota(&m);
+                let quota = &self.throttles.alter_log_dirs;
+                // Rounds of an eighth of a second's worth under a bound,
+                // so that the rate holds evenly.
+                let chunk = (quota.bound() / 8).clamp(4096, MOVE_CHUNK_BYTES as u64) as usize;
+                let before = future.size_bytes();
                 let caught_up = part
-                    .copy_to_future(&mut future, 1 << 20)
+                    .copy_to_future(&mut future, chunk)
                     .map_err(|e| e.to_string());
+                quota.record(
+                    future.size_bytes().saturating_sub(before) as usize,
+                    self.clock.now_ms(),
+                );
                 m.note(&future);
                 if !caught_up.inspect_err(|_| delete_dir(future.dir()))? {
                     continue;
@@ -601,6 +631,40 @@ impl ReplicaManager {
             Err(e) => {
                 tracing::error!(topic = %tp.topic, partition = tp.partition, error = %e, "replica move failed")
             }
+        }
+    }
+
+    /// Starts the moves a stop interrupted (see `finish_pending_deletes`),
+    /// for the replicas hosted here; after the start-up reconciliation.
+    pub fn resume_replica_moves(self: &Arc<Self>) {
+        let pending: Vec<(TopicPartition, Uuid)> = self.preferred_dirs.lock().drain().collect();
+        for (tp, dest) in pending {
+            let Some(dir) = self.log_dirs.by_id(dest) else {
+                continue;
+            };
+            if self.partition_by_key(&tp).is_none() {
+                // Not hosted yet: it is created there when it is.
+                self.preferred_dirs.lock().insert(tp, dest);
+                continue;
+            }
+            tracing::info!(topic = %tp.topic, partition = tp.partition, to = %dir.path.display(), "resuming a replica move a stop interrupted");
+            let path = dir.path.to_string_lossy().into_owned();
+            if let Err(e) = self.alter_replica_log_dir(&tp.topic, tp.partition, &path) {
+                tracing::warn!(topic = %tp.topic, partition = tp.partition, error = ?e, "could not resume the replica move");
+            }
+        }
+    }
+
+    /// Holds a move's copy within `replica.alter.log.dirs.io.max.bytes.per.second`
+    /// (the move's own thread waits; a cancelled move stops waiting).
+    fn wait_for_move_quota(&self, m: &ReplicaMove) {
+        let quota = &self.throttles.alter_log_dirs;
+        loop {
+            let wait = quota.wait_ms(self.clock.now_ms());
+            if wait == 0 || m.is_cancelled() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(wait.min(100)));
         }
     }
 
@@ -889,6 +953,9 @@ impl ReplicaManager {
                 failed.remove(tp);
             }
         }
+        self.preferred_dirs
+            .lock()
+            .retain(|tp, _| image.partition(&tp.topic, tp.partition).is_some());
         // Opening is mostly waiting on the disk (directory creation, the
         // partition.metadata fsync): several at once overlap those waits
         // (each partition is its own state: no order among them matters),
@@ -1053,9 +1120,16 @@ impl ReplicaManager {
             let name = entry.file_name().to_string_lossy().into_owned();
             let doomed = if name.ends_with(DELETE_SUFFIX) {
                 Some("could not finish deleting")
-            } else if name.ends_with(FUTURE_SUFFIX) {
-                // A move the stop interrupted: not resumed.
-                tracing::info!(dir = %path.display(), "removing the copy of an unfinished replica move");
+            } else if let Some(stem) = name.strip_suffix(FUTURE_SUFFIX) {
+                // A move the stop interrupted: it starts again from the
+                // beginning (`resume_replica_moves`); the partial copy goes.
+                let tp = stem.rsplit_once('-').and_then(|(topic, index)| {
+                    Some(TopicPartition::new(topic, index.parse::<i32>().ok()?))
+                });
+                if let (Some(tp), Some(dir)) = (tp, self.log_dirs.of_partition_dir(&path)) {
+                    self.preferred_dirs.lock().insert(tp, dir.id);
+                }
+                tracing::info!(dir = %path.display(), "removing the copy of an unfinished replica move; the move starts again");
                 Some("could not remove an unfinished replica move")
             } else if read_partition_metadata(&path).is_some() && !seen.insert(name) {
                 tracing::warn!(dir = %path.display(), "a second copy of a partition (a replica move stopped before its end); removing it");
@@ -1108,6 +1182,10 @@ impl ReplicaManager {
         });
     }
 }
+
+/// What one round of a replica move copies at most (Kafka's future
+/// replica fetches `replica.fetch.max.bytes`, 1 MiB, at a time).
+const MOVE_CHUNK_BYTES: usize = 1 << 20;
 
 /// Partitions whose files are opened, closed or checkpointed at once: each
 /// is mostly a wait on the disk (fsync), and the waits overlap.

@@ -119,6 +119,9 @@ pub struct ReplicationThrottles {
     me: BrokerId,
     pub leader: ReplicationQuota,
     pub follower: ReplicationQuota,
+    /// Copies between this broker's log directories (AlterReplicaLogDirs;
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`): every move.
+    pub alter_log_dirs: ReplicationQuota,
     /// Per topic with a list.
     topics: RwLock<HashMap<String, TopicThrottles>>,
 }
@@ -129,6 +132,7 @@ impl ReplicationThrottles {
             me,
             leader: ReplicationQuota::new(window),
             follower: ReplicationQuota::new(window),
+            alter_log_dirs: ReplicationQuota::new(window),
             topics: RwLock::new(HashMap::new()),
         }
     }
@@ -139,12 +143,16 @@ impl ReplicationThrottles {
             broker
                 .get(key)
                 .and_then(|(v, _)| v.trim().parse::<u64>().ok())
+                // Kafka's default, Long.MAX_VALUE, is no bound.
+                .filter(|b| *b < i64::MAX as u64)
                 .unwrap_or(u64::MAX)
         };
         self.leader
             .set_bound(bound("leader.replication.throttled.rate"));
         self.follower
             .set_bound(bound("follower.replication.throttled.rate"));
+        self.alter_log_dirs
+            .set_bound(bound("replica.alter.log.dirs.io.max.bytes.per.second"));
         let list = |configs: &strand_metadata::records::ConfigMap, key: &str| {
             configs
                 .get(key)

@@ -11,10 +11,10 @@
 //!
 //! A truncation of the current log (a follower's divergence) starts the
 //! copy again: a copy taken before it may hold a suffix the log no longer
-//! has. A crash before the swap leaves a `-future` directory, removed at the
-//! next start (the move is not resumed: the operator asks again); a crash
-//! between the two renames leaves two whole, equal copies, and the broker
-//! keeps one.
+//! has. A crash before the swap leaves a `-future` directory: the broker
+//! removes it at the next start and starts the move again from the
+//! beginning; a crash between the two renames leaves two whole, equal
+//! copies, and the broker keeps one.
 
 use super::*;
 

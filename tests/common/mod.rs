@@ -788,3 +788,49 @@ pub fn consumer_fetch(
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(4 << 20)])])
 }
+
+/// AlterPartitionReassignments (v0): (partition -> target or None to
+/// cancel) -> each partition's (error code, message).
+pub fn reassign(
+    c: &mut Client,
+    topic: &str,
+    targets: &[(i32, Option<&[i32]>)],
+) -> Vec<(i32, i16, Option<String>)> {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+        TopicName,
+    };
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                targets
+                    .iter()
+                    .map(|(p, r)| {
+                        ReassignablePartition::default()
+                            .with_partition_index(*p)
+                            .with_replicas(r.map(|r| r.iter().map(|b| BrokerId(*b)).collect()))
+                    })
+                    .collect(),
+            )]);
+    let resp: AlterPartitionReassignmentsResponse = c
+        .call(ApiKey::AlterPartitionReassignments, 0, &req)
+        .expect("AlterPartitionReassignments answers");
+    assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
+    resp.responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect()
+}

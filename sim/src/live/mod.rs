@@ -585,6 +585,7 @@ async fn start_broker(
     broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
     broker.reconcile();
+    broker.resume_replica_moves();
     node.spawn_background();
     let listener = net.listen(host, addr);
     // Never shut down: the runtime's end stops it.
