@@ -1557,21 +1557,26 @@ fn acks_zero_sizes_and_timeouts(c: &mut Client, addr: &str, facts: &mut Facts) {
 
     // A transaction whose producer goes quiet: the coordinator aborts it
     // once transaction.timeout.ms (1 s) has passed.
-    let topic = "d-txn-timeout";
+    txn_timeout(c, addr, facts, "txn timeout", "d-txn-timeout");
+}
+
+/// A transaction whose producer goes quiet after writing two records to
+/// `topic`: how the coordinator's own abort ends it (facts named `label`).
+fn txn_timeout(c: &mut Client, addr: &str, facts: &mut Facts, label: &str, topic: &str) {
     create_ready(c, topic);
-    let txn = "d-txn-timeout-id";
+    let txn = &format!("{topic}-id");
     eventually_init(c, addr, txn);
     let (err, pid, epoch) = init_producer_id_with_timeout(c, Some(txn), None, 1_000);
-    note(facts, "txn timeout: InitProducerId (1 s)", err);
+    note(facts, format!("{label}: InitProducerId (1 s)"), err);
     let me = (pid, epoch);
     note(
         facts,
-        "txn timeout: AddPartitionsToTxn",
+        format!("{label}: AddPartitionsToTxn"),
         add_partition(c, txn, me, topic),
     );
     note(
         facts,
-        "txn timeout: produce",
+        format!("{label}: produce"),
         produce_as(c, topic, (pid, epoch, 0), Some(txn), &["left", "open"]),
     );
     let settled = eventually(
@@ -1585,33 +1590,33 @@ fn acks_zero_sizes_and_timeouts(c: &mut Client, addr: &str, facts: &mut Facts) {
     );
     note(
         facts,
-        "txn timeout: high watermark once it ended (data and marker)",
+        format!("{label}: high watermark once it ended (data and marker)"),
         settled,
     );
     note(
         facts,
-        "txn timeout: read_committed reads",
+        format!("{label}: read_committed reads"),
         fetch_committed(c, topic),
     );
     note(
         facts,
-        "txn timeout: DescribeProducers",
+        format!("{label}: DescribeProducers"),
         describe_producers(c, topic),
     );
     note(
         facts,
-        "txn timeout: EndTxn commit at the old epoch",
+        format!("{label}: EndTxn commit at the old epoch"),
         end_txn(c, txn, me, true),
     );
     note(
         facts,
-        "txn timeout: produce at the old epoch",
+        format!("{label}: produce at the old epoch"),
         produce_as(c, topic, (pid, epoch, 2), Some(txn), &["late"]),
     );
     let (err, _, epoch2) = init_producer_id_with_timeout(c, Some(txn), Some(me), 60_000);
     note(
         facts,
-        "txn timeout: InitProducerId again (error, epoch step)",
+        format!("{label}: InitProducerId again (error, epoch step)"),
         (err, epoch2 - epoch),
     );
 }
@@ -2119,7 +2124,7 @@ fn log_dirs(c: &mut Client, cluster: &Cluster, facts: &mut Facts) {
 /// What a lower `transaction.version` changes for clients: ApiVersions'
 /// ranges of the transactional APIs (and Produce) at level 1, then back at
 /// level 2.
-fn transaction_version_ranges(c: &mut Client, facts: &mut Facts) {
+fn transaction_version_ranges(c: &mut Client, addr: &str, facts: &mut Facts) {
     use kafka_protocol::messages::*;
     let s = |v: &str| StrBytes::from_string(v.to_string());
     let set = |c: &mut Client, level: i16| {
@@ -2176,6 +2181,15 @@ fn transaction_version_ranges(c: &mut Client, facts: &mut Facts) {
     };
     note(facts, "transaction.version lowered to 1", set(c, 1));
     let at_one = ranges_at(c, 1);
+    // The coordinator's own abort follows the finalized level in Kafka
+    // (not a client's request version).
+    txn_timeout(
+        c,
+        addr,
+        facts,
+        "txn timeout at transaction.version 1",
+        "d-txn-timeout-tv1",
+    );
     note(facts, "transaction.version back to 2", set(c, 2));
     let at_two = ranges_at(c, 2);
     // The ranges themselves differ (Kafka 4.4 serves later versions of
@@ -2359,7 +2373,7 @@ fn observe(cluster: &Cluster) -> Facts {
     cluster_operations(&mut c, &mut facts);
     log_dirs(&mut c, cluster, &mut facts);
     broker_loggers(&mut c, &mut facts);
-    transaction_version_ranges(&mut c, &mut facts);
+    transaction_version_ranges(&mut c, &cluster.bootstrap(), &mut facts);
     create_topic_errors(&mut c, &mut facts);
     produce_and_fetch(&mut c, &mut facts);
     malformed_batches(&mut c, &mut facts);

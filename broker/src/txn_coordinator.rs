@@ -199,6 +199,15 @@ impl TxnCoordinator {
         }
     }
 
+    /// The finalized `transaction.version` is 2 or above: the level the
+    /// coordinator's own aborts run at (`strand_txn::coordinator::fence`).
+    fn server_tv2(&self) -> bool {
+        self.controller
+            .image()
+            .feature_level(strand_metadata::features::TRANSACTION_VERSION)
+            >= 2
+    }
+
     /// InitProducerId with a transactional id.
     pub async fn init_producer_id(
         self: &Arc<Self>,
@@ -212,7 +221,14 @@ impl TxnCoordinator {
             host,
             ids,
             |shard, fresh| {
-                shard.init_producer_id(id, timeout_ms, expected, fresh, self.clock.now_ms())
+                shard.init_producer_id(
+                    id,
+                    timeout_ms,
+                    expected,
+                    fresh,
+                    self.server_tv2(),
+                    self.clock.now_ms(),
+                )
             },
             |r| match r {
                 Reply::InitProducerId(r) => Some(r),
@@ -509,7 +525,11 @@ impl TxnCoordinator {
     pub fn abort_timed_out(self: &Arc<Self>) {
         let now = self.clock.now_ms();
         for host in self.hosts() {
-            let effects = host.state.lock().shard.abort_timed_out(now);
+            let effects = host
+                .state
+                .lock()
+                .shard
+                .abort_timed_out(now, self.server_tv2());
             if !effects.is_empty() {
                 tracing::info!(
                     partition = host.index,

@@ -163,6 +163,8 @@ impl Sim {
                         crate::TXN_TIMEOUT_MS,
                         None,
                         fresh,
+                        // The cluster's level: transaction.version 2.
+                        true,
                         now,
                     );
                     match answer {
@@ -468,7 +470,7 @@ impl Sim {
         let mut effects: Vec<Effect> = due.into_iter().flat_map(|(_, e)| e).collect();
         if now - host.last_timeout_check >= TXN_TIMEOUT_CHECK_MS {
             host.last_timeout_check = now;
-            effects.extend(host.shard.abort_timed_out(now));
+            effects.extend(host.shard.abort_timed_out(now, true));
         }
         // Markers: a finished job tells the shard; the others send what is
         // not in flight (a request unanswered for long is sent again).

@@ -307,6 +307,7 @@ pub fn new_metadata(
 /// `meta` is `None` for an id never seen (or expired); metadata without a
 /// producer id (the broker's placeholder, nothing persisted) is the same.
 /// `fresh_producer_id` is a newly allocated id when the caller has one.
+#[allow(clippy::too_many_arguments)]
 pub fn init_producer_id(
     meta: Option<&TxnMetadata>,
     transactional_id: &str,
@@ -314,6 +315,7 @@ pub fn init_producer_id(
     max_timeout_ms: i32,
     expected: Option<ProducerIdAndEpoch>,
     fresh_producer_id: Option<ProducerId>,
+    server_tv2: bool,
     now: i64,
 ) -> Result<InitOutcome, ErrorCode> {
     if timeout_ms <= 0 || timeout_ms > max_timeout_ms {
@@ -350,7 +352,7 @@ pub fn init_producer_id(
             Err(ErrorCode::ConcurrentTransactions)
         }
         TxnState::Dead => Err(ErrorCode::ConcurrentTransactions),
-        TxnState::Ongoing => Ok(InitOutcome::FenceOngoing(fence(cur, now))),
+        TxnState::Ongoing => Ok(InitOutcome::FenceOngoing(fence(cur, now, server_tv2))),
         TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
             let exhausted = cur.producer_epoch >= Some(MAX_BUMPABLE_EPOCH);
             if exhausted && expected.is_none_or(|(_, e)| e == cur.producer_epoch) {
@@ -431,11 +433,18 @@ fn bump_epoch(
 /// The fencing abort of an ongoing transaction (InitProducerId from a new
 /// instance, or the transaction timed out): PrepareAbort with the epoch
 /// bumped, so markers and the old producer's later requests are fenced.
-pub fn fence(cur: &TxnRecord, now: i64) -> TxnRecord {
+///
+/// The abort is the coordinator's own, so Kafka runs it at the cluster's
+/// finalized `transaction.version`, whatever the client's (`server_tv2`:
+/// level 2 or above). At 2 the epoch before the bump stays the last one, so
+/// the fenced producer recovers with InitProducerId naming it (KIP-360);
+/// below, the fence forgets it and that InitProducerId is PRODUCER_FENCED
+/// (both measured on Kafka 4.4, tests/differential.rs).
+pub fn fence(cur: &TxnRecord, now: i64, server_tv2: bool) -> TxnRecord {
     let mut record = cur.transition(TxnState::PrepareAbort, now);
     if cur.producer_epoch < Some(ProducerEpoch::MAX) {
         record.producer_epoch = Some(bumped(cur.producer_epoch));
-        record.last_producer_epoch = cur.producer_epoch;
+        record.last_producer_epoch = if server_tv2 { cur.producer_epoch } else { None };
     }
     record
 }

@@ -298,6 +298,7 @@ impl TxnShard {
         timeout_ms: i32,
         expected: Option<ProducerIdAndEpoch>,
         fresh_producer_id: Option<ProducerId>,
+        server_tv2: bool,
         now: i64,
     ) -> Answer<(ProducerId, ProducerEpoch)> {
         // An id never persisted (nothing, or a placeholder whose first write
@@ -314,6 +315,7 @@ impl TxnShard {
             self.config.max_timeout_ms,
             expected,
             fresh_producer_id,
+            server_tv2,
             now,
         );
         match outcome {
@@ -540,14 +542,15 @@ impl TxnShard {
     }
 
     /// Aborts (with an epoch bump) every transaction that outlived its
-    /// timeout (Kafka `abortTimedOutTransactions`); the markers follow once
-    /// each fence is written.
-    pub fn abort_timed_out(&mut self, now: i64) -> Vec<Effect> {
+    /// timeout (Kafka `abortTimedOutTransactions`) at the finalized
+    /// `transaction.version` (`server_tv2`, see [`rules::fence`]); the
+    /// markers follow once each fence is written.
+    pub fn abort_timed_out(&mut self, now: i64, server_tv2: bool) -> Vec<Effect> {
         let timed_out: Vec<(String, TxnRecord)> = self
             .txns
             .iter()
             .filter(|(_, m)| m.is_timed_out(now))
-            .map(|(id, m)| (id.clone(), rules::fence(&m.current, now)))
+            .map(|(id, m)| (id.clone(), rules::fence(&m.current, now, server_tv2)))
             .collect();
         timed_out
             .into_iter()

@@ -97,9 +97,10 @@ fn valid_transitions_table() {
 
 #[test]
 fn init_producer_id_new_id() {
-    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, None, 5).unwrap();
+    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, None, true, 5).unwrap();
     assert_eq!(out, InitOutcome::NeedProducerId);
-    let out = init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(id(7)), 5).unwrap();
+    let out =
+        init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(id(7)), true, 5).unwrap();
     let InitOutcome::Grant(Step::Write { record, respond }) = out else {
         panic!("{out:?}")
     };
@@ -114,15 +115,25 @@ fn init_producer_id_timeout_checked_first() {
     for t in [0, -1, MAX_TIMEOUT + 1] {
         let m = meta(TxnState::PrepareCommit, 3);
         assert_eq!(
-            init_producer_id(Some(&m), "tx", t, MAX_TIMEOUT, None, None, 0),
+            init_producer_id(Some(&m), "tx", t, MAX_TIMEOUT, None, None, true, 0),
             Err(ErrorCode::InvalidTransactionTimeout)
         );
         assert_eq!(
-            init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(1)), 0),
+            init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(1)), true, 0),
             Err(ErrorCode::InvalidTransactionTimeout)
         );
     }
-    assert!(init_producer_id(None, "tx", MAX_TIMEOUT, MAX_TIMEOUT, None, Some(id(1)), 0).is_ok());
+    assert!(init_producer_id(
+        None,
+        "tx",
+        MAX_TIMEOUT,
+        MAX_TIMEOUT,
+        None,
+        Some(id(1)),
+        true,
+        0
+    )
+    .is_ok());
 }
 
 #[test]
@@ -130,7 +141,7 @@ fn init_producer_id_by_state() {
     use TxnState::*;
     for state in TxnState::ALL {
         let m = meta(state, 3);
-        let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9);
+        let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, true, 9);
         match state {
             Empty | CompleteCommit | CompleteAbort => {
                 let InitOutcome::Grant(step) = out.unwrap() else {
@@ -172,7 +183,7 @@ fn init_producer_id_pending_write_is_concurrent() {
     let target = m.current.clone();
     m.begin_write(target, false);
     assert_eq!(
-        init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9),
+        init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, true, 9),
         Err(ErrorCode::ConcurrentTransactions)
     );
 }
@@ -180,10 +191,19 @@ fn init_producer_id_pending_write_is_concurrent() {
 #[test]
 fn init_producer_id_epoch_exhausted_rotates_id() {
     let m = meta(TxnState::CompleteCommit, MAX_BUMPABLE_EPOCH.get());
-    let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, 9).unwrap();
+    let out = init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, None, true, 9).unwrap();
     assert_eq!(out, InitOutcome::NeedProducerId);
-    let out =
-        init_producer_id(Some(&m), "tx", 30_000, MAX_TIMEOUT, None, Some(id(2000)), 9).unwrap();
+    let out = init_producer_id(
+        Some(&m),
+        "tx",
+        30_000,
+        MAX_TIMEOUT,
+        None,
+        Some(id(2000)),
+        true,
+        9,
+    )
+    .unwrap();
     let InitOutcome::Grant(Step::Write { record, respond }) = out else {
         panic!()
     };
@@ -262,6 +282,7 @@ fn init_producer_id_kip360_table() {
             MAX_TIMEOUT,
             Some(c.expected),
             None,
+            true,
             9,
         );
         match (&c.want, out) {
@@ -585,7 +606,7 @@ fn fence_then_old_producer_is_fenced() {
     let mut m2 = m.clone();
     assert!(m2.is_timed_out(100 + 60_001));
     assert!(!m2.is_timed_out(100 + 60_000));
-    let r = fence(&m2.current, 70_000);
+    let r = fence(&m2.current, 70_000, true);
     m2.begin_write(r, true);
     assert_eq!(m2.reported_state(), TxnState::PrepareEpochFence);
     assert!(
@@ -613,6 +634,46 @@ fn fence_then_old_producer_is_fenced() {
         add_partitions(&m2, Some(PID), ep(3), &[tp("a", 0)], 0, 0),
         Err(ErrorCode::ProducerFenced)
     );
+}
+
+/// The coordinator's own abort runs at the cluster's finalized
+/// `transaction.version` (Kafka 4.4, measured in tests/differential.rs):
+/// after it, the fenced producer's InitProducerId naming its old epoch
+/// (KIP-360) gets the epoch after the fence at level 2, PRODUCER_FENCED
+/// below.
+#[test]
+fn a_fenced_producer_recovers_by_its_old_epoch_only_at_transaction_version_2() {
+    for (server_tv2, want) in [
+        (true, Ok((PID, 4))),
+        (false, Err(ErrorCode::ProducerFenced)),
+    ] {
+        let mut m = meta(TxnState::Ongoing, 3);
+        let r = fence(&m.current, 70_000, server_tv2);
+        assert_eq!(r.producer_epoch, ep(4));
+        m.begin_write(r, true);
+        m.complete_write();
+        let done = complete(&m.current, 80_000).unwrap();
+        m.begin_write(done, false);
+        m.complete_write();
+        let out = init_producer_id(
+            Some(&m),
+            "tx",
+            30_000,
+            MAX_TIMEOUT,
+            Some((PID, ep(3))),
+            None,
+            server_tv2,
+            90_000,
+        );
+        let got = match out {
+            Ok(InitOutcome::Grant(Step::Write { respond, .. })) => Ok(respond),
+            Ok(InitOutcome::Grant(Step::Respond(respond))) => Ok(respond),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        let want = want.map(|(pid, e): (ProducerId, i16)| (pid, ProducerEpoch::new(e)));
+        assert_eq!(got, want, "transaction.version 2 or above: {server_tv2}");
+    }
 }
 
 #[test]
@@ -737,7 +798,7 @@ proptest! {
             now += 10;
             let Some(cur) = m.as_mut() else {
                 if let Op::Init(t) = op {
-                    let out = init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), now).unwrap();
+                    let out = init_producer_id(None, "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), true, now).unwrap();
                     next_pid += 1;
                     if let InitOutcome::Grant(Step::Write { record, .. }) = out {
                         let mut fresh = new_metadata("tx", record.producer_id, t, now);
@@ -751,7 +812,7 @@ proptest! {
             let before = cur.current.clone();
             let (pid, epoch) = (before.producer_id, before.producer_epoch);
             let write: Option<(TxnRecord, bool)> = match op {
-                Op::Init(t) => match init_producer_id(Some(cur), "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), now) {
+                Op::Init(t) => match init_producer_id(Some(cur), "tx", t, MAX_TIMEOUT, None, Some(id(next_pid)), true, now) {
                     Ok(InitOutcome::Grant(Step::Write { record, .. })) => Some((record, false)),
                     Ok(InitOutcome::FenceOngoing(r)) => Some((r, true)),
                     _ => None,
@@ -767,7 +828,7 @@ proptest! {
                 Op::Complete => complete(&before, now).map(|r| (r, false)),
                 Op::Timeout(dt) => {
                     now += dt;
-                    cur.is_timed_out(now).then(|| (fence(&before, now), true))
+                    cur.is_timed_out(now).then(|| (fence(&before, now, true), true))
                 }
             };
             next_pid += 1;
@@ -798,21 +859,15 @@ proptest! {
 #[test]
 fn init_producer_id_on_a_placeholder_is_a_new_id() {
     let placeholder = new_metadata("tx", None, 0, 1);
+    let init =
+        |meta, fresh| init_producer_id(meta, "tx", 60_000, MAX_TIMEOUT, None, fresh, true, 5);
     assert_eq!(
-        init_producer_id(Some(&placeholder), "tx", 60_000, MAX_TIMEOUT, None, None, 5),
+        init(Some(&placeholder), None),
         Ok(InitOutcome::NeedProducerId)
     );
     assert_eq!(
-        init_producer_id(
-            Some(&placeholder),
-            "tx",
-            60_000,
-            MAX_TIMEOUT,
-            None,
-            Some(id(7)),
-            5
-        ),
-        init_producer_id(None, "tx", 60_000, MAX_TIMEOUT, None, Some(id(7)), 5)
+        init(Some(&placeholder), Some(id(7))),
+        init(None, Some(id(7)))
     );
 }
 

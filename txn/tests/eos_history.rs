@@ -392,7 +392,7 @@ impl Sim {
 
     fn tick(&mut self, dt: i64) {
         self.now += dt;
-        let effects = self.shard.abort_timed_out(self.now);
+        let effects = self.shard.abort_timed_out(self.now, true);
         self.carry_out(effects);
     }
 
@@ -400,9 +400,9 @@ impl Sim {
     fn init_producer_id(&mut self) -> Result<(ProducerId, ProducerEpoch), ErrorCode> {
         let mut fresh = None;
         loop {
-            let answer = self
-                .shard
-                .init_producer_id(TXN_ID, TXN_TIMEOUT_MS, None, fresh, self.now);
+            let answer =
+                self.shard
+                    .init_producer_id(TXN_ID, TXN_TIMEOUT_MS, None, fresh, true, self.now);
             let unpack = |r| match r {
                 Reply::InitProducerId(r) => Some(r),
                 _ => None,

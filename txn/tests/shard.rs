@@ -73,10 +73,11 @@ fn later<T: std::fmt::Debug>(a: Answer<T>) -> (WriteId, Vec<Effect>) {
 /// InitProducerId of a new id with a fresh producer id, written.
 fn init(shard: &mut TxnShard, rt: &mut Runtime, fresh: i64) -> (ProducerId, ProducerEpoch) {
     assert_eq!(
-        shard.init_producer_id(ID, 10_000, None, None, 0),
+        shard.init_producer_id(ID, 10_000, None, None, true, 0),
         Answer::NeedProducerId
     );
-    let (write, effects) = later(shard.init_producer_id(ID, 10_000, None, Some(pid(fresh)), 0));
+    let (write, effects) =
+        later(shard.init_producer_id(ID, 10_000, None, Some(pid(fresh)), true, 0));
     match &rt.run(shard, effects)[..] {
         [(w, Reply::InitProducerId(Ok(granted)))] if *w == write => *granted,
         other => panic!("{other:?}"),
@@ -131,10 +132,10 @@ fn a_transaction_is_persisted_before_each_answer_and_completed_after_its_markers
 #[test]
 fn a_first_write_that_fails_leaves_nothing_behind() {
     let mut shard = TxnShard::new(0, 0, CONFIG);
-    let (write, _) = later(shard.init_producer_id(ID, 10_000, None, Some(pid(5)), 0));
+    let (write, _) = later(shard.init_producer_id(ID, 10_000, None, Some(pid(5)), true, 0));
     // Another instance's InitProducerId waits for the first write.
     assert_eq!(
-        shard.init_producer_id(ID, 10_000, None, Some(pid(6)), 0),
+        shard.init_producer_id(ID, 10_000, None, Some(pid(6)), true, 0),
         Answer::Now(Err(ErrorCode::ConcurrentTransactions))
     );
     let (reply, effects) = shard.write_done(write, Err(ErrorCode::NotCoordinator), 1);
@@ -198,7 +199,7 @@ fn a_load_finishes_prepared_transactions_and_honours_tombstones() {
         other => panic!("a tombstone, not {other:?}"),
     }
     assert_eq!(
-        next.init_producer_id(ID, 10_000, None, None, 1_000_001),
+        next.init_producer_id(ID, 10_000, None, None, true, 1_000_001),
         Answer::Now(Err(ErrorCode::ConcurrentTransactions))
     );
     rt.run(&mut next, effects);
@@ -265,8 +266,8 @@ fn a_timed_out_transaction_is_fenced_then_aborted() {
     let tps = [("out".to_string(), 0)];
     let (_, e) = later(shard.add_partitions(ID, Some(pid(100)), Some(epoch(0)), &tps, 0, 1_000));
     rt.run(&mut shard, e);
-    assert!(shard.abort_timed_out(11_000).is_empty(), "not yet");
-    let effects = shard.abort_timed_out(11_001);
+    assert!(shard.abort_timed_out(11_000, true).is_empty(), "not yet");
+    let effects = shard.abort_timed_out(11_001, true);
     assert_eq!(
         shard.get(ID).unwrap().reported_state(),
         TxnState::PrepareEpochFence
