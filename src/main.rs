@@ -282,6 +282,19 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
             Some(channel) => Arc::new(ControllerSecurity(channel)),
             None => PlainRpc::shared(),
         };
+    // The metrics and health listener first: a probe sees the node not
+    // ready while it registers and recovers its logs.
+    let status = strand_broker::status_http::Status::new();
+    if let Some(addr) = config
+        .setting("strand.http.listener")
+        .filter(|v| !v.is_empty())
+    {
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} (strand.http.listener): {e}"))?;
+        tracing::info!(%addr, "serving /metrics, /health/live and /health/ready");
+        tokio::spawn(strand_broker::status_http::serve(listener, status.clone()));
+    }
     let log_dir = config.log_dirs[0].clone();
     std::fs::create_dir_all(&log_dir)
         .map_err(|e| format!("cannot create log dir {}: {e}", log_dir.display()))?;
@@ -352,6 +365,11 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
         .await
         .map_err(|e| format!("controller start failed: {e}"))?;
         metadata_stopped = Some(node.stopped());
+        let raft_metrics = node.raft.metrics();
+        status.set_active_controller(Box::new(move || {
+            let m = raft_metrics.borrow();
+            m.current_leader == Some(m.id)
+        }));
         node.handle
     } else {
         strand_controller::remote_handle(&voters, controller_rpc.clone())
@@ -367,6 +385,7 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
         }
     };
     if !config.is_broker() {
+        status.set_controller_only();
         tracing::info!(node_id = config.node_id, "controller is running");
         tokio::select! {
             signalled = lifecycle::wait_for_signal() => signalled?,
@@ -424,10 +443,12 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
         }),
     );
     let node = node::Node::new(broker.clone());
+    status.set_node(node.clone());
     let image = broker.image();
     broker.finish_pending_deletes();
     broker.remove_orphan_dirs(&image);
     broker.reconcile();
+    status.set_loaded();
     broker.resume_replica_moves();
     tracing::info!(
         partitions = broker.all_partitions().len(),
@@ -460,6 +481,8 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
             shutdown_rx.clone(),
         )));
     }
+
+    status.set_serving();
 
     // Each log directory that fails stops its own partitions; the
     // metadata directory's failure, or the last one's, stops the broker.

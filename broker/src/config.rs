@@ -291,6 +291,9 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     // the margin from the lease (a twelfth of it): 6000 and 500 by default.
     ("strand.write.lease.ms", ""),
     ("strand.write.lease.safety.margin.ms", ""),
+    // Strand's own: the HTTP listener for /metrics, /health/live and
+    // /health/ready (host:port; empty: none). It serves nothing else.
+    ("strand.http.listener", ""),
 ];
 
 /// Whether leaders need a write lease unless configured otherwise: on,
@@ -406,6 +409,17 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
                 Ok(())
             } else {
                 int(if key == "strand.write.lease.ms" { 1 } else { 0 })
+            }
+        }
+        "strand.http.listener" => {
+            if value.is_empty() || value.parse::<std::net::SocketAddr>().is_ok() {
+                Ok(())
+            } else {
+                Err(invalid(
+                    key,
+                    value,
+                    "expected host:port with an IP address, e.g. 127.0.0.1:9464",
+                ))
             }
         }
         "max.connections" | "max.connections.per.ip" => int(0),

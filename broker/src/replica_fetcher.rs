@@ -49,6 +49,7 @@ pub struct ReplicaFetcherManager {
     transport: Arc<dyn Transport>,
     throttles: Arc<ReplicationThrottles>,
     clock: Arc<dyn Clock>,
+    metrics: Arc<crate::metrics::BrokerMetrics>,
     fetchers: Mutex<HashMap<strand_types::BrokerId, Fetcher>>,
 }
 
@@ -60,6 +61,7 @@ impl ReplicaFetcherManager {
         transport: Arc<dyn Transport>,
         throttles: Arc<ReplicationThrottles>,
         clock: Arc<dyn Clock>,
+        metrics: Arc<crate::metrics::BrokerMetrics>,
     ) -> Self {
         ReplicaFetcherManager {
             config,
@@ -68,6 +70,7 @@ impl ReplicaFetcherManager {
             transport,
             throttles,
             clock,
+            metrics,
             fetchers: Mutex::new(HashMap::new()),
         }
     }
@@ -103,7 +106,11 @@ impl ReplicaFetcherManager {
                 self.config.clone(),
                 self.controller.clone(),
                 self.transport.clone(),
-                (self.throttles.clone(), self.clock.clone()),
+                (
+                    self.throttles.clone(),
+                    self.clock.clone(),
+                    self.metrics.clone(),
+                ),
                 self.broker_epoch,
                 leader,
                 partitions.clone(),
@@ -144,7 +151,11 @@ async fn run_fetcher(
     config: Arc<BrokerConfig>,
     controller: ControllerLink,
     transport: Arc<dyn Transport>,
-    (throttles, clock): (Arc<ReplicationThrottles>, Arc<dyn Clock>),
+    (throttles, clock, metrics): (
+        Arc<ReplicationThrottles>,
+        Arc<dyn Clock>,
+        Arc<crate::metrics::BrokerMetrics>,
+    ),
     broker_epoch: BrokerEpoch,
     leader_id: strand_types::BrokerId,
     partitions: Arc<Mutex<Vec<Arc<Partition>>>>,
@@ -314,8 +325,10 @@ async fn run_fetcher(
         let failed = crate::disk::run(|| {
             let mut failed = 0usize;
             let mut throttled_bytes = 0usize;
+            let mut bytes = 0usize;
             for t in resp.responses {
                 for pd in t.partitions {
+                    bytes += pd.records.as_ref().map_or(0, |r| r.len());
                     let Some(s) = sent.iter().find(|s| {
                         s.partition.topic_id == t.topic_id
                             && s.partition.index == pd.partition_index
@@ -331,6 +344,7 @@ async fn run_fetcher(
                 }
             }
             throttles.follower.record(throttled_bytes, clock.now_ms());
+            metrics.replicated_in(bytes as u64);
             failed
         });
         if failed == sent.len() {

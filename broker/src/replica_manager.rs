@@ -204,6 +204,8 @@ pub struct ReplicaManager {
     /// takes them; at start-up a hosted replica elsewhere moves there.
     /// Only partitions the image has: bounded by the cluster's.
     preferred_dirs: Mutex<HashMap<TopicPartition, Uuid>>,
+    /// This broker's metrics (`strand.http.listener`'s `/metrics`).
+    pub metrics: Arc<crate::metrics::BrokerMetrics>,
     /// ACL decisions (`authorizer.class.name`).
     pub authorizer: crate::authorizer::Authorizer,
     /// Client quotas' usage (`quota.window.*`; the quotas are the image's).
@@ -242,6 +244,7 @@ impl ReplicaManager {
                     * 1000,
             },
         ));
+        let metrics = Arc::new(crate::metrics::BrokerMetrics::new());
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
             controller.clone(),
@@ -249,6 +252,7 @@ impl ReplicaManager {
             transport.clone(),
             throttles.clone(),
             clock.clone(),
+            metrics.clone(),
         );
         let authorizer = crate::authorizer::Authorizer::new(&config);
         let quotas =
@@ -274,6 +278,7 @@ impl ReplicaManager {
             assignments: Default::default(),
             moves: Mutex::new(HashMap::new()),
             preferred_dirs: Mutex::new(HashMap::new()),
+            metrics,
             authorizer,
             quotas,
             throttles,
@@ -298,6 +303,11 @@ impl ReplicaManager {
         let broker_id = self.node_id();
         let broker_epoch = self.broker_epoch;
         tracing::info!(topic = %partition.topic, partition = partition.index, isr = ?proposal.new_isr, change = ?proposal.change, "proposing ISR change");
+        let metrics = self.metrics.clone();
+        match proposal.change {
+            strand_replication::leader::IsrChange::Expand { .. } => metrics.isr_expands.inc(),
+            strand_replication::leader::IsrChange::Shrink { .. } => metrics.isr_shrinks.inc(),
+        };
         self.runtime.spawn(async move {
             let mut proposal = proposal;
             loop {
@@ -317,7 +327,10 @@ impl ReplicaManager {
                         partition_epoch: s.partition_epoch,
                         isr: s.isr,
                     },
-                    Err(e) => AlterPartitionResult::Err(e.code),
+                    Err(e) => {
+                        metrics.failed_isr_updates.inc();
+                        AlterPartitionResult::Err(e.code)
+                    }
                 };
                 tracing::debug!(topic = %partition.topic, partition = partition.index, ?result, "AlterPartition answered");
                 match partition.on_alter_partition_result(&proposal, result) {
@@ -668,6 +681,12 @@ impl ReplicaManager {
         }
     }
 
+    /// Replicas assigned here that are offline (failed to open, or in a
+    /// failed log directory).
+    pub fn offline_replica_count(&self) -> usize {
+        self.failed.lock().len()
+    }
+
     /// The moves in flight: (partition, its move).
     pub fn replica_moves(&self) -> Vec<(TopicPartition, Arc<ReplicaMove>)> {
         self.moves
@@ -944,6 +963,9 @@ impl ReplicaManager {
                 continue;
             };
             part.mark_deleted();
+            if !image.topics.contains_key(&*tp.topic) {
+                self.metrics.remove_topic(&tp.topic);
+            }
             tracing::info!(topic = %tp.topic, partition = tp.partition, ?reason, "deleting partition");
             delete_dir(&part.dir());
         }
@@ -1001,6 +1023,7 @@ impl ReplicaManager {
                 Some(home) => p.report_failures_to(&home.failures),
                 None => p,
             })
+            .map(|p| p.report_flushes_to(self.metrics.flush_listener()))
             .map_err(|e| (dir, e))
         });
         for ((tp, _), opened) in opens.iter().zip(opened) {

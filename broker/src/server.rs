@@ -23,6 +23,7 @@ use crate::node::Node;
 use crate::transport::{Listener, ServerConn, TlsConn};
 use crate::zero_copy::{Chunk, SliceRegistry, SpliceBuf};
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::{ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::Encodable;
 use std::sync::Arc;
@@ -298,10 +299,12 @@ async fn connection<S: ServerConn>(
             None => read_frame(&mut stream, len).await?,
         }
         .freeze();
+        let arrived = std::time::Instant::now();
         out.clear();
         // Boxed: the request's future lives only while it runs, so an idle
         // connection's task stays small.
         let from = (client_host.as_str(), &listener);
+        let mut timing = None;
         let (answer, throttle) = Box::pin(handle_frame(
             &node,
             frame,
@@ -309,6 +312,7 @@ async fn connection<S: ServerConn>(
             &mut out,
             from,
             (&security, &mut auth),
+            (arrived, &mut timing),
         ))
         .await?;
         // Kafka's throttle runs from when the response is ready, so the time
@@ -335,6 +339,15 @@ async fn connection<S: ServerConn>(
         }
         // TLS may hold the end of the response until flushed.
         stream.flush().await?;
+        if let Some((key, queued)) = timing {
+            node.broker.metrics.answered(
+                key as i16,
+                || format!("{key:?}"),
+                queued,
+                arrived.elapsed(),
+                throttle,
+            );
+        }
         if out.capacity() > KEPT_RESPONSE_BUFFER {
             out = BytesMut::new();
         }
@@ -435,6 +448,7 @@ async fn handle_frame(
     out: &mut BytesMut,
     (client_host, listener): (&str, &Arc<str>),
     (security, auth): (&ListenerSecurity, &mut ConnAuth),
+    (arrived, timing): (std::time::Instant, &mut Option<(ApiKey, Duration)>),
 ) -> Result<(Answer, Throttle), Closed> {
     let unthrottled = |a: Answer| Ok((a, 0));
     let frame_len = frame.len();
@@ -518,6 +532,7 @@ async fn handle_frame(
         frame_len,
         auth.authenticating(),
     );
+    *timing = Some((key, arrived.elapsed()));
     let (response, handling) = if metered.request_time {
         // The time this request spends on the async workers (its polls),
         // not its waits: Kafka's request-handler thread time.

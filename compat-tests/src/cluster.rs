@@ -98,6 +98,9 @@ pub struct ClusterSpec {
     /// protocol, which the harness's plaintext probe cannot speak; the
     /// test then waits for what it needs with a client that can.
     pub tcp_readiness: bool,
+    /// Every node serves `strand.http.listener` (metrics and health) on a
+    /// free loopback port of its own ([`Cluster::http_addr`]; Strand only).
+    pub http_listener: bool,
     /// More arguments of every node's `strand format` (Strand only: e.g.
     /// `--add-scram`).
     pub format_args: Vec<String>,
@@ -144,6 +147,7 @@ impl ClusterSpec {
             hosts: Vec::new(),
             extra_listener: None,
             tcp_readiness: false,
+            http_listener: false,
             format_args: Vec::new(),
             extra_log_dirs: 0,
         }
@@ -178,6 +182,11 @@ impl ClusterSpec {
 
     /// One more argument of every node's `strand format`.
     /// Every node keeps its logs in `n` more directories besides its own.
+    pub fn with_http_listener(mut self) -> Self {
+        self.http_listener = true;
+        self
+    }
+
     pub fn with_extra_log_dirs(mut self, n: usize) -> Self {
         self.extra_log_dirs = n;
         self
@@ -246,6 +255,8 @@ struct Node {
     controller_port: Option<u16>,
     /// The extra listener's port (`ClusterSpec::extra_listener`).
     extra_port: Option<u16>,
+    /// `strand.http.listener`'s port (`ClusterSpec::http_listener`).
+    http_port: Option<u16>,
     child: Option<Child>,
     pid: u32,
     state: NodeState,
@@ -482,10 +493,16 @@ impl Cluster {
             ));
         }
         let extra = spec.extra_listener.is_some() as usize;
+        let http = spec.http_listener as usize;
+        if http == 1 && !spec.hosts.is_empty() {
+            return Err(io::Error::other(
+                "the HTTP listener is only supported on loopback",
+            ));
+        }
         let wanted: usize = if spec.hosts.is_empty() {
             roles
                 .iter()
-                .map(|r| r.is_broker() as usize * (1 + extra) + r.is_controller() as usize)
+                .map(|r| r.is_broker() as usize * (1 + extra) + r.is_controller() as usize + http)
                 .sum()
         } else {
             0
@@ -505,6 +522,7 @@ impl Cluster {
             let broker_port = role.is_broker().then(|| port(HOST_BROKER_PORT));
             let controller_port = role.is_controller().then(|| port(HOST_CONTROLLER_PORT));
             let extra_port = (role.is_broker() && extra == 1).then(|| port(0));
+            let http_port = (http == 1).then(|| port(0));
             nodes.push(Node {
                 id: i as i32 + 1,
                 role: *role,
@@ -513,6 +531,7 @@ impl Cluster {
                 broker_port,
                 controller_port,
                 extra_port,
+                http_port,
                 child: None,
                 pid: 0,
                 state: NodeState::Down,
@@ -607,6 +626,13 @@ impl Cluster {
     pub fn extra_listener_addr(&self, id: i32) -> Option<String> {
         let n = self.nodes.iter().find(|n| n.id == id)?;
         n.extra_port.map(|p| format!("{}:{p}", n.host))
+    }
+
+    /// `127.0.0.1:PORT` of the node's `strand.http.listener`
+    /// ([`ClusterSpec::with_http_listener`]).
+    pub fn http_addr(&self, id: i32) -> Option<String> {
+        let n = self.nodes.iter().find(|n| n.id == id)?;
+        n.http_port.map(|p| format!("{}:{p}", n.host))
     }
 
     pub fn controller_addr(&self, id: i32) -> Option<String> {
@@ -963,6 +989,9 @@ impl Cluster {
         );
         if !advertised.is_empty() {
             text.push_str(&format!("advertised.listeners={}\n", advertised.join(",")));
+        }
+        if let Some(p) = n.http_port {
+            text.push_str(&format!("strand.http.listener={}:{p}\n", n.host));
         }
         text.push_str(&format!(
             "controller.listener.names=CONTROLLER\n\

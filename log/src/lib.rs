@@ -235,6 +235,9 @@ pub struct PartitionLog {
     failed: bool,
     /// Told of the first I/O error (the owner takes the directory offline).
     on_failure: Option<FailureListener>,
+    /// Told how long each flush with something to flush took (the broker's
+    /// log flush metric).
+    on_flush: Option<FlushListener>,
     /// Set by the owner when the directory holding this log went offline
     /// (another log there failed): this one then refuses writes too.
     dir_offline: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -253,6 +256,9 @@ pub struct PartitionLog {
 /// Called with the log's directory and the error of the first failed write,
 /// fsync or checkpoint.
 pub type FailureListener = std::sync::Arc<dyn Fn(&Path, &io::Error) + Send + Sync>;
+
+/// Hears how long a flush took (only flushes with unflushed data).
+pub type FlushListener = std::sync::Arc<dyn Fn(std::time::Duration) + Send + Sync>;
 
 /// An offset read from the log's segments (a base, a batch's offset, a
 /// segment's end): never negative. Segment bases are 20-digit file names or
@@ -440,6 +446,7 @@ impl PartitionLog {
             last_flush_ms: now,
             failed: false,
             on_failure: None,
+            on_flush: None,
             dir_offline: None,
             generation: 0,
             truncations: 0,
@@ -497,6 +504,15 @@ impl PartitionLog {
         storage.remove_if_exists(&dir.join(CLEAN_SHUTDOWN_FILE))?;
         storage.sync_dir(dir)?;
         Ok(log)
+    }
+
+    /// Registers who is told how long each flush took.
+    pub fn set_flush_listener(&mut self, listener: Option<FlushListener>) {
+        self.on_flush = listener;
+    }
+
+    pub fn flush_listener(&self) -> Option<FlushListener> {
+        self.on_flush.clone()
     }
 
     /// Registers who is told of the first I/O error.
@@ -1316,8 +1332,16 @@ impl PartitionLog {
     }
 
     fn flush_at(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let timed = self
+            .on_flush
+            .as_ref()
+            .filter(|_| self.recovery_point < self.leo)
+            .map(|f| (f.clone(), std::time::Instant::now()));
         for seg in self.segments.values_mut() {
             seg.flush()?;
+        }
+        if let Some((listener, started)) = timed {
+            listener(started.elapsed());
         }
         self.last_flush_ms = now_ms;
         let leo = self.leo;
@@ -1446,6 +1470,7 @@ impl PartitionLog {
     /// cleaner pass) is committed here.
     pub fn continue_generation_of(&mut self, old: &PartitionLog) {
         self.generation = self.generation.max(old.generation) + 1;
+        self.on_flush = old.on_flush.clone();
     }
 
     /// How many times the log was truncated since it was opened.

@@ -240,6 +240,12 @@ impl Partition {
         self
     }
 
+    /// Tells `listener` how long each flush of this partition's log takes.
+    pub fn report_flushes_to(self, listener: strand_log::FlushListener) -> Self {
+        self.log.write().set_flush_listener(Some(listener));
+        self
+    }
+
     pub fn open(
         dir: &Path,
         topic: &str,

@@ -80,6 +80,8 @@ pub async fn handle(
     };
     let any_replica = rules::fetch_reads_any_replica(version, follower.is_some());
     let mut topics: Vec<(TopicName, uuid::Uuid)> = Vec::new();
+    // Each topic's name (resolved from its id from v13), for the metrics.
+    let mut names: Vec<Option<String>> = Vec::with_capacity(req.topics.len());
     let mut targets: Vec<(i32, i32, Target)> = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         // Topic ids from v13; names before.
@@ -142,6 +144,7 @@ pub async fn handle(
                 },
             ));
         }
+        names.push(name);
     }
     // Kafka's fetch.max.bytes bounds every response, whatever the client asks.
     let max_bytes = if req.max_bytes <= 0 {
@@ -185,6 +188,7 @@ pub async fn handle(
             read()
         }
     };
+    let mut waiting = None;
     let parts = loop {
         for w in &mut watches {
             w.borrow_and_update();
@@ -209,6 +213,7 @@ pub async fn handle(
         } else {
             deadline
         };
+        waiting.get_or_insert_with(|| broker.metrics.waiting(false));
         let changed = futures_any_changed(&mut watches);
         if tokio::time::timeout_at(until, changed).await.is_err() && until >= deadline {
             let (parts, _, _) = read();
@@ -235,8 +240,14 @@ pub async fn handle(
                 .with_topic_id(id)
         })
         .collect();
+    drop(waiting);
     for (t, mut pd, read) in parts {
         if let Some(read) = read {
+            if let Some(Some(name)) = names.get(t) {
+                broker
+                    .metrics
+                    .sent(name, read.len as u64, follower_id.is_some());
+            }
             pd.records = Some(match slices.placeholder(read.slices.clone(), read.len) {
                 Some(placeholder) => placeholder,
                 // Past what a placeholder covers: read the bytes here.

@@ -103,6 +103,11 @@ pub async fn handle(
                 .with_log_start_offset(-1);
             match result {
                 Ok((partition, outcome)) => {
+                    broker.metrics.appended(
+                        &name,
+                        (outcome.required_offset.get() - outcome.base_offset.get()).max(0) as u64,
+                        pd.records.as_ref().map_or(0, |r| r.len()) as u64,
+                    );
                     resp.base_offset = outcome.base_offset.get();
                     resp.log_append_time_ms = outcome.log_append_time.unwrap_or(-1);
                     resp.log_start_offset = outcome.log_start_offset.get();
@@ -148,6 +153,7 @@ pub async fn handle(
         };
     }
     if !pending.is_empty() {
+        let _waiting = broker.metrics.waiting(true);
         wait_for_acks(&pending, &mut responses, req.timeout_ms).await;
     }
     Ok(Some(ProduceResponse::default().with_responses(responses)))

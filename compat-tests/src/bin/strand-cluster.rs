@@ -285,6 +285,7 @@ fn main() -> ExitCode {
         hosts: Vec::new(),
         extra_listener: None,
         tcp_readiness: false,
+        http_listener: false,
         format_args: Vec::new(),
         extra_log_dirs: 0,
     };

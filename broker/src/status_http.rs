@@ -1,0 +1,247 @@
+//! The HTTP listener of `strand.http.listener`: `/metrics` (Prometheus'
+//! text format, [`crate::metrics`]), `/health/live` and `/health/ready`.
+//! It serves nothing else, and is off unless configured.
+//!
+//! It starts before the broker registers and recovers its logs, so a probe
+//! sees the broker not ready while it does (`/health/ready` answers 503
+//! with the checks that failed). Ready means: registered, unfenced, every
+//! partition the start-up found loaded, the client listeners bound, and no
+//! log directory offline: what
+//! a load balancer or a Kubernetes readiness probe needs before sending
+//! clients.
+//!
+//! A scrape reads state without waiting on any request's work: a group
+//! whose state a request holds is left out of that scrape's lag.
+
+use crate::metrics::StateSample;
+use crate::node::Node;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// What the endpoints read: the node once it exists, and the start-up's
+/// progress before that.
+#[derive(Default)]
+pub struct Status {
+    node: OnceLock<Arc<Node>>,
+    loaded: AtomicBool,
+    /// The client listeners are bound.
+    serving: AtomicBool,
+    /// A controller-only process: ready once its controller runs.
+    controller_only: AtomicBool,
+    /// True while this process is the active controller (combined or
+    /// controller-only nodes).
+    active_controller: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl Status {
+    pub fn new() -> Arc<Status> {
+        Arc::new(Status::default())
+    }
+
+    /// The broker exists (it has registered).
+    pub fn set_node(&self, node: Arc<Node>) {
+        let _ = self.node.set(node);
+    }
+
+    /// The start-up's partitions are open (log recovery is over).
+    pub fn set_loaded(&self) {
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// This process has no broker: ready once its controller runs.
+    pub fn set_controller_only(&self) {
+        self.controller_only.store(true, Ordering::Release);
+        self.set_loaded();
+    }
+
+    /// The client listeners are bound.
+    pub fn set_serving(&self) {
+        self.serving.store(true, Ordering::Release);
+    }
+
+    pub fn set_active_controller(&self, f: Box<dyn Fn() -> bool + Send + Sync>) {
+        let _ = self.active_controller.set(f);
+    }
+
+    fn is_active_controller(&self) -> bool {
+        self.active_controller.get().is_some_and(|f| f())
+    }
+
+    /// The readiness checks, each with whether it holds.
+    pub fn readiness(&self) -> Vec<(&'static str, bool)> {
+        if self.controller_only.load(Ordering::Acquire) {
+            return vec![("controller_running", true)];
+        }
+        let node = self.node.get();
+        let registered = node.is_some();
+        let unfenced = node.is_some_and(|n| {
+            n.broker
+                .image()
+                .brokers
+                .get(&n.broker.node_id())
+                .is_some_and(|b| !b.fenced)
+        });
+        let loaded = self.loaded.load(Ordering::Acquire);
+        let serving = self.serving.load(Ordering::Acquire);
+        let dirs_online =
+            node.is_some_and(|n| n.broker.log_dirs.all().iter().all(|d| !d.is_offline()));
+        vec![
+            ("registered", registered),
+            ("unfenced", unfenced),
+            ("partitions_loaded", loaded),
+            ("listeners_bound", serving),
+            ("log_dirs_online", dirs_online),
+        ]
+    }
+
+    /// The metrics text, with the state gauges read now.
+    pub fn metrics_text(&self) -> String {
+        let Some(node) = self.node.get() else {
+            return "# EOF\n".to_string();
+        };
+        node.broker
+            .metrics
+            .refresh(&sample(node, self.is_active_controller()));
+        node.broker.metrics.encode()
+    }
+}
+
+/// The state gauges of `node` (see [`StateSample`]).
+pub fn sample(node: &Node, active_controller: bool) -> StateSample {
+    let broker = &node.broker;
+    let image = broker.image();
+    let me = broker.node_id();
+    let mut s = StateSample {
+        partitions: broker.all_partitions().len() as i64,
+        offline_replicas: broker.offline_replica_count() as i64,
+        active_controller: i64::from(active_controller),
+        offline_log_dirs: broker
+            .log_dirs
+            .all()
+            .iter()
+            .filter(|d| d.is_offline())
+            .count() as i64,
+        cleaner: Some({
+            let c = node.cleaner.metrics();
+            crate::metrics::CleanerSample {
+                max_dirty_percent: c.max_dirty_percent,
+                recopy_percent: c.cleaner_recopy_percent,
+                max_clean_time_secs: c.max_clean_time_secs,
+                max_buffer_utilization_percent: c.max_buffer_utilization_percent,
+                uncleanable_partitions: c.uncleanable_partitions_count as i64,
+                passes: c.passes as i64,
+            }
+        }),
+        ..Default::default()
+    };
+    // Log end offsets of the partitions led here, for the lag.
+    let mut led_ends = std::collections::HashMap::new();
+    for (name, topic) in &image.topics {
+        for p in &topic.partitions {
+            let index = &p.partition;
+            if active_controller && p.leader.is_none() {
+                s.offline_partitions += 1;
+            }
+            if p.leader != Some(me) {
+                continue;
+            }
+            s.leaders += 1;
+            match name.as_str() {
+                crate::group_coordinator::OFFSETS_TOPIC => s.group_coordinator_partitions += 1,
+                crate::txn_coordinator::TXN_TOPIC => s.txn_coordinator_partitions += 1,
+                _ => {}
+            }
+            let replicas = p.replicas.len().saturating_sub(p.adding_replicas.len());
+            if p.isr.len() < replicas {
+                s.under_replicated += 1;
+            }
+            if let Some(part) = broker.partition(name, *index) {
+                if (p.isr.len() as i64) < i64::from(part.settings().min_insync_replicas) {
+                    s.under_min_isr += 1;
+                }
+                led_ends.insert((name.as_str(), *index), part.offsets().log_end_offset.get());
+            }
+        }
+    }
+    if active_controller {
+        for b in image.brokers.values() {
+            if b.fenced {
+                s.fenced_brokers += 1;
+            } else {
+                s.active_brokers += 1;
+            }
+        }
+    }
+    let groups = node.groups.all_groups();
+    s.groups = groups.len() as i64;
+    for g in groups {
+        // A request holds the group: its lag waits for the next scrape.
+        let Ok(slot) = g.slot.try_lock() else {
+            continue;
+        };
+        for ((topic, partition), committed) in slot.offsets.committed() {
+            if let Some(end) = led_ends.get(&(topic.as_str(), *partition)) {
+                s.lag.push((
+                    g.id.clone(),
+                    topic.clone(),
+                    *partition,
+                    (end - committed.offset).max(0),
+                ));
+            }
+        }
+    }
+    s
+}
+
+/// Serves the endpoints on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, status: Arc<Status>) {
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get({
+                let status = status.clone();
+                move || async move {
+                    let text =
+                        tokio::task::spawn_blocking(move || status.metrics_text())
+                            .await
+                            .unwrap_or_default();
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        text,
+                    )
+                }
+            }),
+        )
+        .route("/health/live", get(|| async { "live\n" }))
+        .route(
+            "/health/ready",
+            get(move || async move {
+                let checks = status.readiness();
+                let ready = checks.iter().all(|(_, ok)| *ok);
+                let body = serde_json::json!({
+                    "ready": ready,
+                    "checks": checks.iter().map(|(k, v)| (k.to_string(), serde_json::Value::Bool(*v))).collect::<serde_json::Map<_, _>>(),
+                });
+                let code = if ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                (
+                    code,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    format!("{body}\n"),
+                )
+                    .into_response()
+            }),
+        );
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "the HTTP listener stopped");
+    }
+}
