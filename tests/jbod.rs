@@ -130,6 +130,7 @@ fn read_all(cluster: &mut Cluster, partition: i32) -> Vec<String> {
 fn spec() -> ClusterSpec {
     ClusterSpec::combined(3)
         .with_extra_log_dirs(1)
+        .with_http_listener()
         .with_override("broker.session.timeout.ms", "6000")
         .with_override("broker.heartbeat.interval.ms", "500")
         .with_override("auto.create.topics.enable", "false")
@@ -266,6 +267,13 @@ fn a_failed_log_directory_goes_offline_alone_and_nothing_acknowledged_is_lost() 
     assert_eq!((healthy.error_code, &healthy.partitions), (0, &first_dir));
     let log = String::from_utf8_lossy(&std::fs::read(cluster.log_path(1)).unwrap()).into_owned();
     assert!(!log.contains("panicked"), "{}", cluster.log_tail(1));
+    // A load balancer takes broker 1 out (a directory is offline), not the others.
+    let health: Vec<String> = (1..=3).map(|id| cluster.http_addr(id).unwrap()).collect();
+    let ready = |id: i32| common::http_get(&health[id as usize - 1], "/health/ready");
+    let (code, body) = ready(1).expect("broker 1's health listener answers");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("\"log_dirs_online\":false"), "{body}");
+    assert_eq!(ready(2).map(|(c, _)| c), Some(200));
 
     // Nothing acknowledged is lost, nothing is duplicated.
     for (p, values) in &acked {
@@ -285,6 +293,7 @@ fn a_failed_log_directory_goes_offline_alone_and_nothing_acknowledged_is_lost() 
     }
     let dirs = describe_log_dirs(&addr(&cluster, 1));
     assert!(dirs.values().all(|d| d.error_code == 0), "{dirs:?}");
+    assert_eq!(ready(1).map(|(c, _)| c), Some(200));
     for (p, values) in &acked {
         assert_eq!(&read_all(&mut cluster, *p), values, "partition {p}");
     }

@@ -12,25 +12,12 @@ mod common;
 use common::Client;
 use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
 use kafka_protocol::messages::BrokerId;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 use strand_compat_tests::cluster::{Cluster, ClusterSpec, NodeState};
 
-/// GET `path` from `addr`: (status code, body); None when nothing answers.
-fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_string()))
-}
-
 /// The samples of a scrape: (series with labels, value).
 fn scrape(addr: &str) -> Vec<(String, f64)> {
-    let (code, body) = get(addr, "/metrics").expect("/metrics answers");
+    let (code, body) = common::http_get(addr, "/metrics").expect("/metrics answers");
     assert_eq!(code, 200);
     body.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
@@ -261,8 +248,14 @@ fn ready_only_once_the_logs_are_recovered() {
     let mut cluster = Cluster::start(&common::strand_bin(), spec).expect("the node starts");
     let addr = cluster.broker_addr(1).unwrap();
     let health = http(&cluster, 1);
-    assert_eq!(get(&health, "/health/live").map(|(c, _)| c), Some(200));
-    assert_eq!(get(&health, "/health/ready").map(|(c, _)| c), Some(200));
+    assert_eq!(
+        common::http_get(&health, "/health/live").map(|(c, _)| c),
+        Some(200)
+    );
+    assert_eq!(
+        common::http_get(&health, "/health/ready").map(|(c, _)| c),
+        Some(200)
+    );
     let mut c = Client::connect(&addr).unwrap();
     let resp = common::create_topics(
         &mut c,
@@ -289,7 +282,7 @@ fn ready_only_once_the_logs_are_recovered() {
             let mut seen = Vec::new();
             let deadline = Instant::now() + Duration::from_secs(120);
             while !stop.load(std::sync::atomic::Ordering::Acquire) && Instant::now() < deadline {
-                match get(&health, "/health/ready") {
+                match common::http_get(&health, "/health/ready") {
                     Some((200, body)) => {
                         // Ready: every partition is served now.
                         let mut c = Client::connect(&addr).expect("ready, so it accepts clients");

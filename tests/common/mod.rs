@@ -834,3 +834,19 @@ pub fn reassign(
         })
         .collect()
 }
+
+/// GET `path` from `addr`: (status code, body); None when nothing answers.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    std::io::Write::write_fmt(
+        &mut s,
+        format_args!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n"),
+    )
+    .ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut s, &mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
