@@ -365,6 +365,8 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
         .await
         .map_err(|e| format!("controller start failed: {e}"))?;
         metadata_stopped = Some(node.stopped());
+        let controller_metrics = node.metrics.clone();
+        status.set_controller_metrics(Box::new(move |out| controller_metrics.encode_into(out)));
         let raft_metrics = node.raft.metrics();
         status.set_active_controller(Box::new(move || {
             let m = raft_metrics.borrow();

@@ -3,7 +3,8 @@
 //! cluster under load and faults the counters and gauges say what happened
 //! (records and bytes in and out, an under-replicated partition while a
 //! follower is down and none once it is back, ISR shrinks and expands, the
-//! leadership moving when its broker is killed, one active controller);
+//! leadership moving when its broker is killed, one active controller,
+//! whose metadata commits are timed);
 //! `/health/ready` is false until a restarted broker has recovered its logs
 //! and can serve every partition, and true from then on.
 
@@ -224,17 +225,27 @@ fn metrics_follow_load_and_faults_on_three_nodes() {
             .any(|(id, n)| before.iter().any(|(b, m)| b == id && *n >= m + 1.0))
             .then_some(())
     });
+    // Exactly one node is the active controller, and it has committed
+    // metadata (the killed broker's fencing at least) and timed it.
     common::eventually("one active controller", Duration::from_secs(60), || {
-        let active: f64 = running(&mut cluster)
+        let scrapes: Vec<Vec<(String, f64)>> = running(&mut cluster)
             .into_iter()
-            .map(|id| {
-                value(
-                    &scrape(&http(&cluster, id)),
-                    "kafka_controller_kafkacontroller_activecontrollercount",
-                )
-            })
-            .sum();
-        (active == 1.0).then_some(())
+            .map(|id| scrape(&http(&cluster, id)))
+            .collect();
+        let active: Vec<&Vec<(String, f64)>> = scrapes
+            .iter()
+            .filter(|s| value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1.0)
+            .collect();
+        (active.len() == 1
+            && value(
+                active[0],
+                "kafka_server_raft_metrics_commit_latency_ms_count",
+            ) >= 1.0
+            && value(
+                active[0],
+                "kafka_controller_controllereventmanager_eventqueueprocessingtimems_count",
+            ) >= 1.0)
+            .then_some(())
     });
 }
 

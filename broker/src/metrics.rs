@@ -570,9 +570,16 @@ impl BrokerMetrics {
     /// Every metric in Prometheus' text format (OpenMetrics).
     pub fn encode(&self) -> String {
         let mut out = String::new();
+        self.encode_into(&mut out);
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out
+    }
+
+    /// Appends every metric, without the end-of-exposition line.
+    pub fn encode_into(&self, out: &mut String) {
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode_registry(out, &self.registry);
     }
 }
 

@@ -21,6 +21,9 @@ use axum::routing::get;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+/// Appends a registry's metrics to a scrape.
+pub type AppendMetrics = Box<dyn Fn(&mut String) + Send + Sync>;
+
 /// What the endpoints read: the node once it exists, and the start-up's
 /// progress before that.
 #[derive(Default)]
@@ -34,6 +37,8 @@ pub struct Status {
     /// True while this process is the active controller (combined or
     /// controller-only nodes).
     active_controller: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
+    /// Appends the controller's metrics (combined or controller-only nodes).
+    controller_metrics: OnceLock<AppendMetrics>,
 }
 
 impl Status {
@@ -64,6 +69,10 @@ impl Status {
 
     pub fn set_active_controller(&self, f: Box<dyn Fn() -> bool + Send + Sync>) {
         let _ = self.active_controller.set(f);
+    }
+
+    pub fn set_controller_metrics(&self, f: AppendMetrics) {
+        let _ = self.controller_metrics.set(f);
     }
 
     fn is_active_controller(&self) -> bool {
@@ -99,13 +108,19 @@ impl Status {
 
     /// The metrics text, with the state gauges read now.
     pub fn metrics_text(&self) -> String {
-        let Some(node) = self.node.get() else {
-            return "# EOF\n".to_string();
-        };
-        node.broker
-            .metrics
-            .refresh(&sample(node, self.is_active_controller()));
-        node.broker.metrics.encode()
+        let mut out = String::new();
+        if let Some(node) = self.node.get() {
+            node.broker
+                .metrics
+                .refresh(&sample(node, self.is_active_controller()));
+            node.broker.metrics.encode_into(&mut out);
+        }
+        if let Some(controller) = self.controller_metrics.get() {
+            controller(&mut out);
+        }
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
+        out
     }
 }
 

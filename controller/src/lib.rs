@@ -17,6 +17,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod manager;
+pub mod metrics;
 pub mod raft;
 
 use manager::cluster::BrokerHeartbeats;
@@ -43,7 +44,12 @@ use strand_protocol::ErrorCode;
 use strand_types::Clock;
 use tokio::sync::{mpsc, oneshot, watch};
 
-type Envelope = (ControllerRequest, oneshot::Sender<ControllerReply>);
+/// A request, where its answer goes, and when it was queued.
+type Envelope = (
+    ControllerRequest,
+    oneshot::Sender<ControllerReply>,
+    std::time::Instant,
+);
 
 /// The default of `strand.write.lease.ms`: three heartbeat intervals
 /// (Kafka's `broker.heartbeat.interval.ms`, 2 s) less a little, and below
@@ -91,7 +97,11 @@ impl ControllerHandle {
         if Some(target) == self.local_id {
             if let Some(local) = &self.local {
                 let (tx, rx) = oneshot::channel();
-                if local.send((request.clone(), tx)).await.is_ok() {
+                if local
+                    .send((request.clone(), tx, std::time::Instant::now()))
+                    .await
+                    .is_ok()
+                {
                     if let Ok(reply) = rx.await {
                         return reply;
                     }
@@ -240,6 +250,8 @@ pub struct QuorumSettings {
 pub struct ControllerNode {
     pub raft: Raft,
     pub handle: ControllerHandle,
+    /// The event queue's and the metadata commits' times.
+    pub metrics: Arc<metrics::ControllerMetrics>,
 }
 
 impl ControllerNode {
@@ -426,6 +438,7 @@ pub async fn start_on_raft(
             serve_request,
         ));
     }
+    let metrics = Arc::new(metrics::ControllerMetrics::default());
     let controller = Controller {
         config: settings.controller,
         cluster_id: settings.cluster_id,
@@ -445,9 +458,14 @@ pub async fn start_on_raft(
         bootstrap: settings.bootstrap,
         next_balance_ms: None,
         next_unclean_ms: None,
+        metrics: metrics.clone(),
     };
     tokio::spawn(controller.run(rx));
-    Ok(ControllerNode { raft, handle })
+    Ok(ControllerNode {
+        raft,
+        handle,
+        metrics,
+    })
 }
 
 /// A controller request that arrived over RPC.
@@ -467,7 +485,11 @@ async fn serve_remote(
         return fetch_image(sm, known_applied, max_wait_ms).await;
     }
     let (tx, rx) = oneshot::channel();
-    if events.send((request, tx)).await.is_err() {
+    if events
+        .send((request, tx, std::time::Instant::now()))
+        .await
+        .is_err()
+    {
         return ControllerReply::NotController { leader_id: None };
     }
     rx.await
@@ -588,6 +610,7 @@ struct Controller {
     next_balance_ms: Option<u64>,
     /// When the next unclean-election check is due.
     next_unclean_ms: Option<u64>,
+    metrics: Arc<metrics::ControllerMetrics>,
 }
 
 impl Controller {
@@ -625,9 +648,12 @@ impl Controller {
         loop {
             tokio::select! {
                 event = rx.recv() => match event {
-                    Some((request, reply)) => {
+                    Some((request, reply, queued_at)) => {
                         self.note_event();
+                        let started = std::time::Instant::now();
+                        self.metrics.queued(started - queued_at);
                         let r = self.handle(request).await;
+                        self.metrics.processed(started.elapsed());
                         let _ = reply.send(r);
                     }
                     None => return,
@@ -733,10 +759,14 @@ impl Controller {
         if records.is_empty() {
             return Ok(());
         }
-        match self
+        let proposed = std::time::Instant::now();
+        let written = self
             .while_leader(self.raft.client_write(MetadataBatch(records)))
-            .await
-        {
+            .await;
+        if matches!(written, Some(Ok(_))) {
+            self.metrics.committed(proposed.elapsed());
+        }
+        match written {
             Some(Ok(_)) => Ok(()),
             Some(Err(e)) => {
                 self.active = false;
