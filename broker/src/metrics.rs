@@ -117,6 +117,9 @@ pub struct CleanerSample {
 /// Every metric of one broker, and the registry that encodes them.
 pub struct BrokerMetrics {
     registry: Registry,
+    /// Recording is on only where something serves the metrics
+    /// (`strand.http.listener`): otherwise the hot paths skip it.
+    enabled: bool,
     messages_in: Family<TopicLabels, Counter>,
     bytes_in: Family<TopicLabels, Counter>,
     bytes_out: Family<TopicLabels, Counter>,
@@ -166,7 +169,7 @@ pub struct BrokerMetrics {
 
 impl Default for BrokerMetrics {
     fn default() -> Self {
-        Self::new()
+        Self::new(true)
     }
 }
 
@@ -177,7 +180,7 @@ impl std::fmt::Debug for BrokerMetrics {
 }
 
 impl BrokerMetrics {
-    pub fn new() -> BrokerMetrics {
+    pub fn new(enabled: bool) -> BrokerMetrics {
         let mut r = Registry::default();
         let histograms = || Family::new_with_constructor(ms_histogram as fn() -> Histogram);
         let m = BrokerMetrics {
@@ -225,6 +228,7 @@ impl BrokerMetrics {
             cleaner_uncleanable_partitions: Gauge::default(),
             cleaner_passes: Gauge::default(),
             registry: Registry::default(),
+            enabled,
         };
         for (name, help, family) in [
             (
@@ -423,6 +427,9 @@ impl BrokerMetrics {
 
     /// Records appended to `topic` by a client.
     pub fn appended(&self, topic: &str, records: u64, bytes: u64) {
+        if !self.enabled {
+            return;
+        }
         let c = self.topic(topic);
         c.messages_in.inc_by(records);
         c.bytes_in.inc_by(bytes);
@@ -432,6 +439,9 @@ impl BrokerMetrics {
 
     /// Bytes of `topic` sent to a consumer (`follower`: to a follower).
     pub fn sent(&self, topic: &str, bytes: u64, follower: bool) {
+        if !self.enabled {
+            return;
+        }
         if follower {
             self.replication_bytes_out.inc_by(bytes);
         } else {
@@ -442,6 +452,9 @@ impl BrokerMetrics {
 
     /// Bytes a follower here appended from its leader.
     pub fn replicated_in(&self, bytes: u64) {
+        if !self.enabled {
+            return;
+        }
         self.replication_bytes_in.inc_by(bytes);
     }
 
@@ -480,6 +493,9 @@ impl BrokerMetrics {
         total: Duration,
         throttle_ms: u64,
     ) {
+        if !self.enabled {
+            return;
+        }
         let Some(h) = self.request(api_key, name) else {
             return;
         };
@@ -502,10 +518,15 @@ impl BrokerMetrics {
         PurgatoryGuard(g.clone())
     }
 
-    /// What a log reports its flush times to.
-    pub fn flush_listener(&self) -> strand_log::FlushListener {
+    /// What a log reports its flush times to (None: not recorded).
+    pub fn flush_listener(&self) -> Option<strand_log::FlushListener> {
+        if !self.enabled {
+            return None;
+        }
         let h = self.log_flush_ms.clone();
-        std::sync::Arc::new(move |d: Duration| h.observe(d.as_secs_f64() * 1e3))
+        Some(std::sync::Arc::new(move |d: Duration| {
+            h.observe(d.as_secs_f64() * 1e3)
+        }))
     }
 
     pub fn authentication(&self, succeeded: bool) {
@@ -598,7 +619,7 @@ mod tests {
 
     #[test]
     fn names_are_the_jmx_exporters() {
-        let m = BrokerMetrics::new();
+        let m = BrokerMetrics::new(true);
         m.appended("t", 3, 100);
         m.sent("t", 40, false);
         m.answered(
@@ -632,7 +653,7 @@ mod tests {
 
     #[test]
     fn purgatory_size_follows_the_guards() {
-        let m = BrokerMetrics::new();
+        let m = BrokerMetrics::new(true);
         let a = m.waiting(true);
         let _b = m.waiting(true);
         let _c = m.waiting(false);

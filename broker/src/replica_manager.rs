@@ -244,7 +244,11 @@ impl ReplicaManager {
                     * 1000,
             },
         ));
-        let metrics = Arc::new(crate::metrics::BrokerMetrics::new());
+        let metrics = Arc::new(crate::metrics::BrokerMetrics::new(
+            config
+                .setting("strand.http.listener")
+                .is_some_and(|v| !v.is_empty()),
+        ));
         let fetchers = crate::replica_fetcher::ReplicaFetcherManager::new(
             config.clone(),
             controller.clone(),
@@ -1023,7 +1027,10 @@ impl ReplicaManager {
                 Some(home) => p.report_failures_to(&home.failures),
                 None => p,
             })
-            .map(|p| p.report_flushes_to(self.metrics.flush_listener()))
+            .map(|p| match self.metrics.flush_listener() {
+                Some(listener) => p.report_flushes_to(listener),
+                None => p,
+            })
             .map_err(|e| (dir, e))
         });
         for ((tp, _), opened) in opens.iter().zip(opened) {
