@@ -141,33 +141,54 @@ struct LogLevels {
     >,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (else Strand's default); the
-/// filter can be replaced at runtime.
-fn init_logging() -> LogLevels {
+/// How the log is written: the filter (`RUST_LOG`, else the
+/// `strand.log.level` property, else Strand's default) and JSON lines or
+/// text; colours only on a terminal. The filter can be replaced at runtime.
+fn init_logging(level: Option<&str>, json: bool) -> LogLevels {
+    use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::EnvFilter;
     let default = strand_broker::broker_loggers::DEFAULT_FILTER;
-    let (directives, filter) = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.trim().is_empty() => match EnvFilter::try_new(&v) {
-            Ok(f) => (v, f),
-            Err(_) => (default.to_string(), EnvFilter::new(default)),
+    let wanted = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| level.filter(|v| !v.trim().is_empty()).map(str::to_string));
+    let (directives, filter, refused) = match wanted {
+        Some(v) => match EnvFilter::try_new(&v) {
+            Ok(f) => (v, f, None),
+            Err(e) => (default.to_string(), EnvFilter::new(default), Some((v, e))),
         },
-        _ => (default.to_string(), EnvFilter::new(default)),
+        None => (default.to_string(), EnvFilter::new(default), None),
     };
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let text = (!json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+    });
+    let json = json.then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+    });
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(text)
+        .with(json)
         .init();
+    if let Some((v, e)) = refused {
+        tracing::warn!(filter = %v, error = %e, "the log filter is not valid; using the default");
+    }
     LogLevels { directives, handle }
 }
 
 fn main() {
     let malloc = tune_malloc();
-    let log_levels = init_logging();
-    tracing::debug!("{malloc}");
     let cli = Cli::parse();
+    if cli.command.is_some() {
+        init_logging(None, false);
+    }
     match cli.command {
         Some(Command::Format(f)) => {
             let opts = meta::FormatOptions {
@@ -207,6 +228,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let log_levels = init_logging(
+        config.setting("strand.log.level").as_deref(),
+        config.setting("strand.log.format").as_deref() == Some("json"),
+    );
+    tracing::debug!("{malloc}");
     if !config.unused_keys.is_empty() {
         // Kafka logs the same of the keys it was given and does not use.
         tracing::warn!(keys = ?config.unused_keys, "these configurations were supplied but are not used by Strand");

@@ -1,5 +1,6 @@
 //! Process lifecycle: bad configuration stops start-up naming the key;
-//! SIGTERM and SIGINT shut down cleanly and the data is there after restart.
+//! SIGTERM and SIGINT shut down cleanly and the data is there after restart;
+//! the log's format and level.
 
 mod common;
 
@@ -142,6 +143,52 @@ fn log_levels_change_at_runtime() {
             ),
         ]
     );
+}
+
+/// The log as an operator's pipeline reads it: without a terminal, no
+/// colour codes; with `strand.log.format=json`, one JSON object per line;
+/// `strand.log.level` sets the filter (here: a module's debug lines).
+#[test]
+fn logs_are_plain_or_json_lines_and_their_level_is_a_property() {
+    let text = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
+    drop(common::Client::connect(&text.addr()).unwrap());
+    let log = std::fs::read_to_string(text.log_path()).unwrap();
+    assert!(log.contains("strand is serving"), "{log}");
+    assert!(!log.contains('\u{1b}'), "colour codes in a log file: {log}");
+
+    let json = Broker::start(
+        &common::strand_bin(),
+        &[
+            ("strand.log.format", "json"),
+            ("strand.log.level", "info,strand_broker::server=debug"),
+        ],
+    )
+    .unwrap();
+    drop(common::Client::connect(&json.addr()).unwrap());
+    common::eventually(
+        "the server module's debug line",
+        std::time::Duration::from_secs(10),
+        || {
+            let log = std::fs::read_to_string(json.log_path()).ok()?;
+            log.contains("connection closed").then_some(())
+        },
+    );
+    let log = std::fs::read_to_string(json.log_path()).unwrap();
+    let mut serving = false;
+    // The harness's own banner lines start with "====".
+    for line in log
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("===="))
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(
+            v["level"].is_string() && v["timestamp"].is_string(),
+            "{line}"
+        );
+        serving |= v["fields"]["message"] == "strand is serving";
+    }
+    assert!(serving, "{log}");
 }
 
 /// The log cleaner's settings changed at runtime (Kafka's reconfigurable

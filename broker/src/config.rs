@@ -294,6 +294,11 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     // Strand's own: the HTTP listener for /metrics, /health/live and
     // /health/ready (host:port; empty: none). It serves nothing else.
     ("strand.http.listener", ""),
+    // Strand's own: the log's format (`text`, or `json`: one JSON object
+    // per line) and its filter (tracing's directives, e.g. `info` or
+    // `info,strand_broker::replica_manager=debug`; RUST_LOG wins when set).
+    ("strand.log.format", "text"),
+    ("strand.log.level", ""),
 ];
 
 /// Whether leaders need a write lease unless configured otherwise: on,
@@ -411,6 +416,10 @@ fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
                 int(if key == "strand.write.lease.ms" { 1 } else { 0 })
             }
         }
+        "strand.log.format" => match value {
+            "text" | "json" => Ok(()),
+            _ => Err(invalid(key, value, "expected text or json")),
+        },
         "strand.http.listener" => {
             if value.is_empty() || value.parse::<std::net::SocketAddr>().is_ok() {
                 Ok(())
