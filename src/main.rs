@@ -233,6 +233,12 @@ fn main() {
         config.setting("strand.log.format").as_deref() == Some("json"),
     );
     tracing::debug!("{malloc}");
+    for (key, why) in config.inert_settings() {
+        tracing::warn!(
+            key,
+            "{key} is accepted but Strand does not act on it: {why}"
+        );
+    }
     if !config.unused_keys.is_empty() {
         // Kafka logs the same of the keys it was given and does not use.
         tracing::warn!(keys = ?config.unused_keys, "these configurations were supplied but are not used by Strand");

@@ -146,15 +146,25 @@ fn log_levels_change_at_runtime() {
 }
 
 /// The log as an operator's pipeline reads it: without a terminal, no
-/// colour codes; with `strand.log.format=json`, one JSON object per line;
-/// `strand.log.level` sets the filter (here: a module's debug lines).
+/// colour codes; a Kafka setting Strand accepts but does not act on is
+/// named in a warning; with `strand.log.format=json`, one JSON object per
+/// line; `strand.log.level` sets the filter (here: a module's debug lines).
 #[test]
 fn logs_are_plain_or_json_lines_and_their_level_is_a_property() {
-    let text = Broker::start(&common::strand_bin(), &[("num.partitions", "1")]).unwrap();
+    let text = Broker::start(
+        &common::strand_bin(),
+        &[("num.partitions", "1"), ("num.io.threads", "16")],
+    )
+    .unwrap();
     drop(common::Client::connect(&text.addr()).unwrap());
     let log = std::fs::read_to_string(text.log_path()).unwrap();
     assert!(log.contains("strand is serving"), "{log}");
     assert!(!log.contains('\u{1b}'), "colour codes in a log file: {log}");
+    // A Kafka setting Strand does not act on is named, with why.
+    assert!(
+        log.contains("num.io.threads is accepted but Strand does not act on it"),
+        "{log}"
+    );
 
     let json = Broker::start(
         &common::strand_bin(),

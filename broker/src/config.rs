@@ -150,6 +150,18 @@ pub struct BrokerConfig {
     pub unused_keys: Vec<String>,
 }
 
+impl BrokerConfig {
+    /// The settings given that Strand accepts but does not act on
+    /// ([`ACCEPTED_NOT_ACTED_ON`]), each with why.
+    pub fn inert_settings(&self) -> Vec<(&'static str, &'static str)> {
+        ACCEPTED_NOT_ACTED_ON
+            .iter()
+            .filter(|(k, _)| self.static_props.contains_key(*k))
+            .copied()
+            .collect()
+    }
+}
+
 /// The `authorizer.class.name` values that turn authorization on: Kafka's
 /// KRaft authorizer, and its ZooKeeper-era one (same ACL semantics).
 pub const AUTHORIZERS: [&str; 2] = [
@@ -299,6 +311,23 @@ const BROKER_KEYS: &[(&str, &str)] = &[
     // `info,strand_broker::replica_manager=debug`; RUST_LOG wins when set).
     ("strand.log.format", "text"),
     ("strand.log.level", ""),
+];
+
+/// Kafka settings Strand accepts (they are in Kafka's own files) but does
+/// not act on, and why; each one given is named in a warning at start-up.
+pub const ACCEPTED_NOT_ACTED_ON: &[(&str, &str)] = &[
+    (
+        "metadata.log.dir",
+        "the metadata log is kept in the first of log.dirs",
+    ),
+    (
+        "num.io.threads",
+        "requests run on the async runtime's workers, one per core",
+    ),
+    (
+        "num.network.threads",
+        "connections are served by the async runtime's workers, one per core",
+    ),
 ];
 
 /// Whether leaders need a write lease unless configured otherwise: on,
@@ -636,6 +665,50 @@ fn security_protocol(listener: &str, protocol_map: &str) -> Result<SecurityProto
     }
 }
 
+/// This machine's canonical host name, as Java's
+/// `InetAddress.getLocalHost().getCanonicalHostName()` gives it: the host
+/// name, resolved to its canonical name where the resolver knows one.
+fn canonical_host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; the name is NUL-terminated
+    // within it on success (the last byte stays 0).
+    let named = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) } == 0;
+    let host = if named {
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    if host.is_empty() {
+        return "localhost".into();
+    }
+    let Ok(c_host) = std::ffi::CString::new(host.clone()) else {
+        return host;
+    };
+    // SAFETY: `hints` is zeroed but for its flags, as getaddrinfo allows;
+    // `res` is freed once its canonical name is copied out.
+    unsafe {
+        let mut hints: libc::addrinfo = std::mem::zeroed();
+        hints.ai_flags = libc::AI_CANONNAME;
+        let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+        if libc::getaddrinfo(c_host.as_ptr(), std::ptr::null(), &hints, &mut res) != 0
+            || res.is_null()
+        {
+            return host;
+        }
+        let name = (*res).ai_canonname;
+        let canonical = if name.is_null() {
+            host
+        } else {
+            std::ffi::CStr::from_ptr(name)
+                .to_string_lossy()
+                .into_owned()
+        };
+        libc::freeaddrinfo(res);
+        canonical
+    }
+}
+
 fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
     let mut out = Vec::new();
     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -828,7 +901,11 @@ impl BrokerConfig {
                 .collect();
         }
         for l in &mut advertised {
-            if l.host.is_empty() || l.host == "0.0.0.0" {
+            if l.host.is_empty() {
+                // As Kafka: a listener on every interface with no host is
+                // advertised under this machine's canonical name.
+                l.host = canonical_host_name();
+            } else if l.host == "0.0.0.0" {
                 l.host = "127.0.0.1".into();
             }
         }
@@ -1169,6 +1246,21 @@ impl BrokerConfig {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_empty_listener_host_is_advertised_as_the_canonical_host_name() {
+        let c = cfg(&[
+            (
+                "listeners",
+                "PLAINTEXT://:19092,CONTROLLER://127.0.0.1:19093",
+            ),
+            ("controller.quorum.voters", "1@127.0.0.1:19093"),
+        ])
+        .unwrap();
+        let advertised = &c.advertised_listeners[0];
+        assert_eq!(advertised.host, canonical_host_name());
+        assert!(!advertised.host.is_empty() && advertised.host != "127.0.0.1");
+    }
+
     use super::*;
     use strand_metadata::configs::topic_config;
 
