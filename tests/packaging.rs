@@ -76,8 +76,8 @@ fn the_container_runs_as_a_user_on_a_volume() {
     );
     let user = file
         .lines()
-        .filter_map(|l| l.strip_prefix("USER "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
         .expect("a USER line");
     assert!(user != "root" && user != "0", "runs as {user}");
     assert!(file.lines().any(|l| l == "VOLUME /var/lib/strand"));
