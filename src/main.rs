@@ -27,7 +27,11 @@ use strand_controller::{
 /// A Kafka-wire-compatible replicated log: runs a node (broker,
 /// controller or both, as server.properties' `process.roles` says).
 #[derive(Parser, Debug)]
-#[command(name = "strand", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "strand",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("STRAND_GIT_COMMIT"), ")"),
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

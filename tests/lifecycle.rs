@@ -145,6 +145,27 @@ fn log_levels_change_at_runtime() {
     );
 }
 
+/// `strand --version` names the commit it was built from.
+#[test]
+fn the_version_names_the_commit() {
+    let out = Command::new(common::strand_bin())
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&out.stdout).into_owned();
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    assert!(head.len() == 12, "git: {head}");
+    assert_eq!(
+        version.trim(),
+        format!("strand {} ({head})", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 /// The log as an operator's pipeline reads it: without a terminal, no
 /// colour codes; a Kafka setting Strand accepts but does not act on is
 /// named in a warning; with `strand.log.format=json`, one JSON object per

@@ -43,8 +43,16 @@ fn quickstart_properties(broker: u16, controller: u16, log_dirs: &str) -> String
     )
 }
 
-#[test]
-fn kafkas_quickstart_configuration_starts_strand_unchanged() {
+/// A directory holding Kafka's quickstart `server.properties` on free
+/// ports: (the directory, the broker port, the controller port, the log
+/// directory, the properties file).
+fn quickstart_dir() -> (
+    tempfile::TempDir,
+    u16,
+    u16,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
     let dir = tempfile::tempdir().unwrap();
     let broker_port = strand_compat_tests::harness::free_loopback_port().unwrap();
     let controller_port = strand_compat_tests::harness::free_loopback_port().unwrap();
@@ -55,6 +63,33 @@ fn kafkas_quickstart_configuration_starts_strand_unchanged() {
         quickstart_properties(broker_port, controller_port, &logs.display().to_string()),
     )
     .unwrap();
+    (dir, broker_port, controller_port, logs, props)
+}
+
+fn assert_formatted(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "format: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts the node of `props`, its output in `log`.
+fn start_node(props: &std::path::Path, log: &std::path::Path) -> std::process::Child {
+    Command::new(strand_bin())
+        .arg(props)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::fs::File::create(log).unwrap()))
+        .stderr(Stdio::from(
+            std::fs::File::options().append(true).open(log).unwrap(),
+        ))
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn kafkas_quickstart_configuration_starts_strand_unchanged() {
+    let (dir, broker_port, _, _, props) = quickstart_dir();
 
     // KAFKA_CLUSTER_ID="$(bin/kafka-storage.sh random-uuid)"
     let id = Command::new(strand_bin())
@@ -72,26 +107,14 @@ fn kafkas_quickstart_configuration_starts_strand_unchanged() {
             .unwrap()
     };
     let out = format(&[]);
-    assert!(
-        out.status.success(),
-        "format: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_formatted(&out);
     // A second format refuses, unless told to ignore a matching one.
     assert!(!format(&[]).status.success());
     assert!(format(&["--ignore-formatted"]).status.success());
 
     // bin/kafka-server-start.sh config/server.properties
     let log = dir.path().join("strand.log");
-    let mut child = Command::new(strand_bin())
-        .arg(&props)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
-        .stderr(Stdio::from(
-            std::fs::File::options().append(true).open(&log).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
+    let mut child = start_node(&props, &log);
     let addr = format!("localhost:{broker_port}");
     let served = std::panic::catch_unwind(|| {
         let mut c = eventually(
@@ -145,11 +168,7 @@ fn with_node(dir: &std::path::Path, props: &str, check: impl FnOnce() + std::pan
         .arg(&path)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "format: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_formatted(&out);
     let log = dir.join("strand.log");
     let mut child = Command::new(strand_bin())
         .arg(&path)
@@ -287,4 +306,54 @@ fn several_listeners_each_advertise_their_own_address() {
             );
         }
     });
+}
+
+/// Kafka 4.x's multi-node form of the format step: `--initial-controllers
+/// id@host:port:directory-id` (here one controller): the node takes the
+/// directory id given for it as its metadata directory's, starts, and
+/// serves.
+#[test]
+fn initial_controllers_with_directory_ids_as_kafka_4_writes_them() {
+    let (dir, broker_port, controller_port, logs, props) = quickstart_dir();
+    let uuid = || {
+        let out = Command::new(strand_bin())
+            .arg("random-uuid")
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let (id, directory) = (uuid(), uuid());
+    let out = Command::new(strand_bin())
+        .args(["format", "-t", &id, "-c"])
+        .arg(&props)
+        .args([
+            "--initial-controllers",
+            &format!("1@localhost:{controller_port}:{directory}"),
+        ])
+        .output()
+        .unwrap();
+    assert_formatted(&out);
+    let meta = std::fs::read_to_string(logs.join("meta.properties")).unwrap();
+    assert!(
+        meta.lines()
+            .any(|l| l == format!("directory.id={directory}")),
+        "{meta}"
+    );
+    let log = dir.path().join("strand.log");
+    let mut child = start_node(&props, &log);
+    let addr = format!("localhost:{broker_port}");
+    let served = std::panic::catch_unwind(|| {
+        eventually("the node answers", Duration::from_secs(30), || {
+            let mut c = Client::connect(&addr).ok()?;
+            (create_topic_with(&mut c, "formatted", 1, 1, &[]).ok()? == 0).then_some(())
+        })
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Err(e) = served {
+        panic!(
+            "{e:?}\nnode log:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+    }
 }

@@ -84,6 +84,32 @@ pub fn read(dir: &Path) -> Result<Option<MetaProperties>, String> {
 }
 
 /// A Kafka Uuid as Kafka prints it: URL-safe base64 without padding.
+/// `--initial-controllers`: `id@host:port` each, or Kafka 4.x's
+/// `id@host:port:directory-id` (the controller's metadata directory id,
+/// base64 as `kafka-storage random-uuid` prints it).
+pub fn parse_initial_controllers(value: &str) -> Result<Vec<(Voter, Option<uuid::Uuid>)>, String> {
+    let mut voters = Vec::new();
+    let mut dirs = Vec::new();
+    for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.rsplit_once(':') {
+            Some((voter, dir)) if dir.parse::<u16>().is_err() => {
+                let id = decode_uuid(dir)
+                    .ok_or_else(|| format!("'{dir}' in '{item}' is not a directory id"))?;
+                voters.push(voter);
+                dirs.push(Some(id));
+            }
+            _ => {
+                voters.push(item);
+                dirs.push(None);
+            }
+        }
+    }
+    Ok(parse_voters(&voters.join(","))?
+        .into_iter()
+        .zip(dirs)
+        .collect())
+}
+
 pub fn encode_uuid(id: uuid::Uuid) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
@@ -376,8 +402,17 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
     let initial = opts
         .initial_controllers
         .as_deref()
-        .map(parse_voters)
+        .map(parse_initial_controllers)
         .transpose()?;
+    // Kafka 4.x names each initial controller's metadata directory too
+    // (`id@host:port:directory-id`): this node's becomes its first log
+    // directory's id.
+    let initial_dirs: Vec<(i32, uuid::Uuid)> = initial
+        .iter()
+        .flatten()
+        .filter_map(|(v, d)| d.map(|d| (v.id, d)))
+        .collect();
+    let initial = initial.map(|voters| voters.into_iter().map(|(v, _)| v).collect::<Vec<_>>());
     let (ignore, standalone) = (opts.ignore_formatted, opts.standalone);
     let config =
         BrokerConfig::load(opts.config.as_deref(), &overrides).map_err(|e| e.to_string())?;
@@ -428,11 +463,15 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
     for arg in &opts.add_scram {
         bootstrap.push(scram_record(arg).map(MetadataRecord::UserScramCredential)?);
     }
+    let metadata_dir_id = initial_dirs
+        .iter()
+        .find(|(id, _)| *id == config.node_id)
+        .map_or_else(new_directory_id, |(_, d)| *d);
     let meta = MetaProperties {
         cluster_id: cluster_id.clone(),
         node_id: config.node_id,
         initial_controllers,
-        directory_id: Some(new_directory_id()),
+        directory_id: Some(metadata_dir_id),
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     if !bootstrap.is_empty() {
@@ -475,6 +514,34 @@ pub fn format(opts: &FormatOptions) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn initial_controllers_in_kafka_4s_form_with_directory_ids() {
+        let dir = encode_uuid(uuid::Uuid::new_v4());
+        let parsed = parse_initial_controllers(&format!("1@a:9093:{dir},2@b:9093")).unwrap();
+        assert_eq!(
+            parsed,
+            vec![
+                (
+                    Voter {
+                        id: 1,
+                        addr: "a:9093".into()
+                    },
+                    decode_uuid(&dir)
+                ),
+                (
+                    Voter {
+                        id: 2,
+                        addr: "b:9093".into()
+                    },
+                    None
+                ),
+            ]
+        );
+        assert!(parse_initial_controllers("1@a:9093:not-an-id").is_err());
+        assert!(parse_initial_controllers("1@a:port").is_err());
+    }
+
     use super::*;
 
     /// `--release-version` and `--feature` as kafka-storage takes them.
