@@ -8,6 +8,7 @@ source "$here/deps.sh"
 strand_apt_install "${STRAND_BUILD_PKGS[@]}"
 # Build from the repository root: cargo reads .cargo/config.toml (the system
 # RocksDB settings) from the working directory, not from the manifest's.
-(cd "$here/.." && cargo build --release --quiet --bin strand)
+# cargo shows its progress: a first build takes minutes.
+(cd "$here/.." && cargo build --release --bin strand)
 # Run from the caller's directory, so the default ./data is theirs.
 exec "$CARGO_TARGET_DIR/release/strand" "$@"

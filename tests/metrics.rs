@@ -251,7 +251,8 @@ fn metrics_follow_load_and_faults_on_three_nodes() {
 
 /// A broker restarted after kill -9 with data in many partitions: its
 /// listener answers before the logs are recovered, not ready; once ready,
-/// the broker serves every partition at once.
+/// the broker serves every partition at once; the log shows the recovery's
+/// progress.
 #[test]
 fn ready_only_once_the_logs_are_recovered() {
     const PARTITIONS: i32 = 40;
@@ -328,6 +329,14 @@ fn ready_only_once_the_logs_are_recovered() {
         "no answer while the logs were recovered: {seen:?}"
     );
     assert!(not_ready.iter().all(|b| b.contains("\"ready\":false")));
+    // The recovery reported its progress, as Kafka's does.
+    let log = std::fs::read_to_string(cluster.log_path(1)).unwrap();
+    assert!(
+        log.contains(&format!(
+            "loaded {PARTITIONS} of {PARTITIONS} partitions (100%)"
+        )),
+        "{log}"
+    );
 }
 
 /// `/metrics` with 1,000 partitions on one node answers within 50 ms.

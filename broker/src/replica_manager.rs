@@ -11,7 +11,7 @@ use crate::replica_plan;
 use crate::transport::Transport;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use strand_log::cleaner::CleanerLogConfig;
@@ -204,6 +204,8 @@ pub struct ReplicaManager {
     /// takes them; at start-up a hosted replica elsewhere moves there.
     /// Only partitions the image has: bounded by the cluster's.
     preferred_dirs: Mutex<HashMap<TopicPartition, Uuid>>,
+    /// The start-up's partitions are open (their logs recovered).
+    recovered: std::sync::atomic::AtomicBool,
     /// This broker's metrics (`strand.http.listener`'s `/metrics`).
     pub metrics: Arc<crate::metrics::BrokerMetrics>,
     /// ACL decisions (`authorizer.class.name`).
@@ -282,6 +284,7 @@ impl ReplicaManager {
             assignments: Default::default(),
             moves: Mutex::new(HashMap::new()),
             preferred_dirs: Mutex::new(HashMap::new()),
+            recovered: Default::default(),
             metrics,
             authorizer,
             quotas,
@@ -999,7 +1002,12 @@ impl ReplicaManager {
                 }
             }
         }
+        // At start-up (log recovery), progress per log directory, as
+        // Kafka's "Recovering ..." lines: each tenth of its partitions.
+        let progress = (!self.recovered.load(std::sync::atomic::Ordering::Acquire))
+            .then(|| LoadProgress::new(opens.iter().map(|(_, d)| d.as_path())));
         let opened = parallel_map(&opens, DISK_WORKERS, |(tp, dir)| {
+            let _loaded = progress.as_ref().map(|p| p.loading(dir));
             let a = &changes.assigned[tp];
             let dir = dir.clone();
             // A directory left by an earlier topic of the same name is stale.
@@ -1033,6 +1041,11 @@ impl ReplicaManager {
             })
             .map_err(|e| (dir, e))
         });
+        if let Some(p) = progress {
+            p.done();
+        }
+        self.recovered
+            .store(true, std::sync::atomic::Ordering::Release);
         for ((tp, _), opened) in opens.iter().zip(opened) {
             match opened {
                 Ok(p) => {
@@ -1210,6 +1223,66 @@ impl ReplicaManager {
                 tracing::error!(topic = %p.topic, partition = p.index, error = %e, "clean close failed");
             }
         });
+    }
+}
+
+/// Start-up progress: the partitions being opened in each log directory,
+/// logged as each tenth of a directory's is done.
+struct LoadProgress {
+    /// (log directory, partitions to open there, opened so far).
+    dirs: Vec<(PathBuf, usize, std::sync::atomic::AtomicUsize)>,
+    started: std::time::Instant,
+}
+
+/// Counts one partition of a [`LoadProgress`] when dropped.
+struct Loaded<'a>(&'a LoadProgress, usize);
+
+impl LoadProgress {
+    fn new<'a>(partition_dirs: impl Iterator<Item = &'a Path>) -> LoadProgress {
+        let mut dirs: Vec<(PathBuf, usize, std::sync::atomic::AtomicUsize)> = Vec::new();
+        for d in partition_dirs {
+            let parent = d.parent().unwrap_or(d).to_path_buf();
+            match dirs.iter_mut().find(|(p, _, _)| *p == parent) {
+                Some(entry) => entry.1 += 1,
+                None => dirs.push((parent, 1, Default::default())),
+            }
+        }
+        for (dir, total, _) in &dirs {
+            tracing::info!(dir = %dir.display(), partitions = total, "loading the partitions of a log directory (recovering logs not shut down cleanly)");
+        }
+        LoadProgress {
+            dirs,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn loading(&self, partition_dir: &Path) -> Option<Loaded<'_>> {
+        let parent = partition_dir.parent()?;
+        let i = self.dirs.iter().position(|(p, _, _)| p == parent)?;
+        Some(Loaded(self, i))
+    }
+
+    fn done(self) {
+        let total: usize = self.dirs.iter().map(|d| d.1).sum();
+        tracing::info!(
+            partitions = total,
+            ms = self.started.elapsed().as_millis() as u64,
+            "every log directory loaded"
+        );
+    }
+}
+
+impl Drop for Loaded<'_> {
+    fn drop(&mut self) {
+        let (dir, total, done) = &self.0.dirs[self.1];
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        if n * 10 / total != (n - 1) * 10 / total {
+            tracing::info!(
+                dir = %dir.display(),
+                "loaded {n} of {total} partitions ({}%)",
+                n * 100 / total
+            );
+        }
     }
 }
 
