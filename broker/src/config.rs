@@ -734,23 +734,26 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
     Ok(out)
 }
 
-/// Parses `key=value` lines; `#` and `!` start comments, as Java properties.
-pub fn parse_properties(path: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+/// Reads a properties file as Java's `Properties.load(InputStream)` does,
+/// and so as Kafka reads server.properties (the `java-properties` crate):
+/// ISO-8859-1, `\` line continuations, escapes and `\uXXXX`, `=`, `:` or
+/// whitespace between key and value, `#` and `!` comments, a key alone
+/// with an empty value. Values are trimmed, as Kafka's ConfigDef trims
+/// them (Java's `String.trim`: every char up to U+0020); keys are as
+/// Java reads them. In file order;
+/// a later key wins where they are collected.
+pub fn parse_properties(path: &str, bytes: &[u8]) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-            continue;
-        }
-        let Some((k, v)) = line.split_once('=').or_else(|| line.split_once(':')) else {
-            return Err(ConfigError::Malformed {
-                path: path.into(),
-                line: i + 1,
-                text: line.into(),
-            });
-        };
-        out.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    java_properties::PropertiesIter::new(bytes)
+        .read_into(|k, v| {
+            let java_trim = |s: &str| s.trim_matches(|c: char| c <= ' ').to_string();
+            out.push((k, java_trim(&v)));
+        })
+        .map_err(|e| ConfigError::Malformed {
+            path: path.into(),
+            line: e.line_number().unwrap_or(0),
+            text: e.to_string(),
+        })?;
     Ok(out)
 }
 
@@ -761,11 +764,11 @@ impl BrokerConfig {
         let mut pairs = Vec::new();
         if let Some(path) = file {
             let name = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+            let bytes = std::fs::read(path).map_err(|e| ConfigError::Unreadable {
                 path: name.clone(),
                 reason: e.to_string(),
             })?;
-            pairs = parse_properties(&name, &text)?;
+            pairs = parse_properties(&name, &bytes)?;
         }
         for kv in overrides {
             let (k, v) = kv
@@ -1535,10 +1538,8 @@ mod tests {
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let data = std::fs::read(entry.unwrap().path()).unwrap();
-            if let Ok(text) = std::str::from_utf8(&data) {
-                if let Ok(pairs) = parse_properties("fuzz", text) {
-                    let _ = BrokerConfig::from_pairs(pairs);
-                }
+            if let Ok(pairs) = parse_properties("fuzz", &data) {
+                let _ = BrokerConfig::from_pairs(pairs);
             }
             n += 1;
         }
@@ -1630,10 +1631,14 @@ mod tests {
 
     #[test]
     fn properties_file_syntax() {
-        let p = parse_properties("f", "# c\n! c\n a = 1 \nb:2\n\n").unwrap();
-        assert_eq!(p, vec![("a".into(), "1".into()), ("b".into(), "2".into())]);
+        let p = parse_properties("f", b"# c\n! c\n a = 1 \nb:2\nc \\\n  d\nalone\n").unwrap();
+        let want = [("a", "1"), ("b", "2"), ("c", "d"), ("alone", "")];
+        assert_eq!(
+            p,
+            want.map(|(k, v)| (k.to_string(), v.to_string())).to_vec()
+        );
         assert!(matches!(
-            parse_properties("f", "novalue"),
+            parse_properties("f", b"x=\\u12"),
             Err(ConfigError::Malformed { line: 1, .. })
         ));
     }

@@ -10,9 +10,7 @@ mod config;
 mod connection_quotas;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(data) {
-        if let Ok(pairs) = config::parse_properties("fuzz", text) {
-            let _ = config::BrokerConfig::from_pairs(pairs);
-        }
+    if let Ok(pairs) = config::parse_properties("fuzz", data) {
+        let _ = config::BrokerConfig::from_pairs(pairs);
     }
 });
