@@ -22,7 +22,8 @@ strand_apt_install() {
 STRAND_BUILD_PKGS=(build-essential pkg-config libclang-dev librocksdb-dev libsnappy-dev)
 # Tests: kcat, and what librdkafka's own test suite needs to build.
 # iptables and iproute2: the chaos run's network faults between namespaces.
-STRAND_TEST_PKGS=(kcat openssl python3 python3-venv zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev iptables iproute2)
+# chromium: the status page's browser test (headless).
+STRAND_TEST_PKGS=(kcat chromium openssl python3 python3-venv zlib1g-dev libssl-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev rapidjson-dev iptables iproute2)
 
 # The Python clients, in a virtualenv under the cache; STRAND_PYTHON names
 # it: confluent-kafka (bundling its own librdkafka) drives the exactly-once

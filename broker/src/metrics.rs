@@ -74,6 +74,8 @@ struct TopicCounters {
 struct RequestHandles {
     requests: Counter,
     total_ms: Histogram,
+    /// The total time summed (the status page's mean; not exported).
+    total_ms_sum: Counter<f64, AtomicU64>,
     queue_ms: Histogram,
     throttle_ms: Histogram,
 }
@@ -112,6 +114,16 @@ pub struct CleanerSample {
     pub max_buffer_utilization_percent: f64,
     pub uncleanable_partitions: i64,
     pub passes: i64,
+}
+
+/// See [`BrokerMetrics::totals`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Totals {
+    pub messages_in: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub produce: (f64, u64),
+    pub fetch: (f64, u64),
 }
 
 /// Every metric of one broker, and the registry that encodes them.
@@ -477,6 +489,7 @@ impl BrokerMetrics {
             RequestHandles {
                 requests: self.requests.get_or_create(&labels).clone(),
                 total_ms: self.request_total_ms.get_or_create(&labels).clone(),
+                total_ms_sum: Counter::default(),
                 queue_ms: self.request_queue_ms.get_or_create(&labels).clone(),
                 throttle_ms: self.throttle_ms.get_or_create(&labels).clone(),
             }
@@ -502,8 +515,26 @@ impl BrokerMetrics {
         h.requests.inc();
         h.queue_ms.observe(queue.as_secs_f64() * 1e3);
         h.total_ms.observe(total.as_secs_f64() * 1e3);
+        h.total_ms_sum.inc_by(total.as_secs_f64() * 1e3);
         if throttle_ms > 0 {
             h.throttle_ms.observe(throttle_ms as f64);
+        }
+    }
+
+    /// Running totals for the status page: (records in, bytes in, bytes
+    /// out, Produce and Fetch as (milliseconds summed, requests)).
+    pub fn totals(&self) -> Totals {
+        let api = |key: usize| {
+            self.by_api[key]
+                .get()
+                .map_or((0.0, 0), |h| (h.total_ms_sum.get(), h.requests.get()))
+        };
+        Totals {
+            messages_in: self.all_messages_in.get(),
+            bytes_in: self.all_bytes_in.get(),
+            bytes_out: self.all_bytes_out.get(),
+            produce: api(0),
+            fetch: api(1),
         }
     }
 

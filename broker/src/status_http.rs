@@ -1,6 +1,7 @@
 //! The HTTP listener of `strand.http.listener`: `/metrics` (Prometheus'
-//! text format, [`crate::metrics`]), `/health/live` and `/health/ready`.
-//! It serves nothing else, and is off unless configured.
+//! text format, [`crate::metrics`]), `/health/live` and `/health/ready`,
+//! and a status page (`/`, which polls `/status.json`). It serves nothing
+//! else, and is off unless configured.
 //!
 //! It starts before the broker registers and recovers its logs, so a probe
 //! sees the broker not ready while it does (`/health/ready` answers 503
@@ -104,6 +105,12 @@ impl Status {
             ("listeners_bound", serving),
             ("log_dirs_online", dirs_online),
         ]
+    }
+
+    /// The status page's data (None before the broker exists).
+    pub fn status_text(&self) -> Option<String> {
+        let node = self.node.get()?;
+        Some(status_json(node, self.is_active_controller()).to_string())
     }
 
     /// The metrics text, with the state gauges read now.
@@ -211,6 +218,91 @@ pub fn sample(node: &Node, active_controller: bool) -> StateSample {
     s
 }
 
+/// The status page's data: the cluster as this broker sees it (brokers,
+/// topics with leader, replicas, ISR; the groups coordinated here with
+/// their lag) and its running totals, from which the page draws rates.
+pub fn status_json(node: &Node, active_controller: bool) -> serde_json::Value {
+    use serde_json::json;
+    let broker = &node.broker;
+    let image = broker.image();
+    let brokers: Vec<_> = image
+        .brokers
+        .values()
+        .map(|b| {
+            let state = if b.fenced {
+                "fenced"
+            } else if b.in_controlled_shutdown {
+                "shutting down"
+            } else {
+                "active"
+            };
+            json!({"id": b.broker_id.get(), "host": b.host, "port": b.port, "rack": b.rack, "state": state})
+        })
+        .collect();
+    let topics: Vec<_> = image
+        .topics
+        .iter()
+        .map(|(name, t)| {
+            let partitions: Vec<_> = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let ids = |v: &[strand_types::BrokerId]| {
+                        v.iter().map(|b| b.get()).collect::<Vec<_>>()
+                    };
+                    let replicas = p.replicas.len().saturating_sub(p.adding_replicas.len());
+                    json!({
+                        "partition": p.partition,
+                        "leader": p.leader.map(|b| b.get()),
+                        "replicas": ids(&p.replicas),
+                        "isr": ids(&p.isr),
+                        "under_replicated": p.isr.len() < replicas,
+                    })
+                })
+                .collect();
+            json!({"name": name, "partitions": partitions})
+        })
+        .collect();
+    let sample = sample(node, active_controller);
+    let mut groups: Vec<serde_json::Value> = Vec::new();
+    for g in node.groups.all_groups() {
+        let Ok(slot) = g.slot.try_lock() else {
+            continue;
+        };
+        let (state, members) = slot.group.as_ref().map_or(("Empty".to_string(), 0), |gr| {
+            (gr.state().to_string(), gr.members().len())
+        });
+        let lag: Vec<_> = sample
+            .lag
+            .iter()
+            .filter(|(id, ..)| *id == g.id)
+            .map(|(_, topic, partition, lag)| json!({"topic": topic, "partition": partition, "lag": lag}))
+            .collect();
+        groups.push(json!({"id": g.id, "state": state, "members": members, "lag": lag}));
+    }
+    let t = broker.metrics.totals();
+    json!({
+        "node_id": broker.node_id().get(),
+        "cluster_id": image.cluster_id,
+        "active_controller": active_controller,
+        "time_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        "brokers": brokers,
+        "topics": topics,
+        "groups": groups,
+        "totals": {
+            "messages_in": t.messages_in,
+            "bytes_in": t.bytes_in,
+            "bytes_out": t.bytes_out,
+            "produce_ms": t.produce.0,
+            "produce_requests": t.produce.1,
+            "fetch_ms": t.fetch.0,
+            "fetch_requests": t.fetch.1,
+        },
+    })
+}
+
 /// Serves the endpoints on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, status: Arc<Status>) {
     let app = axum::Router::new()
@@ -230,6 +322,38 @@ pub async fn serve(listener: tokio::net::TcpListener, status: Arc<Status>) {
                         )],
                         text,
                     )
+                }
+            }),
+        )
+        .route(
+            "/",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                    include_str!("status.html"),
+                )
+            }),
+        )
+        .route(
+            "/status.json",
+            get({
+                let status = status.clone();
+                move || async move {
+                    let body = tokio::task::spawn_blocking(move || status.status_text())
+                        .await
+                        .unwrap_or_default();
+                    match body {
+                        Some(body) => (
+                            StatusCode::OK,
+                            [(header::CONTENT_TYPE, "application/json")],
+                            body,
+                        ),
+                        None => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            [(header::CONTENT_TYPE, "application/json")],
+                            "{\"error\":\"the broker is starting\"}".to_string(),
+                        ),
+                    }
                 }
             }),
         )
