@@ -13,6 +13,9 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+// The binaries' command lines (src/bin/).
+use clap as _;
+
 pub mod cluster;
 pub mod harness;
 pub mod rdkafka_security;

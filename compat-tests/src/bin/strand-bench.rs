@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 use strand_compat_tests::cluster::{Cluster, ClusterSpec};
 use strand_compat_tests::harness::Broker;
 
-const USAGE: &str = "\
-usage: strand-bench (--strand BIN | --broker ADDR) [options]
-
+/// What `--help` says before the options.
+const ABOUT: &str = "\
 Starts Strand (one broker, or with --nodes N a cluster of N combined broker+controller
 nodes on loopback), then for each message size produces COUNT messages at full speed to
 a fresh 1-partition topic with acks=1 and with acks=all (rdkafka_performance -P) and
@@ -29,29 +28,75 @@ repeated on a single broker (RF 1) afterwards, for comparison. Every topic is cr
 (kcat -L -t TOPIC, an auto-creating Metadata request) and waited for until it has a
 leader and all replicas in its ISR; replicas and ISR are read again after the run.
 The figures go into a section of the output markdown file (replacing an earlier
-section of the same kind: single node and N nodes have separate sections).
+section of the same kind: single node and N nodes have separate sections).";
 
-options:
-  --strand BIN      strand binary (use the release build: cargo build --release)
-  --broker ADDR     benchmark an already running broker instead (host:port)
-  --nodes N         start N combined nodes (cluster harness) instead of one broker;
-                    needs --strand and kcat (default 1)
-  --suite DIR       librdkafka tree from compat-tests/scripts/build-librdkafka.sh
-                    (default: $STRAND_CACHE/librdkafka-2.12.1)
-  --count N         messages per throughput run (default 1000000)
-  --sizes A,B       message sizes in bytes (default 100,1024)
-  --latency-rates R1,R2
-                    latency runs: rdkafka_performance -r R (messages/s), one pair of
-                    runs (acks=1, acks=all) per rate (default 1000,5000)
-  --latency-secs S  latency runs: R x S messages per run (default 20)
-  --latency-size B  latency runs: message size in bytes (default 100)
-  --latency-linger-ms MS
-                    latency runs: -X linger.ms=MS (default 0)
-  --no-latency      skip the latency runs
-  --timeout SECS    limit per rdkafka_performance run (default 600)
-  --out FILE        markdown file to update (default BENCHMARKS.md)
-  --work DIR        raw outputs (default target/strand-bench)
-  -h, --help        this text";
+/// The command line (clap); checked into [`Args`] by [`parse_args`].
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "strand-bench",
+    about = "Benchmark: librdkafka's rdkafka_performance against Strand",
+    long_about = ABOUT
+)]
+struct Cli {
+    /// strand binary (use the release build: cargo build --release)
+    #[arg(
+        long,
+        value_name = "BIN",
+        required_unless_present = "broker",
+        conflicts_with = "broker"
+    )]
+    strand: Option<PathBuf>,
+    /// benchmark an already running broker instead (host:port)
+    #[arg(long, value_name = "ADDR")]
+    broker: Option<String>,
+    /// start N combined nodes (cluster harness) instead of one broker; needs --strand and kcat
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    nodes: u64,
+    /// librdkafka tree from compat-tests/scripts/build-librdkafka.sh (default: $STRAND_CACHE/librdkafka-2.12.1)
+    #[arg(long, value_name = "DIR")]
+    suite: Option<PathBuf>,
+    /// messages per throughput run
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    count: u64,
+    /// message sizes in bytes
+    #[arg(long, value_name = "A,B", value_delimiter = ',', default_values_t = [100u64, 1024], value_parser = clap::value_parser!(u64).range(1..))]
+    sizes: Vec<u64>,
+    /// latency runs: rdkafka_performance -r R (messages/s), one pair of runs (acks=1, acks=all) per rate
+    #[arg(long = "latency-rates", value_name = "R1,R2", value_delimiter = ',', default_values_t = [1000u64, 5000], value_parser = clap::value_parser!(u64).range(1..))]
+    lat_rates: Vec<u64>,
+    /// latency runs: R x S messages per run
+    #[arg(long = "latency-secs", value_name = "S", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    lat_secs: u64,
+    /// latency runs: message size in bytes
+    #[arg(long = "latency-size", value_name = "B", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    lat_size: u64,
+    /// latency runs: -X linger.ms=MS
+    #[arg(long = "latency-linger-ms", value_name = "MS", default_value = "0", value_parser = linger_ms)]
+    lat_linger: String,
+    /// skip the latency runs
+    #[arg(long = "no-latency")]
+    no_latency: bool,
+    /// limit per rdkafka_performance run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// markdown file to update
+    #[arg(long, value_name = "FILE", default_value = "BENCHMARKS.md")]
+    out: PathBuf,
+    /// raw outputs
+    #[arg(long, value_name = "DIR", default_value = "target/strand-bench")]
+    work: PathBuf,
+}
+
+/// `--latency-linger-ms`: milliseconds, 0 to 900000, as librdkafka takes them.
+fn linger_ms(v: &str) -> Result<String, String> {
+    if v.parse::<f64>()
+        .is_ok_and(|x| (0.0..=900000.0).contains(&x))
+    {
+        Ok(v.to_string())
+    } else {
+        Err(format!("not a number of milliseconds (0-900000): {v:?}"))
+    }
+}
 
 const BEGIN: &str =
     "<!-- strand-bench:begin (generated by compat-tests strand-bench; do not edit by hand) -->";
@@ -98,89 +143,28 @@ fn err(msg: impl std::fmt::Display) -> String {
     format!("strand-bench: {msg}\n(see --help)")
 }
 
-fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
+/// The command line's [`Args`], checked beyond what clap checks.
+fn parse_args(cli: Cli) -> Result<Args, String> {
     let mut a = Args {
-        strand: None,
-        broker: None,
-        nodes: 1,
-        suite: strand_compat_tests::default_suite_dir(),
-        count: 1_000_000,
-        sizes: vec![100, 1024],
-        lat_rates: vec![1000, 5000],
-        lat_secs: 20,
-        lat_size: 100,
-        lat_linger: "0".into(),
-        latency: true,
-        timeout: 600,
-        out: PathBuf::from("BENCHMARKS.md"),
-        work: PathBuf::from("target/strand-bench"),
+        strand: cli.strand,
+        broker: cli.broker,
+        nodes: cli.nodes as usize,
+        suite: cli
+            .suite
+            .unwrap_or_else(strand_compat_tests::default_suite_dir),
+        count: cli.count,
+        sizes: cli.sizes,
+        lat_rates: cli.lat_rates,
+        lat_secs: cli.lat_secs,
+        lat_size: cli.lat_size,
+        lat_linger: cli.lat_linger,
+        latency: !cli.no_latency,
+        timeout: cli.timeout,
+        out: cli.out,
+        work: cli.work,
     };
-    let mut it = argv.into_iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if arg.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut val = |name: &str| -> Result<String, String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it
-                    .next()
-                    .ok_or_else(|| err(format!("{name} needs a value"))),
-            }
-        };
-        let num = |name: &str, v: String| -> Result<u64, String> {
-            v.parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| err(format!("{name}: not a positive integer: {v:?}")))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--strand" => a.strand = Some(PathBuf::from(val("--strand")?)),
-            "--broker" => a.broker = Some(val("--broker")?),
-            "--nodes" => a.nodes = num("--nodes", val("--nodes")?)? as usize,
-            "--suite" => a.suite = PathBuf::from(val("--suite")?),
-            "--count" => a.count = num("--count", val("--count")?)?,
-            "--timeout" => a.timeout = num("--timeout", val("--timeout")?)?,
-            "--sizes" => {
-                let v = val("--sizes")?;
-                a.sizes = v
-                    .split(',')
-                    .map(|s| num("--sizes", s.trim().to_string()))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--latency-rates" => {
-                let v = val("--latency-rates")?;
-                a.lat_rates = v
-                    .split(',')
-                    .map(|s| num("--latency-rates", s.trim().to_string()))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--latency-secs" => a.lat_secs = num("--latency-secs", val("--latency-secs")?)?,
-            "--latency-size" => a.lat_size = num("--latency-size", val("--latency-size")?)?,
-            "--latency-linger-ms" => {
-                let v = val("--latency-linger-ms")?;
-                if !v
-                    .parse::<f64>()
-                    .is_ok_and(|x| (0.0..=900000.0).contains(&x))
-                {
-                    return Err(err(format!(
-                        "--latency-linger-ms: not a number of milliseconds (0-900000): {v:?}"
-                    )));
-                }
-                a.lat_linger = v;
-            }
-            "--no-latency" => a.latency = false,
-            "--out" => a.out = PathBuf::from(val("--out")?),
-            "--work" => a.work = PathBuf::from(val("--work")?),
-            s => return Err(err(format!("unexpected argument {s:?}"))),
-        }
-    }
     match (&a.strand, &a.broker) {
-        (None, None) => return Err(err("either --strand BIN or --broker ADDR is required")),
-        (Some(_), Some(_)) => return Err(err("--strand and --broker are mutually exclusive")),
-        (Some(s), None) => {
+        (Some(s), _) => {
             if !s.is_file() {
                 return Err(err(format!("--strand {}: no such file", s.display())));
             }
@@ -204,7 +188,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
             perf.display()
         )));
     }
-    Ok(Some(a))
+    Ok(a)
 }
 
 /// Figures parsed from rdkafka_performance's final summary line.
@@ -1546,12 +1530,8 @@ fn render(rep: &Report, rows: &[Row], lat: &[LatRow]) -> String {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1).collect()) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+    let args = match parse_args(<Cli as clap::Parser>::parse()) {
+        Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);

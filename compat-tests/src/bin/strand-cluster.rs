@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use strand_compat_tests::cluster::{Cluster, ClusterSpec, Layout};
 
-const USAGE: &str = "\
-usage: strand-cluster (--nodes N | --controllers C --brokers B) [options]
-
+/// What `--help` says before the options.
+const ABOUT: &str = "\
 Formats and starts a local Strand cluster on free 127.0.0.1 ports: N combined
 broker+controller nodes (ids 1..N), or C controller-only nodes (ids 1..C) plus B
 broker-only nodes (ids C+1..C+B). Waits until every broker is registered and unfenced,
@@ -37,21 +36,51 @@ and reads commands on stdin, one per line:
   (end of input is the same as quit)
 
 A bad or failed command answers `error MESSAGE` (details on stderr). Diagnostics go to
-stderr; stdout carries only the lines above.
+stderr; stdout carries only the lines above.";
 
-options:
-  --nodes N              N combined nodes (3 for a quorum)
-  --controllers C        C controller-only nodes (with --brokers)
-  --brokers B            B broker-only nodes (with --controllers)
-  --dir DIR              cluster directory: DIR/nodeN (log.dirs), DIR/nodeN.properties,
-                         DIR/nodeN.log; kept on exit. Default: a temporary directory,
-                         removed on exit. Must not hold an earlier cluster.
-  --strand BIN           strand binary (default: `strand` next to this executable, i.e.
-                         in the same target directory, else `strand` from PATH)
-  --override KEY=VALUE   extra `--override` for every node start (repeatable)
-  --timeout SECS         readiness timeout for start and restart (default 60)
-  -h, --help             this text
-";
+/// The command line (clap); checked into [`Args`] by [`parse_args`].
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "strand-cluster",
+    about = "Formats and starts a local Strand cluster, controlled from stdin",
+    long_about = ABOUT
+)]
+struct Cli {
+    /// N combined nodes (3 for a quorum)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..),
+          required_unless_present_all = ["controllers", "brokers"],
+          conflicts_with_all = ["controllers", "brokers"])]
+    nodes: Option<u64>,
+    /// C controller-only nodes (with --brokers)
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u64).range(1..), requires = "brokers")]
+    controllers: Option<u64>,
+    /// B broker-only nodes (with --controllers)
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..), requires = "controllers")]
+    brokers: Option<u64>,
+    /// cluster directory: DIR/nodeN (log.dirs), DIR/nodeN.properties, DIR/nodeN.log; kept
+    /// on exit. Default: a temporary directory, removed on exit. Must not hold an earlier
+    /// cluster.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// strand binary (default: `strand` next to this executable, i.e. in the same target
+    /// directory, else `strand` from PATH)
+    #[arg(long, value_name = "BIN")]
+    strand: Option<PathBuf>,
+    /// extra `--override` for every node start (repeatable)
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = key_value)]
+    overrides: Vec<(String, String)>,
+    /// readiness timeout for start and restart, in seconds (default 60)
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: Option<u64>,
+}
+
+/// `--override`'s `KEY=VALUE` (the value may hold `=`).
+fn key_value(kv: &str) -> Result<(String, String), String> {
+    match kv.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {kv:?}")),
+    }
+}
 
 #[derive(Debug, PartialEq)]
 struct Args {
@@ -62,80 +91,30 @@ struct Args {
     timeout: Option<Duration>,
 }
 
-/// `Ok(None)` for `--help`.
+/// The checked arguments of a command line (`argv` without the program
+/// name); `Ok(None)` for `--help`.
 fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
-    let mut nodes = None;
-    let mut controllers = None;
-    let mut brokers = None;
-    let mut dir = None;
-    let mut strand = None;
-    let mut overrides = Vec::new();
-    let mut timeout = None;
-    let mut it = argv.into_iter();
-    let count = |name: &str, v: String| -> Result<usize, String> {
-        match v.parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(format!("{name}: expected a positive number, got {v:?}")),
-        }
+    use clap::Parser;
+    let cli = match Cli::try_parse_from(std::iter::once("strand-cluster".to_string()).chain(argv)) {
+        Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => return Ok(None),
+        Err(e) => return Err(e.to_string()),
     };
-    while let Some(a) = it.next() {
-        // accept both `--opt value` and `--opt=value`
-        let (name, inline) = match a.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut val = |name: &str| -> Result<String, String> {
-            match &inline {
-                Some(v) => Ok(v.clone()),
-                None => it.next().ok_or_else(|| format!("{name} needs a value")),
-            }
-        };
-        match name.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--nodes" => nodes = Some(count("--nodes", val("--nodes")?)?),
-            "--controllers" => controllers = Some(count("--controllers", val("--controllers")?)?),
-            "--brokers" => brokers = Some(count("--brokers", val("--brokers")?)?),
-            "--dir" => dir = Some(PathBuf::from(val("--dir")?)),
-            "--strand" => strand = Some(PathBuf::from(val("--strand")?)),
-            "--override" => {
-                let kv = val("--override")?;
-                match kv.split_once('=') {
-                    Some((k, v)) if !k.trim().is_empty() => {
-                        overrides.push((k.trim().to_string(), v.to_string()))
-                    }
-                    _ => return Err(format!("--override: expected KEY=VALUE, got {kv:?}")),
-                }
-            }
-            "--timeout" => {
-                let v = val("--timeout")?;
-                let secs = v
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("--timeout: expected seconds, got {v:?}"))?;
-                timeout = Some(Duration::from_secs(secs));
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    let layout = match (nodes, controllers, brokers) {
-        (Some(n), None, None) => Layout::Combined(n),
+    let to = |n: u64| n as usize;
+    let layout = match (cli.nodes, cli.controllers, cli.brokers) {
+        (Some(n), None, None) => Layout::Combined(to(n)),
         (None, Some(c), Some(b)) => Layout::Split {
-            controllers: c,
-            brokers: b,
+            controllers: to(c),
+            brokers: to(b),
         },
-        (None, None, None) => {
-            return Err("--nodes N (or --controllers C --brokers B) is required".into())
-        }
-        (Some(_), _, _) => return Err("--nodes excludes --controllers/--brokers".into()),
-        _ => return Err("--controllers and --brokers go together".into()),
+        _ => return Err("--nodes N (or --controllers C --brokers B) is required".into()),
     };
     Ok(Some(Args {
         layout,
-        dir,
-        strand,
-        overrides,
-        timeout,
+        dir: cli.dir,
+        strand: cli.strand,
+        overrides: cli.overrides,
+        timeout: cli.timeout.map(Duration::from_secs),
     }))
 }
 
@@ -265,11 +244,11 @@ fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1).collect()) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            print!("{USAGE}");
+            let _ = <Cli as clap::CommandFactory>::command().print_long_help();
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("strand-cluster: {e}\n\n{USAGE}");
+            eprintln!("strand-cluster: {e}");
             return ExitCode::from(2);
         }
     };
