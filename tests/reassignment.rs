@@ -247,6 +247,18 @@ fn a_partition_moves_to_new_brokers_with_every_acknowledged_record() {
         (!partition_dir(&cluster, 1, "moved").exists()).then_some(())
     });
     assert!(partition_dir(&cluster, 4, "moved").exists());
+    // The active controller logged the move's progress.
+    let logs: String = cluster
+        .node_ids()
+        .into_iter()
+        .filter_map(|id| std::fs::read_to_string(cluster.log_path(id)).ok())
+        .collect();
+    for line in [
+        "reassignment of moved-0 started: adding [4], removing [1]",
+        "reassignment of moved-0 ended: replicas [2, 3, 4], ISR [2, 3, 4]",
+    ] {
+        assert!(logs.contains(line), "no line {line:?} in the nodes' logs");
+    }
 }
 
 /// A move to a broker that is down stays in flight (its replica cannot

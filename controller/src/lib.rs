@@ -468,6 +468,70 @@ pub async fn start_on_raft(
     })
 }
 
+/// What `records` change in reassignments in flight, as lines for the
+/// log: each adding replica that joins the ISR (with how many are in sync
+/// now), and each reassignment that completes or is cancelled.
+fn reassignment_progress(before: &MetadataImage, records: &[MetadataRecord]) -> Vec<String> {
+    let ids = |v: &[strand_types::BrokerId]| {
+        let v: Vec<String> = v.iter().map(|b| b.to_string()).collect();
+        format!("[{}]", v.join(", "))
+    };
+    let mut lines = Vec::new();
+    for r in records {
+        let (MetadataRecord::Partition(after) | MetadataRecord::PartitionChange(after)) = r else {
+            continue;
+        };
+        let Some(topic) = before.topic_by_id(after.topic_id) else {
+            continue;
+        };
+        let Some(prev) = topic
+            .partitions
+            .iter()
+            .find(|p| p.partition == after.partition)
+        else {
+            continue;
+        };
+        let name = format!("{}-{}", topic.name, after.partition);
+        if prev.adding_replicas.is_empty() && prev.removing_replicas.is_empty() {
+            if !after.adding_replicas.is_empty() || !after.removing_replicas.is_empty() {
+                lines.push(format!(
+                    "reassignment of {name} started: adding {}, removing {}",
+                    ids(&after.adding_replicas),
+                    ids(&after.removing_replicas)
+                ));
+            }
+            continue;
+        }
+        if after.adding_replicas.is_empty() && after.removing_replicas.is_empty() {
+            lines.push(format!(
+                "reassignment of {name} ended: replicas {}, ISR {}",
+                ids(&after.replicas),
+                ids(&after.isr)
+            ));
+            continue;
+        }
+        let joined: Vec<strand_types::BrokerId> = after
+            .adding_replicas
+            .iter()
+            .copied()
+            .filter(|b| after.isr.contains(b) && !prev.isr.contains(b))
+            .collect();
+        if !joined.is_empty() {
+            let in_sync = after
+                .adding_replicas
+                .iter()
+                .filter(|b| after.isr.contains(b))
+                .count();
+            lines.push(format!(
+                "reassignment of {name}: {} caught up ({in_sync} of {} adding replicas in sync)",
+                ids(&joined),
+                after.adding_replicas.len()
+            ));
+        }
+    }
+    lines
+}
+
 /// A controller request that arrived over RPC.
 async fn serve_remote(
     value: serde_json::Value,
@@ -760,11 +824,16 @@ impl Controller {
             return Ok(());
         }
         let proposed = std::time::Instant::now();
+        let before = self.sm.image();
+        let progress = reassignment_progress(&before, &records);
         let written = self
             .while_leader(self.raft.client_write(MetadataBatch(records)))
             .await;
         if matches!(written, Some(Ok(_))) {
             self.metrics.committed(proposed.elapsed());
+            for line in progress {
+                tracing::info!("{line}");
+            }
         }
         match written {
             Some(Ok(_)) => Ok(()),
