@@ -27,8 +27,13 @@ const MAX_SPLICED_LEN: usize = 64 << 20;
 const MAX_PLACEHOLDERS: usize = 1 << 20;
 
 /// What placeholders point into. Never read: [`SpliceBuf`] recognises a
-/// placeholder by its address before any byte of it would be copied.
-static HOLE: [u8; MAX_SPLICED_LEN + MAX_PLACEHOLDERS] = [0; MAX_SPLICED_LEN + MAX_PLACEHOLDERS];
+/// placeholder by its address before any byte of it would be copied. Only
+/// its addresses matter, so it is a zeroed allocation that no page of is
+/// ever touched (address space, not memory), rather than a static the
+/// binary would carry (68 MB of zeros).
+static HOLE: std::sync::LazyLock<&'static [u8]> = std::sync::LazyLock::new(|| {
+    Box::leak(vec![0u8; MAX_SPLICED_LEN + MAX_PLACEHOLDERS].into_boxed_slice())
+});
 
 /// The slices a response's placeholders stand for, in placeholder order.
 /// One per request (in its `RequestContext`).
@@ -47,7 +52,8 @@ impl SliceRegistry {
             return None;
         }
         all.push(slices);
-        Some(Bytes::from_static(&HOLE[k..k + len]))
+        let hole: &'static [u8] = *HOLE;
+        Some(Bytes::from_static(&hole[k..k + len]))
     }
 
     /// The registered slices (the registry is left empty).
@@ -58,9 +64,10 @@ impl SliceRegistry {
 
 /// The index of the placeholder `src` is, if it is one.
 fn placeholder_index(src: &[u8]) -> Option<usize> {
-    let base = HOLE.as_ptr() as usize;
+    let hole: &'static [u8] = *HOLE;
+    let base = hole.as_ptr() as usize;
     let at = src.as_ptr() as usize;
-    (!src.is_empty() && at >= base && at + src.len() <= base + HOLE.len()).then(|| at - base)
+    (!src.is_empty() && at >= base && at + src.len() <= base + hole.len()).then(|| at - base)
 }
 
 /// A piece of an encoded response.
