@@ -8,7 +8,10 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use strand_metadata::configs::{validate_topic_config, TOPIC_CONFIGS};
+use strand_metadata::configs::{
+    broker_config, validate_topic_config, validate_value, Support, UpdateMode, BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+};
 use strand_types::BrokerId;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -151,13 +154,21 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// The settings given that Strand accepts but does not act on
-    /// ([`ACCEPTED_NOT_ACTED_ON`]), each with why.
+    /// The settings given that Strand accepts but does not act on (the
+    /// table's [`Support::NotActedOn`] rows), each with why.
     pub fn inert_settings(&self) -> Vec<(&'static str, &'static str)> {
-        ACCEPTED_NOT_ACTED_ON
+        let topic_synonyms = TOPIC_CONFIGS
             .iter()
+            .filter_map(|d| Some((d.broker_synonym?, d.support)));
+        BROKER_CONFIGS
+            .iter()
+            .map(|d| (d.name, d.support))
+            .chain(topic_synonyms)
             .filter(|(k, _)| self.static_props.contains_key(*k))
-            .copied()
+            .filter_map(|(k, support)| match support {
+                Support::NotActedOn(why) => Some((k, why)),
+                Support::ActedOn => None,
+            })
             .collect()
     }
 }
@@ -173,194 +184,6 @@ pub const AUTHORIZERS: [&str; 2] = [
 /// (the listener's name in lower case) before the setting's name.
 pub const LISTENER_PREFIX: &str = "listener.name.";
 
-/// Broker properties that are not topic-config synonyms, with defaults.
-const BROKER_KEYS: &[(&str, &str)] = &[
-    ("node.id", "1"),
-    ("broker.id", "1"),
-    ("process.roles", "broker,controller"),
-    ("listeners", "PLAINTEXT://127.0.0.1:9092"),
-    ("advertised.listeners", ""),
-    (
-        "listener.security.protocol.map",
-        "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-    ),
-    ("controller.listener.names", "CONTROLLER"),
-    ("inter.broker.listener.name", "PLAINTEXT"),
-    ("log.dirs", "./data"),
-    ("log.dir", "./data"),
-    ("num.partitions", "1"),
-    ("default.replication.factor", "1"),
-    ("auto.create.topics.enable", "true"),
-    ("socket.request.max.bytes", "104857600"),
-    ("max.connections", "2147483647"),
-    ("max.connections.per.ip", "2147483647"),
-    ("connections.max.idle.ms", "600000"),
-    ("queued.max.request.bytes", "-1"),
-    ("log.retention.check.interval.ms", "300000"),
-    // The log cleaner (Kafka's defaults; the per-topic ones are topic-config
-    // synonyms: log.cleaner.min.cleanable.ratio, .delete.retention.ms,
-    // .min.compaction.lag.ms, .max.compaction.lag.ms).
-    ("log.cleaner.enable", "true"),
-    ("log.cleaner.threads", "1"),
-    ("log.cleaner.backoff.ms", "15000"),
-    ("log.cleaner.dedupe.buffer.size", "134217728"),
-    ("log.cleaner.io.buffer.load.factor", "0.9"),
-    ("log.cleaner.io.buffer.size", "524288"),
-    (
-        "log.cleaner.io.max.bytes.per.second",
-        "1.7976931348623157E308",
-    ),
-    ("log.retention.hours", "168"),
-    ("log.retention.minutes", ""),
-    ("log.roll.hours", "168"),
-    ("producer.id.expiration.ms", "86400000"),
-    ("broker.rack", ""),
-    ("offsets.topic.replication.factor", "3"),
-    ("transaction.state.log.replication.factor", "3"),
-    ("transaction.state.log.min.isr", "2"),
-    ("group.initial.rebalance.delay.ms", "3000"),
-    ("num.network.threads", "3"),
-    ("num.io.threads", "8"),
-    ("delete.topic.enable", "true"),
-    ("controller.quorum.voters", ""),
-    ("controller.quorum.bootstrap.servers", ""),
-    ("controller.quorum.election.timeout.ms", "1000"),
-    ("broker.session.timeout.ms", "9000"),
-    ("broker.heartbeat.interval.ms", "2000"),
-    // The active controller moves leaderships back to preferred replicas.
-    ("auto.leader.rebalance.enable", "true"),
-    ("leader.imbalance.check.interval.seconds", "300"),
-    // How often the active controller elects unclean leaders for
-    // leaderless partitions whose topic allows it.
-    ("unclean.leader.election.interval.ms", "300000"),
-    ("metadata.log.dir", ""),
-    ("replica.lag.time.max.ms", "30000"),
-    ("replica.fetch.wait.max.ms", "500"),
-    ("replica.fetch.min.bytes", "1"),
-    ("replica.fetch.max.bytes", "1048576"),
-    ("replica.fetch.response.max.bytes", "10485760"),
-    ("replica.fetch.backoff.ms", "1000"),
-    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
-    ("offsets.topic.num.partitions", "50"),
-    ("offsets.topic.segment.bytes", "104857600"),
-    ("offsets.commit.timeout.ms", "5000"),
-    ("offsets.retention.minutes", "10080"),
-    ("offsets.retention.check.interval.ms", "600000"),
-    ("offset.metadata.max.bytes", "4096"),
-    ("group.min.session.timeout.ms", "6000"),
-    ("group.max.session.timeout.ms", "1800000"),
-    ("group.max.size", "2147483647"),
-    ("transaction.state.log.num.partitions", "50"),
-    ("transaction.partition.verification.enable", "true"),
-    ("add.partitions.to.txn.retry.backoff.ms", "20"),
-    ("add.partitions.to.txn.retry.backoff.max.ms", "100"),
-    ("transaction.state.log.segment.bytes", "104857600"),
-    ("transaction.max.timeout.ms", "900000"),
-    ("transactional.id.expiration.ms", "604800000"),
-    (
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        "10000",
-    ),
-    (
-        "transaction.remove.expired.transaction.cleanup.interval.ms",
-        "3600000",
-    ),
-    // Security (README, "Security"). Per listener, Kafka's prefix
-    // `listener.name.<listener>.` overrides each (see `listener_setting`).
-    ("ssl.keystore.type", "JKS"),
-    ("ssl.keystore.location", ""),
-    ("ssl.keystore.password", ""),
-    ("ssl.keystore.key", ""),
-    ("ssl.keystore.certificate.chain", ""),
-    ("ssl.key.password", ""),
-    ("ssl.truststore.type", "JKS"),
-    ("ssl.truststore.location", ""),
-    ("ssl.truststore.password", ""),
-    ("ssl.truststore.certificates", ""),
-    ("ssl.client.auth", "none"),
-    ("ssl.principal.mapping.rules", "DEFAULT"),
-    ("ssl.enabled.protocols", "TLSv1.2,TLSv1.3"),
-    ("ssl.protocol", "TLSv1.3"),
-    ("ssl.endpoint.identification.algorithm", "https"),
-    ("sasl.enabled.mechanisms", "GSSAPI"),
-    ("sasl.mechanism.inter.broker.protocol", "GSSAPI"),
-    ("sasl.mechanism.controller.protocol", "GSSAPI"),
-    ("connections.max.reauth.ms", "0"),
-    // Authorization (StandardAuthorizer semantics; empty: none, everything
-    // is allowed, as in Kafka).
-    ("authorizer.class.name", ""),
-    ("super.users", ""),
-    ("allow.everyone.if.no.acl.found", "false"),
-    // Client quotas: the rate is measured over this many windows of this size.
-    ("quota.window.num", "11"),
-    ("quota.window.size.seconds", "1"),
-    // Replication throttles: the same, for the throttled replicas' bytes.
-    ("replication.quota.window.num", "11"),
-    ("replication.quota.window.size.seconds", "1"),
-    // Strand's own (README, "Write leases"): not Kafka settings.
-    ("strand.write.lease.enable", DEFAULT_WRITE_LEASE_ENABLE),
-    // Empty: derived from broker.session.timeout.ms (two thirds of it), and
-    // the margin from the lease (a twelfth of it): 6000 and 500 by default.
-    ("strand.write.lease.ms", ""),
-    ("strand.write.lease.safety.margin.ms", ""),
-    // Strand's own: the HTTP listener for /metrics, /health/live and
-    // /health/ready (host:port; empty: none). It serves nothing else.
-    ("strand.http.listener", ""),
-    // Strand's own: the log's format (`text`, or `json`: one JSON object
-    // per line) and its filter (tracing's directives, e.g. `info` or
-    // `info,strand_broker::replica_manager=debug`; RUST_LOG wins when set).
-    ("strand.log.format", "text"),
-    ("strand.log.level", ""),
-];
-
-/// Kafka settings Strand accepts (they are in Kafka's own files) but does
-/// not act on, and why; each one given is named in a warning at start-up.
-pub const ACCEPTED_NOT_ACTED_ON: &[(&str, &str)] = &[
-    (
-        "metadata.log.dir",
-        "the metadata log is kept in the first of log.dirs",
-    ),
-    (
-        "num.io.threads",
-        "requests run on the async runtime's workers, one per core",
-    ),
-    (
-        "num.network.threads",
-        "connections are served by the async runtime's workers, one per core",
-    ),
-];
-
-/// Whether leaders need a write lease unless configured otherwise: on,
-/// since leases cost no throughput this machine can resolve (BENCHMARKS.md,
-/// "Write leases").
-const DEFAULT_WRITE_LEASE_ENABLE: &str = "true";
-
-const ALWAYS_POSITIVE_INT: &[&str] = &[
-    "offsets.topic.num.partitions",
-    "offsets.topic.segment.bytes",
-    "offsets.commit.timeout.ms",
-    "offsets.retention.minutes",
-    "offsets.retention.check.interval.ms",
-    "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms",
-    "group.max.size",
-    "offset.metadata.max.bytes",
-    "num.partitions",
-    "default.replication.factor",
-    "socket.request.max.bytes",
-    "num.network.threads",
-    "num.io.threads",
-    "offsets.topic.replication.factor",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "transaction.state.log.num.partitions",
-    "transaction.state.log.segment.bytes",
-    "transaction.max.timeout.ms",
-    "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
-];
-
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::InvalidValue {
         key: key.into(),
@@ -372,7 +195,7 @@ fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 /// Whether Strand knows `key` (a broker setting or a topic config's broker
 /// synonym); an unknown key of the `strand.` namespace is an error.
 fn is_known_key(key: &str) -> Result<bool, ConfigError> {
-    let known = BROKER_KEYS.iter().any(|(k, _)| *k == key)
+    let known = broker_config(key).is_some_and(|d| d.update != UpdateMode::DynamicOnly)
         || TOPIC_CONFIGS.iter().any(|d| d.broker_synonym == Some(key));
     if !known && key.starts_with("strand.") {
         return Err(ConfigError::UnknownKey(key.into()));
@@ -380,134 +203,94 @@ fn is_known_key(key: &str) -> Result<bool, ConfigError> {
     Ok(known)
 }
 
-/// Checks one known key and value; topic-config synonyms use the topic
-/// validator.
+/// Checks one known key and value against its row of the table (topic
+/// configs' synonyms against the topic config's), then what a row cannot
+/// say: the listeners, voters and addresses parse.
 fn validate_key(key: &str, value: &str) -> Result<(), ConfigError> {
     if let Some(d) = TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == Some(key)) {
         return validate_topic_config(d.name, value).map_err(|r| invalid(key, value, r));
     }
-    let int = |min: i64| -> Result<(), ConfigError> {
-        let v: i64 = value
-            .trim()
-            .parse()
-            .map_err(|_| invalid(key, value, "not an integer"))?;
-        if v < min {
-            return Err(invalid(key, value, format!("must be at least {min}")));
-        }
-        Ok(())
+    let Some(d) = broker_config(key) else {
+        return Ok(());
     };
     match key {
-        "auto.create.topics.enable"
-        | "delete.topic.enable"
-        | "transaction.partition.verification.enable"
-        | "strand.write.lease.enable" => match value {
-            "true" | "false" => Ok(()),
-            _ => Err(invalid(key, value, "expected true or false")),
-        },
-        "listeners" | "advertised.listeners" => parse_listeners(key, value).map(|_| ()),
-        "process.roles" => {
-            for r in value.split(',').map(str::trim) {
-                if r != "broker" && r != "controller" {
-                    return Err(invalid(
-                        key,
-                        value,
-                        "roles are 'broker' and/or 'controller'",
-                    ));
-                }
-            }
-            Ok(())
+        "listeners" | "advertised.listeners" => return parse_listeners(key, value).map(|_| ()),
+        "controller.quorum.voters" => {
+            return parse_voters(value)
+                .map(|_| ())
+                .map_err(|r| invalid(key, value, r))
         }
-        "node.id" | "broker.id" => int(0),
-        "controller.quorum.voters" => parse_voters(value)
-            .map(|_| ())
-            .map_err(|r| invalid(key, value, r)),
-        "controller.quorum.election.timeout.ms"
-        | "broker.session.timeout.ms"
-        | "broker.heartbeat.interval.ms"
-        | "replica.lag.time.max.ms"
-        | "replica.fetch.min.bytes"
-        | "replica.fetch.max.bytes"
-        | "replica.fetch.response.max.bytes"
-        | "replica.high.watermark.checkpoint.interval.ms"
-        | "leader.imbalance.check.interval.seconds" => int(1),
-        "auto.leader.rebalance.enable" => match value {
-            "true" | "false" => Ok(()),
-            _ => Err(invalid(key, value, "expected true or false")),
-        },
-        "replica.fetch.wait.max.ms" | "replica.fetch.backoff.ms" => int(0),
-        "add.partitions.to.txn.retry.backoff.ms" | "add.partitions.to.txn.retry.backoff.max.ms" => {
-            int(0)
+        "strand.http.listener" if !value.is_empty() && value.parse::<SocketAddr>().is_err() => {
+            return Err(invalid(
+                key,
+                value,
+                "expected host:port with an IP address, e.g. 127.0.0.1:9464",
+            ))
         }
-        "strand.write.lease.ms" | "strand.write.lease.safety.margin.ms" => {
-            if value.is_empty() {
-                Ok(())
-            } else {
-                int(if key == "strand.write.lease.ms" { 1 } else { 0 })
-            }
-        }
-        "strand.log.format" => match value {
-            "text" | "json" => Ok(()),
-            _ => Err(invalid(key, value, "expected text or json")),
-        },
-        "strand.http.listener" => {
-            if value.is_empty() || value.parse::<std::net::SocketAddr>().is_ok() {
-                Ok(())
-            } else {
-                Err(invalid(
-                    key,
-                    value,
-                    "expected host:port with an IP address, e.g. 127.0.0.1:9464",
-                ))
-            }
-        }
-        "max.connections" | "max.connections.per.ip" => int(0),
-        "connections.max.reauth.ms" => int(0),
-        "quota.window.num"
-        | "quota.window.size.seconds"
-        | "replication.quota.window.num"
-        | "replication.quota.window.size.seconds" => int(1),
-        "allow.everyone.if.no.acl.found" => match value {
-            "true" | "false" => Ok(()),
-            _ => Err(invalid(key, value, "expected true or false")),
-        },
-        "authorizer.class.name" => match value.trim() {
-            "" => Ok(()),
-            v if AUTHORIZERS.contains(&v) => Ok(()),
-            _ => Err(invalid(
+        "authorizer.class.name" if !value.trim().is_empty() && !AUTHORIZERS.contains(&value.trim()) => {
+            return Err(invalid(
                 key,
                 value,
                 format!("Strand's authorizer has Kafka's StandardAuthorizer semantics: set one of {AUTHORIZERS:?} or leave it empty"),
-            )),
-        },
-        "ssl.client.auth" => match value {
-            "none" | "requested" | "required" => Ok(()),
-            _ => Err(invalid(key, value, "expected none, requested or required")),
-        },
-        "connections.max.idle.ms" | "queued.max.request.bytes" => int(i64::MIN),
-        "log.retention.check.interval.ms" => int(1),
-        "log.cleaner.threads" | "log.cleaner.backoff.ms" => int(0),
-        "log.cleaner.dedupe.buffer.size" | "log.cleaner.io.buffer.size" => int(0),
-        "log.cleaner.enable" => match value {
-            "true" | "false" => Ok(()),
-            _ => Err(invalid(key, value, "expected true or false")),
-        },
-        "log.cleaner.io.buffer.load.factor" | "log.cleaner.io.max.bytes.per.second" => {
-            match value.trim().parse::<f64>() {
-                Ok(v) if v > 0.0 => Ok(()),
-                _ => Err(invalid(key, value, "expected a positive number")),
-            }
+            ))
         }
-        "producer.id.expiration.ms" | "log.retention.hours" | "log.roll.hours" => int(1),
-        "log.retention.minutes" | "group.initial.rebalance.delay.ms" => {
-            if value.is_empty() {
-                Ok(())
-            } else {
-                int(0)
-            }
+        "log.cleaner.io.buffer.load.factor" | "log.cleaner.io.max.bytes.per.second"
+            if !value.trim().parse::<f64>().is_ok_and(|v| v > 0.0) =>
+        {
+            return Err(invalid(key, value, "expected a positive number"))
         }
-        k if ALWAYS_POSITIVE_INT.contains(&k) => int(1),
-        _ => Ok(()),
+        _ => {}
     }
+    // A setting whose default is null may be left empty.
+    if value.trim().is_empty() && d.default.is_empty() {
+        return Ok(());
+    }
+    validate_value(d, value).map_err(|m| {
+        let prefix = format!("Invalid value {value} for configuration {key}: ");
+        invalid(key, value, m.strip_prefix(&prefix).unwrap_or(&m))
+    })
+}
+
+/// Settings as given over the table's defaults, read as their types.
+struct Settings<'a>(&'a BTreeMap<String, String>);
+
+impl Settings<'_> {
+    /// The value given, else the table's default (empty for null).
+    fn get(&self, key: &str) -> String {
+        self.0
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| table_default(key).to_string())
+    }
+
+    /// A validated setting as a number: validation and the table's tests
+    /// make it read; were it not to, the default, then zero.
+    fn num<T: std::str::FromStr + Default>(&self, key: &str) -> T {
+        self.get(key)
+            .trim()
+            .parse()
+            .or_else(|_| table_default(key).parse())
+            .unwrap_or_default()
+    }
+
+    /// A boolean setting (Kafka reads them ignoring case).
+    fn flag(&self, key: &str) -> bool {
+        self.get(key).trim().eq_ignore_ascii_case("true")
+    }
+}
+
+/// The table's default for `key`: a broker setting's, or the topic config's
+/// whose synonym it is. Empty for Kafka's null and for unknown keys.
+fn table_default(key: &str) -> &'static str {
+    broker_config(key)
+        .map(|d| d.default)
+        .or_else(|| {
+            TOPIC_CONFIGS
+                .iter()
+                .find(|d| d.broker_synonym == Some(key))
+                .map(|d| d.default)
+        })
+        .unwrap_or_default()
 }
 
 /// Kafka's PASSWORD settings (and the private key given inline): never
@@ -532,24 +315,26 @@ pub struct LogCleanerSettings {
 }
 
 impl LogCleanerSettings {
-    /// From each `log.cleaner.*` setting's value (Kafka's defaults where
-    /// one does not read).
+    /// From each `log.cleaner.*` setting's value (the default where one
+    /// does not read).
     pub fn from_settings(get: impl Fn(&str) -> String) -> LogCleanerSettings {
+        let num = |key: &str| -> f64 {
+            get(key)
+                .trim()
+                .parse()
+                .or_else(|_| table_default(key).parse())
+                .unwrap_or(1.0)
+        };
         LogCleanerSettings {
-            enable: get("log.cleaner.enable") == "true",
-            threads: get("log.cleaner.threads").parse().unwrap_or(1),
-            backoff_ms: get("log.cleaner.backoff.ms").parse().unwrap_or(15000),
-            dedupe_buffer_size: get("log.cleaner.dedupe.buffer.size")
-                .parse()
-                .unwrap_or(134217728),
-            load_factor: get("log.cleaner.io.buffer.load.factor")
+            enable: get("log.cleaner.enable")
                 .trim()
-                .parse()
-                .unwrap_or(0.9),
-            io_max_bytes_per_second: get("log.cleaner.io.max.bytes.per.second")
-                .trim()
-                .parse()
-                .unwrap_or(f64::MAX),
+                .eq_ignore_ascii_case("true"),
+            // At least one: the offset map is shared out among them.
+            threads: (num("log.cleaner.threads") as usize).max(1),
+            backoff_ms: num("log.cleaner.backoff.ms") as u64,
+            dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size") as usize,
+            load_factor: num("log.cleaner.io.buffer.load.factor"),
+            io_max_bytes_per_second: num("log.cleaner.io.max.bytes.per.second"),
         }
     }
 
@@ -798,28 +583,19 @@ impl BrokerConfig {
             validate_key(&k, &v)?;
             props.insert(k, v);
         }
-        let get = |k: &str| -> String {
-            props.get(k).cloned().unwrap_or_else(|| {
-                BROKER_KEYS
-                    .iter()
-                    .find(|(key, _)| *key == k)
-                    .map(|(_, d)| d.to_string())
-                    .unwrap_or_default()
-            })
+        let cfg = Settings(&props);
+        let get = |k: &str| cfg.get(k);
+        let node_id = if props.contains_key("node.id") {
+            cfg.num("node.id")
+        } else {
+            cfg.num("broker.id")
         };
-        // Already validated, so these parses cannot fail; fall back to defaults regardless.
-        let node_id = props
-            .get("node.id")
-            .or(props.get("broker.id"))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
         let listeners = parse_listeners("listeners", &get("listeners"))?;
         if listeners.is_empty() {
             return Err(invalid("listeners", &get("listeners"), "no listener given"));
         }
-        let socket_request_max_bytes: usize =
-            get("socket.request.max.bytes").parse().unwrap_or(104857600);
-        let queued_max_request_bytes: i64 = get("queued.max.request.bytes").parse().unwrap_or(-1);
+        let socket_request_max_bytes: usize = cfg.num("socket.request.max.bytes");
+        let queued_max_request_bytes: i64 = cfg.num("queued.max.request.bytes");
         // As Kafka requires: a pool smaller than the largest request would
         // hold that request forever.
         if queued_max_request_bytes > 0
@@ -831,10 +607,9 @@ impl BrokerConfig {
                 "must be at least socket.request.max.bytes (or -1 for no limit)",
             ));
         }
-        let limit = |k: &str| -> usize { get(k).parse().unwrap_or(i32::MAX as usize) };
         let connection_limits = crate::connection_quotas::ConnectionLimits {
-            max_connections: limit("max.connections"),
-            max_connections_per_ip: limit("max.connections.per.ip"),
+            max_connections: cfg.num("max.connections"),
+            max_connections_per_ip: cfg.num("max.connections.per.ip"),
         };
         let protocol_map = get("listener.security.protocol.map");
         let controller_names = get("controller.listener.names");
@@ -912,11 +687,12 @@ impl BrokerConfig {
                 l.host = "127.0.0.1".into();
             }
         }
-        let log_dirs_raw = props
-            .get("log.dirs")
-            .or(props.get("log.dir"))
-            .cloned()
-            .unwrap_or_else(|| "./data".into());
+        let log_dirs_key = if props.contains_key("log.dirs") {
+            "log.dirs"
+        } else {
+            "log.dir"
+        };
+        let log_dirs_raw = get(log_dirs_key);
         let log_dirs: Vec<PathBuf> = log_dirs_raw
             .split(',')
             .map(str::trim)
@@ -929,45 +705,43 @@ impl BrokerConfig {
         // Kafka's retention precedence: log.retention.ms > .minutes > .hours.
         let mut static_props = props.clone();
         if !props.contains_key("log.retention.ms") {
-            if let Some(m) = props.get("log.retention.minutes").filter(|v| !v.is_empty()) {
+            if props
+                .get("log.retention.minutes")
+                .is_some_and(|v| !v.is_empty())
+            {
+                let minutes: i64 = cfg.num("log.retention.minutes");
                 static_props.insert(
                     "log.retention.ms".into(),
-                    m.parse::<i64>()
-                        .unwrap_or(10080)
-                        .saturating_mul(60_000)
-                        .to_string(),
+                    minutes.saturating_mul(60_000).to_string(),
                 );
-            } else if let Some(h) = props.get("log.retention.hours") {
+            } else if props.contains_key("log.retention.hours") {
+                let hours: i64 = cfg.num("log.retention.hours");
                 static_props.insert(
                     "log.retention.ms".into(),
-                    h.parse::<i64>()
-                        .unwrap_or(168)
-                        .saturating_mul(3_600_000)
-                        .to_string(),
+                    hours.saturating_mul(3_600_000).to_string(),
                 );
             }
         }
-        if !props.contains_key("log.roll.ms") {
-            if let Some(h) = props.get("log.roll.hours") {
-                static_props.insert(
-                    "log.roll.ms".into(),
-                    h.parse::<i64>()
-                        .unwrap_or(168)
-                        .saturating_mul(3_600_000)
-                        .to_string(),
-                );
-            }
+        if !props.contains_key("log.roll.ms") && props.contains_key("log.roll.hours") {
+            let hours: i64 = cfg.num("log.roll.hours");
+            static_props.insert(
+                "log.roll.ms".into(),
+                hours.saturating_mul(3_600_000).to_string(),
+            );
         }
-        let session_timeout_ms: u64 = get("broker.session.timeout.ms").parse().unwrap_or(9000);
-        let write_lease_enable = get("strand.write.lease.enable") == "true";
-        let write_lease_ms: u64 = get("strand.write.lease.ms")
-            .parse()
-            .unwrap_or(session_timeout_ms * 2 / 3);
-        let write_lease_safety_margin_ms: u64 = get("strand.write.lease.safety.margin.ms")
-            .parse()
-            .unwrap_or(write_lease_ms / 12);
-        let heartbeat_interval_ms: u64 =
-            get("broker.heartbeat.interval.ms").parse().unwrap_or(2000);
+        let session_timeout_ms: u64 = cfg.num("broker.session.timeout.ms");
+        let write_lease_enable = cfg.flag("strand.write.lease.enable");
+        // Null defaults, derived: two thirds of the session, a twelfth of the lease.
+        let write_lease_ms: u64 = match get("strand.write.lease.ms").trim() {
+            "" => session_timeout_ms * 2 / 3,
+            _ => cfg.num("strand.write.lease.ms"),
+        };
+        let write_lease_safety_margin_ms: u64 =
+            match get("strand.write.lease.safety.margin.ms").trim() {
+                "" => write_lease_ms / 12,
+                _ => cfg.num("strand.write.lease.safety.margin.ms"),
+            };
+        let heartbeat_interval_ms: u64 = cfg.num("broker.heartbeat.interval.ms");
         // A lease ends before the session it is granted with: a broker
         // fenced for silence holds none any more (the controller relies on
         // it after a failover). Checked when leases are on: off, nothing
@@ -999,18 +773,16 @@ impl BrokerConfig {
             listeners,
             advertised_listeners: advertised,
             log_dirs,
-            num_partitions: get("num.partitions").parse().unwrap_or(1),
-            default_replication_factor: get("default.replication.factor").parse().unwrap_or(1),
-            auto_create_topics_enable: get("auto.create.topics.enable") == "true",
+            num_partitions: cfg.num("num.partitions"),
+            default_replication_factor: cfg.num("default.replication.factor"),
+            auto_create_topics_enable: cfg.flag("auto.create.topics.enable"),
             socket_request_max_bytes,
             connection_limits,
-            connections_max_idle_ms: get("connections.max.idle.ms").parse().unwrap_or(600000),
+            connections_max_idle_ms: cfg.num("connections.max.idle.ms"),
             queued_max_request_bytes,
-            log_retention_check_interval_ms: get("log.retention.check.interval.ms")
-                .parse()
-                .unwrap_or(300000),
+            log_retention_check_interval_ms: cfg.num("log.retention.check.interval.ms"),
             log_cleaner: LogCleanerSettings::from_settings(|k| get(k)),
-            producer_id_expiration_ms: get("producer.id.expiration.ms").parse().unwrap_or(86400000),
+            producer_id_expiration_ms: cfg.num("producer.id.expiration.ms"),
             broker_rack: props.get("broker.rack").filter(|r| !r.is_empty()).cloned(),
             process_roles: get("process.roles")
                 .split(',')
@@ -1022,103 +794,57 @@ impl BrokerConfig {
                 .map(|r| r.trim().to_string())
                 .filter(|r| !r.is_empty())
                 .collect(),
-            election_timeout_ms: get("controller.quorum.election.timeout.ms")
-                .parse()
-                .unwrap_or(1000),
-            broker_session_timeout_ms: get("broker.session.timeout.ms").parse().unwrap_or(9000),
-            auto_leader_rebalance_enable: get("auto.leader.rebalance.enable") == "true",
-            leader_imbalance_check_interval_ms: get("leader.imbalance.check.interval.seconds")
-                .parse::<u64>()
-                .unwrap_or(300)
+            election_timeout_ms: cfg.num("controller.quorum.election.timeout.ms"),
+            broker_session_timeout_ms: cfg.num("broker.session.timeout.ms"),
+            auto_leader_rebalance_enable: cfg.flag("auto.leader.rebalance.enable"),
+            leader_imbalance_check_interval_ms: cfg
+                .num::<u64>("leader.imbalance.check.interval.seconds")
                 .saturating_mul(1000),
-            unclean_leader_election_interval_ms: get("unclean.leader.election.interval.ms")
-                .parse::<u64>()
-                .unwrap_or(300_000)
+            unclean_leader_election_interval_ms: cfg
+                .num::<u64>("unclean.leader.election.interval.ms")
                 .max(1),
-            broker_heartbeat_interval_ms: get("broker.heartbeat.interval.ms")
-                .parse()
-                .unwrap_or(2000),
-            replica_lag_time_max_ms: get("replica.lag.time.max.ms").parse().unwrap_or(30000),
-            replica_fetch_wait_max_ms: get("replica.fetch.wait.max.ms").parse().unwrap_or(500),
-            replica_fetch_min_bytes: get("replica.fetch.min.bytes").parse().unwrap_or(1),
-            replica_fetch_max_bytes: get("replica.fetch.max.bytes").parse().unwrap_or(1048576),
-            replica_fetch_response_max_bytes: get("replica.fetch.response.max.bytes")
-                .parse()
-                .unwrap_or(10485760),
-            replica_fetch_backoff_ms: get("replica.fetch.backoff.ms").parse().unwrap_or(1000),
-            replica_high_watermark_checkpoint_interval_ms: get(
-                "replica.high.watermark.checkpoint.interval.ms",
-            )
-            .parse()
-            .unwrap_or(5000),
-            offsets_topic_num_partitions: get("offsets.topic.num.partitions").parse().unwrap_or(50),
-            offsets_topic_replication_factor: get("offsets.topic.replication.factor")
-                .parse()
-                .unwrap_or(3),
-            offsets_topic_segment_bytes: get("offsets.topic.segment.bytes")
-                .parse()
-                .unwrap_or(104857600),
-            offsets_commit_timeout_ms: get("offsets.commit.timeout.ms").parse().unwrap_or(5000),
-            offsets_retention_ms: get("offsets.retention.minutes")
-                .parse::<i64>()
-                .unwrap_or(10080)
+            broker_heartbeat_interval_ms: cfg.num("broker.heartbeat.interval.ms"),
+            replica_lag_time_max_ms: cfg.num("replica.lag.time.max.ms"),
+            replica_fetch_wait_max_ms: cfg.num("replica.fetch.wait.max.ms"),
+            replica_fetch_min_bytes: cfg.num("replica.fetch.min.bytes"),
+            replica_fetch_max_bytes: cfg.num("replica.fetch.max.bytes"),
+            replica_fetch_response_max_bytes: cfg.num("replica.fetch.response.max.bytes"),
+            replica_fetch_backoff_ms: cfg.num("replica.fetch.backoff.ms"),
+            replica_high_watermark_checkpoint_interval_ms: cfg
+                .num("replica.high.watermark.checkpoint.interval.ms"),
+            offsets_topic_num_partitions: cfg.num("offsets.topic.num.partitions"),
+            offsets_topic_replication_factor: cfg.num("offsets.topic.replication.factor"),
+            offsets_topic_segment_bytes: cfg.num("offsets.topic.segment.bytes"),
+            offsets_commit_timeout_ms: cfg.num("offsets.commit.timeout.ms"),
+            offsets_retention_ms: cfg
+                .num::<i64>("offsets.retention.minutes")
                 .saturating_mul(60_000),
-            offsets_retention_check_interval_ms: get("offsets.retention.check.interval.ms")
-                .parse()
-                .unwrap_or(600000),
-            offset_metadata_max_bytes: get("offset.metadata.max.bytes").parse().unwrap_or(4096),
-            transaction_state_log_num_partitions: get("transaction.state.log.num.partitions")
-                .parse()
-                .unwrap_or(50),
-            transaction_state_log_replication_factor: get(
-                "transaction.state.log.replication.factor",
-            )
-            .parse()
-            .unwrap_or(3),
-            transaction_state_log_min_isr: get("transaction.state.log.min.isr")
-                .parse()
-                .unwrap_or(2),
-            transaction_state_log_segment_bytes: get("transaction.state.log.segment.bytes")
-                .parse()
-                .unwrap_or(104857600),
-            transaction_max_timeout_ms: get("transaction.max.timeout.ms").parse().unwrap_or(900000),
-            transactional_id_expiration_ms: get("transactional.id.expiration.ms")
-                .parse()
-                .unwrap_or(604800000),
-            transaction_remove_expired_transaction_cleanup_interval_ms: get(
-                "transaction.remove.expired.transaction.cleanup.interval.ms",
-            )
-            .parse()
-            .unwrap_or(3600000),
-            transaction_abort_timed_out_transaction_cleanup_interval_ms: get(
-                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            )
-            .parse()
-            .unwrap_or(10000),
-            transaction_partition_verification_enable: get(
-                "transaction.partition.verification.enable",
-            ) == "true",
-            add_partitions_to_txn_retry_backoff_ms: get("add.partitions.to.txn.retry.backoff.ms")
-                .parse()
-                .unwrap_or(20),
-            add_partitions_to_txn_retry_backoff_max_ms: get(
-                "add.partitions.to.txn.retry.backoff.max.ms",
-            )
-            .parse()
-            .unwrap_or(100),
+            offsets_retention_check_interval_ms: cfg.num("offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes: cfg.num("offset.metadata.max.bytes"),
+            transaction_state_log_num_partitions: cfg.num("transaction.state.log.num.partitions"),
+            transaction_state_log_replication_factor: cfg
+                .num("transaction.state.log.replication.factor"),
+            transaction_state_log_min_isr: cfg.num("transaction.state.log.min.isr"),
+            transaction_state_log_segment_bytes: cfg.num("transaction.state.log.segment.bytes"),
+            transaction_max_timeout_ms: cfg.num("transaction.max.timeout.ms"),
+            transactional_id_expiration_ms: cfg.num("transactional.id.expiration.ms"),
+            transaction_remove_expired_transaction_cleanup_interval_ms: cfg
+                .num("transaction.remove.expired.transaction.cleanup.interval.ms"),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: cfg
+                .num("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            transaction_partition_verification_enable: cfg
+                .flag("transaction.partition.verification.enable"),
+            add_partitions_to_txn_retry_backoff_ms: cfg
+                .num("add.partitions.to.txn.retry.backoff.ms"),
+            add_partitions_to_txn_retry_backoff_max_ms: cfg
+                .num("add.partitions.to.txn.retry.backoff.max.ms"),
             write_lease_enable,
             write_lease_ms,
             write_lease_safety_margin_ms,
-            group_initial_rebalance_delay_ms: get("group.initial.rebalance.delay.ms")
-                .parse()
-                .unwrap_or(3000),
-            group_min_session_timeout_ms: get("group.min.session.timeout.ms")
-                .parse()
-                .unwrap_or(6000),
-            group_max_session_timeout_ms: get("group.max.session.timeout.ms")
-                .parse()
-                .unwrap_or(1800000),
-            group_max_size: get("group.max.size").parse().unwrap_or(i32::MAX as usize),
+            group_initial_rebalance_delay_ms: cfg.num("group.initial.rebalance.delay.ms"),
+            group_min_session_timeout_ms: cfg.num("group.min.session.timeout.ms"),
+            group_max_session_timeout_ms: cfg.num("group.max.session.timeout.ms"),
+            group_max_size: cfg.num("group.max.size"),
             static_props,
             unused_keys,
         })
@@ -1138,16 +864,7 @@ impl BrokerConfig {
 
     /// A broker-wide setting as given, else its default (None if empty).
     pub fn setting(&self, key: &str) -> Option<String> {
-        self.static_props
-            .get(key)
-            .cloned()
-            .or_else(|| {
-                BROKER_KEYS
-                    .iter()
-                    .find(|(k, _)| *k == key)
-                    .map(|(_, d)| d.to_string())
-            })
-            .filter(|v| !v.is_empty())
+        Some(Settings(&self.static_props).get(key)).filter(|v| !v.is_empty())
     }
 
     /// A listener's security protocol (PLAINTEXT for one not configured,
@@ -1212,13 +929,7 @@ impl BrokerConfig {
     /// A broker setting's built-in default (Kafka's DEFAULT_CONFIG), if
     /// it has one.
     pub fn default_of(key: &str) -> Option<&'static str> {
-        if let Some((_, d)) = BROKER_KEYS.iter().find(|(k, _)| *k == key) {
-            return Some(d);
-        }
-        if let Some(d) = strand_metadata::configs::BROKER_DYNAMIC_CONFIGS
-            .iter()
-            .find(|d| d.name == key)
-        {
+        if let Some(d) = broker_config(key) {
             return Some(d.default);
         }
         TOPIC_CONFIGS
@@ -1232,8 +943,11 @@ impl BrokerConfig {
     /// explicitly, for DescribeConfigs on the broker resource.
     pub fn describe(&self) -> Vec<(String, String, bool)> {
         let mut out = BTreeMap::new();
-        for (k, d) in BROKER_KEYS {
-            out.insert(k.to_string(), (d.to_string(), false));
+        for d in BROKER_CONFIGS
+            .iter()
+            .filter(|d| d.update != UpdateMode::DynamicOnly)
+        {
+            out.insert(d.name.to_string(), (d.default.to_string(), false));
         }
         for d in TOPIC_CONFIGS {
             if let Some(s) = d.broker_synonym {
@@ -1245,6 +959,98 @@ impl BrokerConfig {
         }
         out.into_iter().map(|(k, (v, set))| (k, v, set)).collect()
     }
+}
+
+/// docs/CONFIGURATION.md: the table as a page (a test keeps the committed
+/// page equal to it).
+pub fn reference_page() -> String {
+    use std::fmt::Write;
+    let cell = |s: &str| s.replace('|', "\\|");
+    let valid = |d: &strand_metadata::configs::TopicConfigDef| -> String {
+        let mut v = Vec::new();
+        if let Some(min) = d.min {
+            v.push(format!("at least {min}"));
+        }
+        if !d.one_of.is_empty() {
+            v.push(format!("one of {}", d.one_of.join(", ")));
+        }
+        v.join("; ")
+    };
+    let default = |d: &str| match d {
+        "" => "(null)".to_string(),
+        d => format!("`{d}`"),
+    };
+    let acted = |s: Support| match s {
+        Support::ActedOn => "yes".to_string(),
+        Support::NotActedOn(why) => format!("no: {why}"),
+    };
+    let mut out = String::from(
+        "# Configuration reference\n\n\
+         Every setting Strand reads from `server.properties` or `--override`, generated from \
+         the config table (`metadata/src/configs/broker.rs` and `TOPIC_CONFIGS` in \
+         `metadata/src/configs.rs`) by `STRAND_BLESS=1 cargo test -p strand-broker \
+         reference_page`; edit the table, not this page. Names, types and defaults are \
+         Kafka's. A key Kafka knows that Strand does not is logged at start-up and \
+         otherwise ignored; one Strand accepts without acting on it (\"no\" below) is \
+         named in a warning at start-up; an unknown `strand.` key stops start-up.\n\n\
+         Update mode: *read-only* settings are read at start-up; *cluster-wide* ones \
+         change without a restart through IncrementalAlterConfigs on a broker or on every \
+         broker (`kafka-configs --alter --entity-type brokers [--entity-name N | \
+         --entity-default]`); *per-broker* ones (the TLS stores) as \
+         `listener.name.<listener>.<key>` on one broker; *dynamic only* ones are not \
+         server.properties keys.\n\n## Broker settings\n\n\
+         | Name | Type | Default | Valid values | Update mode | Acted on | Meaning |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let mode = |m: UpdateMode| match m {
+        UpdateMode::ReadOnly => "read-only",
+        UpdateMode::PerBroker => "per-broker",
+        UpdateMode::ClusterWide => "cluster-wide",
+        UpdateMode::DynamicOnly => "dynamic only",
+    };
+    for d in BROKER_CONFIGS {
+        let _ = writeln!(
+            out,
+            "| `{}` | {:?} | {} | {} | {} | {} | {} |",
+            d.name,
+            d.kind,
+            cell(&default(d.default)),
+            cell(&valid(d)),
+            mode(d.update),
+            cell(&acted(d.support)),
+            cell(d.doc)
+        );
+    }
+    out.push_str(
+        "\n## Topic configs' broker defaults\n\n\
+         Each is the default of a topic config, and changes cluster-wide without a \
+         restart unless marked read-only.\n\n\
+         | Broker setting | Topic config | Type | Default | Valid values | Update mode | Acted on | Meaning |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let mut synonyms: Vec<_> = TOPIC_CONFIGS
+        .iter()
+        .filter_map(|d| Some((d.broker_synonym?, d)))
+        .collect();
+    synonyms.sort_by_key(|(s, _)| *s);
+    for (synonym, d) in synonyms {
+        let update = if strand_metadata::configs::dynamic_broker_config(synonym).is_some() {
+            "cluster-wide"
+        } else {
+            "read-only"
+        };
+        let _ = writeln!(
+            out,
+            "| `{synonym}` | `{}` | {:?} | {} | {} | {update} | {} | {} |",
+            d.name,
+            d.kind,
+            cell(&default(d.default)),
+            cell(&valid(d)),
+            cell(&acted(d.support)),
+            cell(d.doc)
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1641,5 +1447,64 @@ mod tests {
             parse_properties("f", b"x=\\u12"),
             Err(ConfigError::Malformed { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn reference_page() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CONFIGURATION.md");
+        let page = super::reference_page();
+        if std::env::var_os("STRAND_BLESS").is_some() {
+            std::fs::write(path, &page).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            committed == page,
+            "docs/CONFIGURATION.md is not the table's page: run STRAND_BLESS=1 cargo test -p strand-broker reference_page"
+        );
+    }
+
+    #[test]
+    fn the_shipped_server_properties_uses_only_settings_acted_on() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/server.properties");
+        let c = BrokerConfig::load(Some(Path::new(path)), &[]).unwrap();
+        assert_eq!(c.unused_keys, Vec::<String>::new());
+        assert_eq!(c.inert_settings(), vec![]);
+    }
+
+    #[test]
+    fn inert_settings_are_named_and_typed_values_read() {
+        let c = cfg(&[
+            ("num.io.threads", "16"),
+            ("log.preallocate", "true"),
+            ("auto.create.topics.enable", "FALSE"),
+        ])
+        .unwrap();
+        let named: Vec<_> = c.inert_settings().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(named, ["num.io.threads", "log.preallocate"]);
+        // Kafka reads booleans ignoring case.
+        assert!(!c.auto_create_topics_enable);
+        let upper = cfg(&[
+            ("auto.create.topics.enable", "TRUE"),
+            ("log.cleaner.enable", "False"),
+        ])
+        .unwrap();
+        assert!(upper.auto_create_topics_enable && !upper.log_cleaner.enable);
+        // Every default comes from the table.
+        let d = cfg(&[]).unwrap();
+        assert_eq!(
+            d.group_initial_rebalance_delay_ms.to_string(),
+            broker_config("group.initial.rebalance.delay.ms")
+                .unwrap()
+                .default
+        );
+        assert_eq!(d.write_lease_ms, 6000);
+        assert_eq!(d.write_lease_safety_margin_ms, 500);
+        assert!(matches!(
+            cfg(&[("log.cleaner.threads", "0")]),
+            Err(ConfigError::InvalidValue { .. })
+        ));
+        // Dynamic-only settings are not server.properties keys.
+        let t = cfg(&[("leader.replication.throttled.rate", "10")]).unwrap();
+        assert_eq!(t.unused_keys, ["leader.replication.throttled.rate"]);
     }
 }

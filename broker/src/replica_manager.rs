@@ -23,7 +23,7 @@ use strand_metadata::image::MetadataImage;
 use strand_metadata::records::ConfigMap;
 use strand_partition::lease::WriteLease;
 use strand_protocol::ErrorCode;
-use strand_replication::ack::{AckPolicy, AckSettings, DEFAULT_EVICTION_MS};
+use strand_replication::ack::{AckPolicy, AckSettings};
 use strand_replication::leader::{AlterPartitionResult, IsrProposal, LeaderConfig};
 use strand_types::{BrokerEpoch, BrokerId, Clock, LeaderEpoch, ProducerId, TopicPartition};
 use uuid::Uuid;
@@ -42,7 +42,14 @@ pub fn partition_settings(
         let d = topic_config(name).expect("known topic config");
         resolve_topic_config(d, topic_configs, broker).0.to_string()
     };
-    let long = |name: &str, dflt: i64| get(name).parse::<i64>().unwrap_or(dflt);
+    // Validated by the controller; were a value not to read, the default.
+    let long = |name: &str| -> i64 {
+        get(name)
+            .trim()
+            .parse()
+            .or_else(|_| topic_config(name).map_or("0", |d| d.default).parse())
+            .unwrap_or_default()
+    };
     let policy = get("cleanup.policy");
     let policies = || policy.split(',').map(str::trim);
     // Time and size retention delete only where the policy includes delete:
@@ -50,48 +57,45 @@ pub fn partition_settings(
     // every record until the log cleaner supersedes it, as in Kafka.
     let deletes = policies().any(|p| p == "delete");
     let log = LogConfig {
-        segment_bytes: long("segment.bytes", 1 << 30).max(14) as u64,
-        segment_ms: long("segment.ms", 604_800_000),
-        retention_ms: if deletes {
-            long("retention.ms", 604_800_000)
-        } else {
-            -1
-        },
-        retention_bytes: if deletes {
-            long("retention.bytes", -1)
-        } else {
-            -1
-        },
-        index_interval_bytes: long("index.interval.bytes", 4096).max(0) as u64,
-        segment_index_bytes: long("segment.index.bytes", 10 << 20).max(4) as u64,
-        flush_interval_messages: long("flush.messages", i64::MAX).max(1) as u64,
-        flush_interval_ms: long("flush.ms", i64::MAX),
+        segment_bytes: long("segment.bytes").max(14) as u64,
+        segment_ms: long("segment.ms"),
+        retention_ms: if deletes { long("retention.ms") } else { -1 },
+        retention_bytes: if deletes { long("retention.bytes") } else { -1 },
+        index_interval_bytes: long("index.interval.bytes").max(0) as u64,
+        segment_index_bytes: long("segment.index.bytes").max(4) as u64,
+        flush_interval_messages: long("flush.messages").max(1) as u64,
+        flush_interval_ms: long("flush.ms"),
     };
     PartitionSettings {
         log,
-        max_message_bytes: long("max.message.bytes", 1048588).max(0) as usize,
+        max_message_bytes: long("max.message.bytes").max(0) as usize,
         log_append_time: get("message.timestamp.type") == "LogAppendTime",
-        min_insync_replicas: long("min.insync.replicas", 1) as i32,
+        min_insync_replicas: long("min.insync.replicas") as i32,
         compacted: policies().any(|p| p == "compact"),
         cleaner: CleanerLogConfig {
-            delete_retention_ms: long("delete.retention.ms", 86_400_000),
-            min_compaction_lag_ms: long("min.compaction.lag.ms", 0),
-            max_compaction_lag_ms: long("max.compaction.lag.ms", i64::MAX),
+            delete_retention_ms: long("delete.retention.ms"),
+            min_compaction_lag_ms: long("min.compaction.lag.ms"),
+            max_compaction_lag_ms: long("max.compaction.lag.ms"),
             min_cleanable_ratio: get("min.cleanable.dirty.ratio")
                 .trim()
                 .parse()
-                .unwrap_or(0.5),
+                .or_else(|_| {
+                    topic_config("min.cleanable.dirty.ratio")
+                        .map_or("0", |d| d.default)
+                        .parse()
+                })
+                .unwrap_or_default(),
         },
-        timestamp_before_max_ms: long("message.timestamp.before.max.ms", i64::MAX),
-        timestamp_after_max_ms: long("message.timestamp.after.max.ms", 3_600_000),
+        timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
+        timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
         acks: AckSettings {
             policy: AckPolicy::from_config(
                 &get("strand.acks.policy"),
-                long("strand.acks.replicas", 2),
+                long("strand.acks.replicas"),
             ),
             durable: get("strand.acks.durable").eq_ignore_ascii_case("true"),
             downgrade: get("strand.acks.downgrade.enable").eq_ignore_ascii_case("true"),
-            eviction_ms: long("strand.acks.eviction.ms", DEFAULT_EVICTION_MS).max(1),
+            eviction_ms: long("strand.acks.eviction.ms").max(1),
         },
         compression: strand_protocol::transcode::TopicCompression::from_topic_configs(
             &get("compression.type"),

@@ -25,6 +25,15 @@ pub mod wire;
 pub use cluster::{Cluster, ClusterSpec, KafkaDist, Server};
 pub use harness::Broker;
 
+/// A command line's `KEY=VALUE` (`--override`, `--conf`; the value may
+/// hold `=`), for clap's `value_parser`.
+pub fn key_value(kv: &str) -> Result<(String, String), String> {
+    match kv.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {kv:?}")),
+    }
+}
+
 /// Default location of the librdkafka tree built by `scripts/build-librdkafka.sh`:
 /// `$STRAND_CACHE/librdkafka-2.12.1`.
 pub fn default_suite_dir() -> std::path::PathBuf {

@@ -3,33 +3,11 @@
 //! them to validate CreateTopics/AlterConfigs; brokers use them to answer
 //! DescribeConfigs and to derive each partition's log settings.
 
-/// Kafka's config types with their DescribeConfigs wire values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigType {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Short = 4,
-    Long = 5,
-    Double = 6,
-    List = 7,
-    Class = 8,
-    Password = 9,
-}
-
-#[derive(Debug)]
-pub struct TopicConfigDef {
-    pub name: &'static str,
-    /// Broker property whose value is this config's default when set.
-    pub broker_synonym: Option<&'static str>,
-    pub default: &'static str,
-    pub kind: ConfigType,
-    /// Smallest accepted numeric value, where there is one.
-    pub min: Option<i64>,
-    /// Accepted values for enumerations (case-sensitive, as Kafka).
-    pub one_of: &'static [&'static str],
-    pub doc: &'static str,
-}
+mod broker;
+mod def;
+pub use broker::{broker_config, BROKER_CONFIGS};
+use def::def;
+pub use def::{ConfigType, Support, TopicConfigDef, UpdateMode};
 
 /// Broker settings a topic config falls back to whose Kafka default is
 /// null (the value comes from another setting, or there is none): Kafka
@@ -42,26 +20,6 @@ pub const NULL_BROKER_DEFAULTS: &[&str] = &[
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",
 ];
-
-const fn def(
-    name: &'static str,
-    broker_synonym: Option<&'static str>,
-    default: &'static str,
-    kind: ConfigType,
-    min: Option<i64>,
-    one_of: &'static [&'static str],
-    doc: &'static str,
-) -> TopicConfigDef {
-    TopicConfigDef {
-        name,
-        broker_synonym,
-        default,
-        kind,
-        min,
-        one_of,
-        doc,
-    }
-}
 
 const LMAX: &str = "9223372036854775807";
 
@@ -130,7 +88,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(0),
         &[],
         "Delay before a deleted segment file is removed.",
-    ),
+    )
+    .inert("deleted segments are removed at once, not renamed and kept"),
     def(
         "flush.messages",
         Some("log.flush.interval.messages"),
@@ -184,7 +143,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(-2),
         &[],
         "Local retention bytes for tiered storage.",
-    ),
+    )
+    .inert("there is no tiered storage"),
     def(
         "local.retention.ms",
         Some("log.local.retention.ms"),
@@ -193,7 +153,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(-2),
         &[],
         "Local retention time for tiered storage.",
-    ),
+    )
+    .inert("there is no tiered storage"),
     def(
         "max.compaction.lag.ms",
         Some("log.cleaner.max.compaction.lag.ms"),
@@ -220,7 +181,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         "Whether down-conversion is enabled.",
-    ),
+    )
+    .inert("Kafka 4 removed down-conversion; Strand never down-converts"),
     def(
         "message.format.version",
         Some("log.message.format.version"),
@@ -229,7 +191,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         "Message format version (ignored with inter-broker protocol 3.0+).",
-    ),
+    )
+    .inert("batches are always written in format v2"),
     def(
         "message.timestamp.after.max.ms",
         Some("log.message.timestamp.after.max.ms"),
@@ -257,7 +220,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(0),
         &[],
         "Deprecated: allowed timestamp difference.",
-    ),
+    )
+    .inert("superseded by message.timestamp.before.max.ms and message.timestamp.after.max.ms"),
     def(
         "message.timestamp.type",
         Some("log.message.timestamp.type"),
@@ -302,7 +266,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         "Preallocate segment files.",
-    ),
+    )
+    .inert("segments grow as written"),
     def(
         "remote.storage.enable",
         None,
@@ -311,7 +276,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         "Tiered storage for the topic.",
-    ),
+    )
+    .inert("there is no tiered storage"),
     def(
         "retention.bytes",
         Some("log.retention.bytes"),
@@ -356,7 +322,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         Some(0),
         &[],
         "Random jitter subtracted from segment.ms.",
-    ),
+    )
+    .inert("segments roll at segment.ms exactly"),
     def(
         "segment.ms",
         Some("log.roll.ms"),
@@ -461,7 +428,9 @@ pub fn validate_topic_config(name: &str, value: &str) -> Result<(), String> {
     validate_value(d, value)
 }
 
-fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
+/// Checks `value` against `d`'s type, bounds and choices; the error reads
+/// as Kafka's ConfigException does.
+pub fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
     let bad = || format!("Invalid value {value} for configuration {}", d.name);
     if d.name.ends_with(".replication.throttled.replicas") {
         return validate_throttled_replicas(d.name, value);
@@ -559,95 +528,6 @@ pub enum ConfigSource {
     DynamicBrokerLogger = 6,
 }
 
-/// Broker configs that are not topic configs' synonyms and that a broker
-/// applies without a restart: the replication throttles (KIP-73), whose
-/// default, Long.MAX_VALUE, is no throttle.
-pub const BROKER_DYNAMIC_CONFIGS: &[TopicConfigDef] = &[
-    def(
-        "follower.replication.throttled.rate",
-        None,
-        LMAX,
-        Long,
-        Some(0),
-        &[],
-        "Bytes per second a broker fetches for its throttled follower replicas (follower.replication.throttled.replicas), summed over them.",
-    ),
-    def(
-        "leader.replication.throttled.rate",
-        None,
-        LMAX,
-        Long,
-        Some(0),
-        &[],
-        "Bytes per second a broker sends to the throttled replicas it leads (leader.replication.throttled.replicas), summed over them.",
-    ),
-    // The log cleaner's reconfigurable settings (Kafka's
-    // LogCleaner.ReconfigurableConfigs): the threads restart with them.
-    def(
-        "log.cleaner.threads",
-        None,
-        "1",
-        Int,
-        Some(1),
-        &[],
-        "The number of background threads to use for log cleaning.",
-    ),
-    def(
-        "log.cleaner.dedupe.buffer.size",
-        None,
-        "134217728",
-        Long,
-        Some(0),
-        &[],
-        "The total memory used for log deduplication across all cleaner threads.",
-    ),
-    def(
-        "log.cleaner.io.buffer.size",
-        None,
-        "524288",
-        Int,
-        Some(0),
-        &[],
-        "The total memory used for log cleaner I/O buffers across all cleaner threads.",
-    ),
-    def(
-        "log.cleaner.io.buffer.load.factor",
-        None,
-        "0.9",
-        Double,
-        None,
-        &[],
-        "Log cleaner dedupe buffer load factor: the percentage full the dedupe buffer can become.",
-    ),
-    def(
-        "log.cleaner.io.max.bytes.per.second",
-        None,
-        "1.7976931348623157E308",
-        Double,
-        None,
-        &[],
-        "The log cleaner will be throttled so that the sum of its read and write i/o will be less than this value on average.",
-    ),
-    def(
-        "log.cleaner.backoff.ms",
-        None,
-        "15000",
-        Long,
-        Some(0),
-        &[],
-        "The amount of time to sleep when there are no logs to clean.",
-    ),
-    def(
-        "replica.alter.log.dirs.io.max.bytes.per.second",
-        None,
-        LMAX,
-        Long,
-        Some(0),
-        &[],
-        "Bytes per second a broker copies between its log directories (AlterReplicaLogDirs).",
-    ),
-];
-
 /// The TLS key and trust store settings Kafka changes per broker without a
 /// restart, as `listener.name.<listener>.<key>` dynamic broker configs.
 pub const DYNAMIC_TLS_KEYS: &[&str] = &[
@@ -683,8 +563,8 @@ static LISTENER_TLS_DEF: TopicConfigDef = def(
     "A listener's TLS key or trust store setting, for this broker only; new connections use it, open ones keep theirs.",
 );
 
-/// The definition a dynamic broker config is validated by: one of
-/// [`BROKER_DYNAMIC_CONFIGS`], or the topic config whose broker synonym it
+/// The definition a dynamic broker config is validated by: a row of
+/// [`BROKER_CONFIGS`] updated cluster-wide, or the topic config whose broker synonym it
 /// is (Kafka's log configs, dynamic per broker and cluster-wide). Topic
 /// configs without a broker-level setting in Kafka (the throttled replica
 /// lists) are not broker configs.
@@ -692,9 +572,9 @@ pub fn dynamic_broker_config(name: &str) -> Option<&'static TopicConfigDef> {
     if listener_tls_key(name).is_some() {
         return Some(&LISTENER_TLS_DEF);
     }
-    BROKER_DYNAMIC_CONFIGS
+    BROKER_CONFIGS
         .iter()
-        .find(|d| d.name == name)
+        .find(|d| d.name == name && d.update.is_dynamic())
         .or_else(|| {
             TOPIC_CONFIGS
                 .iter()
@@ -708,12 +588,15 @@ pub fn dynamic_broker_config(name: &str) -> Option<&'static TopicConfigDef> {
 /// sets the setting, as Kafka does): `log.retention.ms` from
 /// `log.retention.hours`, the roll settings from their hours.
 pub fn broker_default_fallback(key: &str) -> Option<(&'static str, &'static str)> {
-    match key {
-        "log.retention.ms" => Some(("log.retention.hours", "168")),
-        "log.roll.ms" => Some(("log.roll.hours", "168")),
-        "log.roll.jitter.ms" => Some(("log.roll.jitter.hours", "0")),
-        _ => None,
-    }
+    let fallback = match key {
+        "log.retention.ms" => "log.retention.hours",
+        "log.roll.ms" => "log.roll.hours",
+        // Kafka's, not a setting Strand reads (segment.jitter.ms is not
+        // acted on).
+        "log.roll.jitter.ms" => return Some(("log.roll.jitter.hours", "0")),
+        _ => return None,
+    };
+    broker_config(fallback).map(|d| (d.name, d.default))
 }
 
 /// Validates one dynamic broker config value.
@@ -819,6 +702,31 @@ mod tests {
     }
 
     #[test]
+    fn broker_configs_are_sorted_valid_and_not_topic_synonyms() {
+        for w in BROKER_CONFIGS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+        }
+        for d in BROKER_CONFIGS {
+            // Empty: Kafka's null default.
+            if !d.default.is_empty() {
+                assert_eq!(validate_value(d, d.default), Ok(()), "{}", d.name);
+            }
+            assert!(
+                !TOPIC_CONFIGS
+                    .iter()
+                    .any(|t| t.broker_synonym == Some(d.name)),
+                "{} is a topic config's synonym: its default lives in TOPIC_CONFIGS",
+                d.name
+            );
+            assert!(d.broker_synonym.is_none(), "{}", d.name);
+        }
+        assert_eq!(
+            broker_default_fallback("log.retention.ms"),
+            Some(("log.retention.hours", "168"))
+        );
+    }
+
+    #[test]
     fn dynamic_broker_configs() {
         let cases = [
             ("leader.replication.throttled.rate", "1000", true),
@@ -830,8 +738,15 @@ mod tests {
             ("unclean.leader.election.enable", "true", true),
             ("min.insync.replicas", "2", true),
             ("log.cleanup.policy", "compact", true),
-            // Static, or not a broker config.
+            ("log.cleaner.threads", "0", false),
+            (
+                "replica.alter.log.dirs.io.max.bytes.per.second",
+                "100",
+                true,
+            ),
+            // Static, per listener only, or not a broker config.
             ("num.io.threads", "4", false),
+            ("ssl.keystore.location", "/k.pem", false),
             ("leader.replication.throttled.replicas", "*", false),
             ("no.such.config", "1", false),
         ];

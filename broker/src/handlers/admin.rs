@@ -238,6 +238,7 @@ fn broker_config_entry(
 ) -> DescribeConfigsResourceResult {
     let dynamic = strand_metadata::configs::dynamic_broker_config(key);
     let kind = dynamic
+        .or_else(|| strand_metadata::configs::broker_config(key))
         .map(|d| d.kind)
         .or_else(|| {
             TOPIC_CONFIGS

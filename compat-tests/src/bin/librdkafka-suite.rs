@@ -15,63 +15,11 @@ use std::time::{Duration, Instant};
 
 use strand_compat_tests::cluster::{Cluster, ClusterSpec};
 use strand_compat_tests::harness::{tail_file, Broker};
+use strand_compat_tests::key_value;
 use strand_compat_tests::rdkafka_security::{write_kafka_shim, SuitePki};
 use strand_compat_tests::rdkafka_suite::{
     normalize_test_number, parse_output, parse_test_list, strip_ansi, verdict, Outcome, RunEnd,
 };
-
-const USAGE: &str = "\
-usage: librdkafka-suite (--strand BIN | --broker ADDR) [options] [TESTNUM ...]
-
-Runs librdkafka's tests/test-runner once per test number. Unless --broker is given,
-every test number gets a fresh Strand (num.partitions=4, auto.create.topics.enable=true,
-default.replication.factor=1).
-
-options:
-  --strand BIN           strand binary to start for each test
-  --nodes N              start a fresh N-node cluster (combined broker+controller
-                         nodes, via the cluster harness) per test instead of one broker
-  --broker ADDR          use an already running broker at ADDR (host:port) instead
-  --suite DIR            librdkafka tree built by compat-tests/scripts/build-librdkafka.sh
-                         (default: $STRAND_CACHE/librdkafka-2.12.1, $STRAND_CACHE
-                         defaulting to ~/.cache/strand)
-  --list FILE            test numbers, one per line, '#' comments (combinable with
-                         positional numbers)
-  --must-pass FILE       exit nonzero iff a test listed here was run and did not PASS;
-                         if no tests are given otherwise, runs exactly this list;
-                         may be repeated (the lists are joined)
-  --except FILE          test numbers not to run (same format), even when listed
-                         elsewhere; may be repeated
-  --jobs N               run up to N test numbers at once, each with its own fresh
-                         broker or cluster (default 1); most of the suite's time is
-                         spent waiting on timeouts and sessions, not on CPU
-  --timeout SECS         per-test time limit (default 300); on expiry the runner's
-                         process group is killed and the test counts as FAIL
-  --out DIR              results dir: logs/NNNN.log, logs/NNNN.strand.log (NNNN.nodeN.log
-                         with --nodes), results.tsv
-                         (default target/librdkafka-results)
-  --kafka-version V      TEST_KAFKA_VERSION (default 3.7.1)
-  --timeout-multiplier F write test.timeout.multiplier=F into test.conf
-  --conf KEY=VALUE       extra test.conf line (repeatable)
-  --override KEY=VALUE   extra strand --override (repeatable; ignored with --broker)
-  --test-override NNNN:KEY=VALUE
-                         an --override for test NNNN only (repeatable)
-  --security PROTOCOL    plaintext (default) or sasl_ssl: every listener of every
-                         node on SASL_SSL (clients as a SCRAM-SHA-512 user made at
-                         format time, brokers with PLAIN and mutual TLS between
-                         them, the controller listener on mutual TLS), test.conf
-                         and the SSL_* variables set for it (needs openssl and
-                         STRAND_PYTHON with confluent-kafka, which checks every
-                         broker authenticates before each test)
-  --kafka-tool PATH      compat-tests/scripts/kafka-tool.sh: KAFKA_PATH gets
-                         bin/kafka-acls.sh, kafka-topics.sh and kafka-configs.sh
-                         that run the reference Kafka's tools
-  -h, --help             this text
-
-output: one line per test as it ends `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then
-`N passed, N failed[, N skipped]`. Exit status: 0, or 1 if a must-pass test failed,
-2 on usage errors. Environment variables (SUBTESTS, TEST_DEBUG, TEST_LEVEL,
-TEST_CONSUMER_GROUP_PROTOCOL, ...) pass through to the test-runner.";
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -106,132 +54,146 @@ fn usage_err(msg: impl std::fmt::Display) -> String {
     format!("librdkafka-suite: {msg}\n(see --help)")
 }
 
-/// A count of at least one, for `flag`.
-fn positive_count(flag: &str, v: &str) -> Result<usize, String> {
+/// Runs librdkafka's tests/test-runner once per test number. Unless --broker is given,
+/// every test number gets a fresh Strand (num.partitions=4, auto.create.topics.enable=true,
+/// default.replication.factor=1).
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "librdkafka-suite",
+    after_help = "Output: one line per test as it ends `NNNN PASS|FAIL|SKIP <secs>s [reason]`, then \
+`N passed, N failed[, N skipped]`. Exit status: 0, or 1 if a must-pass test failed, 2 on usage \
+errors. Environment variables (SUBTESTS, TEST_DEBUG, TEST_LEVEL, TEST_CONSUMER_GROUP_PROTOCOL, \
+...) pass through to the test-runner."
+)]
+struct Cli {
+    /// strand binary to start for each test
+    #[arg(
+        long,
+        value_name = "BIN",
+        required_unless_present = "broker",
+        conflicts_with = "broker"
+    )]
+    strand: Option<PathBuf>,
+    /// start a fresh N-node cluster (combined broker+controller nodes, via the cluster
+    /// harness) per test instead of one broker
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    nodes: usize,
+    /// use an already running broker at ADDR (host:port) instead
+    #[arg(long, value_name = "ADDR", value_parser = host_port)]
+    broker: Option<String>,
+    /// librdkafka tree built by compat-tests/scripts/build-librdkafka.sh (default:
+    /// $STRAND_CACHE/librdkafka-2.12.1, $STRAND_CACHE defaulting to ~/.cache/strand)
+    #[arg(long, value_name = "DIR")]
+    suite: Option<PathBuf>,
+    /// test numbers, one per line, '#' comments (combinable with positional numbers)
+    #[arg(long = "list", value_name = "FILE")]
+    lists: Vec<PathBuf>,
+    /// exit nonzero iff a test listed here was run and did not PASS; if no tests are
+    /// given otherwise, runs exactly this list; may be repeated (the lists are joined)
+    #[arg(long = "must-pass", value_name = "FILE")]
+    must_pass: Vec<PathBuf>,
+    /// test numbers not to run (same format), even when listed elsewhere; may be repeated
+    #[arg(long = "except", value_name = "FILE")]
+    except: Vec<PathBuf>,
+    /// run up to N test numbers at once, each with its own fresh broker or cluster; most
+    /// of the suite's time is spent waiting on timeouts and sessions, not on CPU
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = positive)]
+    jobs: usize,
+    /// per-test time limit in seconds; on expiry the runner's process group is killed
+    /// and the test counts as FAIL
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// results dir: logs/NNNN.log, logs/NNNN.strand.log (NNNN.nodeN.log with --nodes),
+    /// results.tsv
+    #[arg(long, value_name = "DIR", default_value = "target/librdkafka-results")]
+    out: PathBuf,
+    /// TEST_KAFKA_VERSION
+    #[arg(long, value_name = "V", default_value = "3.7.1")]
+    kafka_version: String,
+    /// write test.timeout.multiplier=F into test.conf
+    #[arg(long = "timeout-multiplier", value_name = "F", value_parser = positive_f64)]
+    multiplier: Option<f64>,
+    /// extra test.conf line (repeatable)
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value_line)]
+    conf: Vec<String>,
+    /// extra strand --override (repeatable; ignored with --broker)
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = key_value)]
+    overrides: Vec<(String, String)>,
+    /// an --override for test NNNN only (repeatable)
+    #[arg(long = "test-override", value_name = "NNNN:KEY=VALUE", value_parser = test_override)]
+    test_overrides: Vec<(String, String, String)>,
+    /// plaintext, or sasl_ssl: every listener of every node on SASL_SSL (clients as a
+    /// SCRAM-SHA-512 user made at format time, brokers with PLAIN and mutual TLS between
+    /// them, the controller listener on mutual TLS), test.conf and the SSL_* variables
+    /// set for it (needs openssl and STRAND_PYTHON with confluent-kafka, which checks
+    /// every broker authenticates before each test)
+    #[arg(long, value_name = "PROTOCOL", default_value = "plaintext", value_parser = ["plaintext", "sasl_ssl"])]
+    security: String,
+    /// compat-tests/scripts/kafka-tool.sh: KAFKA_PATH gets bin/kafka-acls.sh,
+    /// kafka-topics.sh and kafka-configs.sh that run the reference Kafka's tools
+    #[arg(long, value_name = "PATH")]
+    kafka_tool: Option<PathBuf>,
+    /// test numbers to run
+    #[arg(value_name = "TESTNUM", value_parser = test_number)]
+    tests: Vec<String>,
+}
+
+fn positive(v: &str) -> Result<usize, String> {
     v.parse::<usize>()
         .ok()
         .filter(|n| *n >= 1)
-        .ok_or_else(|| usage_err(format!("{flag} expects a positive number")))
+        .ok_or_else(|| format!("expected a positive number, got {v:?}"))
 }
 
-fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
-    let mut strand = None;
-    let mut broker = None;
-    let mut nodes = 1usize;
-    let mut suite = None;
-    let mut tests = Vec::new();
-    let mut list_files = Vec::new();
-    let mut must_pass_files: Vec<PathBuf> = Vec::new();
-    let mut except_files: Vec<PathBuf> = Vec::new();
-    let mut timeout = 300u64;
-    let mut out = PathBuf::from("target/librdkafka-results");
-    let mut kafka_version = "3.7.1".to_string();
-    let mut multiplier = None;
-    let mut conf = Vec::new();
-    let mut overrides = Vec::new();
-    let mut test_overrides = Vec::new();
-    let mut sasl_ssl = false;
-    let mut kafka_tool = None;
-    let mut jobs = 1usize;
+fn positive_f64(v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|m| *m > 0.0)
+        .ok_or_else(|| format!("not a positive number: {v:?}"))
+}
 
-    let mut it = argv.into_iter();
-    while let Some(a) = it.next() {
-        // accept --flag=value as well as --flag value
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if a.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut val = |name: &str| -> Result<String, String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it
-                    .next()
-                    .ok_or_else(|| usage_err(format!("{name} needs a value"))),
-            }
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--strand" => strand = Some(PathBuf::from(val("--strand")?)),
-            "--broker" => broker = Some(val("--broker")?),
-            "--nodes" => nodes = positive_count("--nodes", &val("--nodes")?)?,
-            "--jobs" => jobs = positive_count("--jobs", &val("--jobs")?)?,
-            "--suite" => suite = Some(PathBuf::from(val("--suite")?)),
-            "--list" => list_files.push(PathBuf::from(val("--list")?)),
-            "--must-pass" => must_pass_files.push(PathBuf::from(val("--must-pass")?)),
-            "--except" => except_files.push(PathBuf::from(val("--except")?)),
-            "--timeout" => {
-                let v = val("--timeout")?;
-                timeout = v.parse().ok().filter(|t| *t > 0).ok_or_else(|| {
-                    usage_err(format!(
-                        "--timeout: not a positive number of seconds: {v:?}"
-                    ))
-                })?;
-            }
-            "--out" => out = PathBuf::from(val("--out")?),
-            "--kafka-version" => kafka_version = val("--kafka-version")?,
-            "--timeout-multiplier" => {
-                let v = val("--timeout-multiplier")?;
-                multiplier = Some(v.parse::<f64>().ok().filter(|m| *m > 0.0).ok_or_else(|| {
-                    usage_err(format!(
-                        "--timeout-multiplier: not a positive number: {v:?}"
-                    ))
-                })?);
-            }
-            "--conf" => {
-                let v = val("--conf")?;
-                if !v.contains('=') {
-                    return Err(usage_err(format!("--conf expects KEY=VALUE, got {v:?}")));
-                }
-                conf.push(v);
-            }
-            "--override" => {
-                let v = val("--override")?;
-                let (k, x) = v
-                    .split_once('=')
-                    .ok_or_else(|| usage_err(format!("--override expects KEY=VALUE, got {v:?}")))?;
-                overrides.push((k.to_string(), x.to_string()));
-            }
-            "--test-override" => {
-                let v = val("--test-override")?;
-                let bad =
-                    || usage_err(format!("--test-override expects NNNN:KEY=VALUE, got {v:?}"));
-                let (num, kv) = v.split_once(':').ok_or_else(bad)?;
-                let (k, x) = kv.split_once('=').ok_or_else(bad)?;
-                let num = normalize_test_number(num).map_err(usage_err)?;
-                test_overrides.push((num, k.to_string(), x.to_string()));
-            }
-            "--security" => match val("--security")?.as_str() {
-                "plaintext" => sasl_ssl = false,
-                "sasl_ssl" => sasl_ssl = true,
-                other => {
-                    return Err(usage_err(format!(
-                        "--security expects plaintext or sasl_ssl, got {other:?}"
-                    )))
-                }
-            },
-            "--kafka-tool" => kafka_tool = Some(PathBuf::from(val("--kafka-tool")?)),
-            s if s.starts_with('-') => return Err(usage_err(format!("unknown option {s:?}"))),
-            s => tests.push(normalize_test_number(s).map_err(usage_err)?),
-        }
+fn host_port(v: &str) -> Result<String, String> {
+    if v.contains(':') {
+        Ok(v.to_string())
+    } else {
+        Err(format!("expected host:port, got {v:?}"))
     }
+}
 
-    for f in &list_files {
+fn key_value_line(v: &str) -> Result<String, String> {
+    key_value(v).map(|_| v.to_string())
+}
+
+fn test_number(v: &str) -> Result<String, String> {
+    normalize_test_number(v)
+}
+
+fn test_override(v: &str) -> Result<(String, String, String), String> {
+    let bad = || format!("expected NNNN:KEY=VALUE, got {v:?}");
+    let (num, kv) = v.split_once(':').ok_or_else(bad)?;
+    let (k, x) = kv.split_once('=').ok_or_else(bad)?;
+    Ok((normalize_test_number(num)?, k.to_string(), x.to_string()))
+}
+
+/// Reads the lists `flag` names.
+fn read_lists(flag: &str, files: &[PathBuf]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for f in files {
         let text =
-            fs::read_to_string(f).map_err(|e| usage_err(format!("--list {}: {e}", f.display())))?;
-        tests.extend(
+            fs::read_to_string(f).map_err(|e| usage_err(format!("{flag} {}: {e}", f.display())))?;
+        out.extend(
             parse_test_list(&text)
-                .map_err(|e| usage_err(format!("--list {}: {e}", f.display())))?,
+                .map_err(|e| usage_err(format!("{flag} {}: {e}", f.display())))?,
         );
     }
-    let mut must_pass = Vec::new();
-    for f in &must_pass_files {
-        let text = fs::read_to_string(f)
-            .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?;
-        must_pass.extend(
-            parse_test_list(&text)
-                .map_err(|e| usage_err(format!("--must-pass {}: {e}", f.display())))?,
-        );
-    }
+    Ok(out)
+}
+
+/// The run `cli` asks for: its lists read, its paths checked.
+fn resolve(cli: Cli) -> Result<Args, String> {
+    let mut tests = cli.tests;
+    tests.extend(read_lists("--list", &cli.lists)?);
+    let must_pass = read_lists("--must-pass", &cli.must_pass)?;
     if tests.is_empty() {
         if must_pass.is_empty() {
             return Err(usage_err(
@@ -240,45 +202,26 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         }
         tests = must_pass.clone();
     }
-    let mut except = std::collections::HashSet::new();
-    for f in &except_files {
-        let text = fs::read_to_string(f)
-            .map_err(|e| usage_err(format!("--except {}: {e}", f.display())))?;
-        except.extend(
-            parse_test_list(&text)
-                .map_err(|e| usage_err(format!("--except {}: {e}", f.display())))?,
-        );
-    }
+    let except: std::collections::HashSet<String> =
+        read_lists("--except", &cli.except)?.into_iter().collect();
     // dedup, keep order
     let mut seen = std::collections::HashSet::new();
     tests.retain(|t| !except.contains(t) && seen.insert(t.clone()));
 
-    match (&strand, &broker) {
-        (None, None) => {
-            return Err(usage_err(
-                "either --strand BIN or --broker ADDR is required",
-            ))
-        }
-        (Some(_), Some(_)) => {
-            return Err(usage_err("--strand and --broker are mutually exclusive"))
-        }
-        (Some(s), None) => {
-            if s.is_file() {
-                strand = Some(
-                    s.canonicalize()
-                        .map_err(|e| usage_err(format!("--strand {}: {e}", s.display())))?,
-                );
-            } else if s.components().count() > 1 || find_in_path(&s.to_string_lossy()).is_none() {
-                return Err(usage_err(format!("--strand {}: no such file", s.display())));
-            }
-        }
-        (None, Some(b)) => {
-            if !b.contains(':') {
-                return Err(usage_err(format!("--broker expects host:port, got {b:?}")));
-            }
+    let mut strand = cli.strand;
+    if let Some(s) = &strand {
+        if s.is_file() {
+            strand = Some(
+                s.canonicalize()
+                    .map_err(|e| usage_err(format!("--strand {}: {e}", s.display())))?,
+            );
+        } else if s.components().count() > 1 || find_in_path(&s.to_string_lossy()).is_none() {
+            return Err(usage_err(format!("--strand {}: no such file", s.display())));
         }
     }
-    let suite = suite.unwrap_or_else(strand_compat_tests::default_suite_dir);
+    let suite = cli
+        .suite
+        .unwrap_or_else(strand_compat_tests::default_suite_dir);
     let runner = suite.join("tests/test-runner");
     if !runner.is_file() {
         return Err(usage_err(format!(
@@ -289,24 +232,24 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
     let suite = suite
         .canonicalize()
         .map_err(|e| usage_err(format!("--suite: {e}")))?;
-    Ok(Some(Args {
-        nodes,
+    Ok(Args {
+        nodes: cli.nodes,
         strand,
-        broker,
+        broker: cli.broker,
         suite,
         tests,
         must_pass,
-        timeout,
-        out,
-        kafka_version,
-        multiplier,
-        conf,
-        overrides,
-        test_overrides,
-        sasl_ssl,
-        kafka_tool,
-        jobs,
-    }))
+        timeout: cli.timeout,
+        out: cli.out,
+        kafka_version: cli.kafka_version,
+        multiplier: cli.multiplier,
+        conf: cli.conf,
+        overrides: cli.overrides,
+        test_overrides: cli.test_overrides,
+        sasl_ssl: cli.security == "sasl_ssl",
+        kafka_tool: cli.kafka_tool,
+        jobs: cli.jobs,
+    })
 }
 
 fn find_in_path(prog: &str) -> Option<PathBuf> {
@@ -430,12 +373,8 @@ fn indent(s: &str) -> String {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1).collect()) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
+    let args = match resolve(<Cli as clap::Parser>::parse()) {
+        Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
@@ -678,7 +617,7 @@ impl Run<'_> {
                 broker = Some(b);
                 a
             }),
-            // parse_args requires one of them.
+            // clap requires one of them.
             (None, None) => Err(io::Error::other("neither --strand nor --broker")),
         };
         let addr = match started {
@@ -791,6 +730,82 @@ impl Run<'_> {
             secs,
             reason,
             printed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn the_command_lines_of_the_test_command_parse() {
+        Cli::command().debug_assert();
+        let one = Cli::try_parse_from([
+            "librdkafka-suite",
+            "--strand",
+            "strand",
+            "--security",
+            "sasl_ssl",
+            "--jobs",
+            "4",
+            "--list",
+            "a.txt",
+            "--except",
+            "b.txt",
+            "--except",
+            "c.txt",
+            "--must-pass",
+            "m.txt",
+            "--test-override",
+            "142:connections.max.reauth.ms=10000",
+            "--override",
+            "default.replication.factor=3",
+            "--timeout-multiplier",
+            "3",
+            "0001",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(
+            (one.jobs, one.nodes, one.security.as_str()),
+            (4, 1, "sasl_ssl")
+        );
+        assert_eq!(one.except.len(), 2);
+        assert_eq!(one.tests, ["0001", "0004"]);
+        assert_eq!(
+            one.test_overrides,
+            [(
+                "0142".to_string(),
+                "connections.max.reauth.ms".to_string(),
+                "10000".to_string()
+            )]
+        );
+        assert_eq!(one.multiplier, Some(3.0));
+        for bad in [
+            &["librdkafka-suite", "0001"][..],
+            &["librdkafka-suite", "--strand", "s", "--broker", "h:1", "1"],
+            &["librdkafka-suite", "--broker", "nohostport", "1"],
+            &["librdkafka-suite", "--strand", "s", "--jobs", "0", "1"],
+            &[
+                "librdkafka-suite",
+                "--strand",
+                "s",
+                "--security",
+                "ssl",
+                "1",
+            ],
+            &[
+                "librdkafka-suite",
+                "--strand",
+                "s",
+                "--override",
+                "novalue",
+                "1",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -67,19 +67,11 @@ struct Cli {
     #[arg(long, value_name = "BIN")]
     strand: Option<PathBuf>,
     /// extra `--override` for every node start (repeatable)
-    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = key_value)]
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = strand_compat_tests::key_value)]
     overrides: Vec<(String, String)>,
     /// readiness timeout for start and restart, in seconds (default 60)
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
-}
-
-/// `--override`'s `KEY=VALUE` (the value may hold `=`).
-fn key_value(kv: &str) -> Result<(String, String), String> {
-    match kv.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("expected KEY=VALUE, got {kv:?}")),
-    }
 }
 
 #[derive(Debug, PartialEq)]
