@@ -40,6 +40,18 @@ strand_python_env() {
     export STRAND_PYTHON="$venv/bin/python"
 }
 
+# cargo-deny, which the test command runs over deny.toml (licences, bans,
+# sources), built once into the cache at this version.
+STRAND_CARGO_DENY_VERSION=0.20.2
+strand_cargo_deny() {
+    local bin="$STRAND_CACHE/tools/bin/cargo-deny"
+    if ! "$bin" --version 2>/dev/null | grep -qx "cargo-deny $STRAND_CARGO_DENY_VERSION"; then
+        echo "[deps] building cargo-deny $STRAND_CARGO_DENY_VERSION into $STRAND_CACHE/tools" >&2
+        CARGO_TARGET_DIR="$STRAND_CACHE/tools/target" cargo install --quiet --locked --root "$STRAND_CACHE/tools" cargo-deny --version "$STRAND_CARGO_DENY_VERSION" >&2
+    fi
+    echo "$bin"
+}
+
 # Build outputs live outside the clone so repeated runs on one machine are fast;
 # an empty cache only makes the first run slower.
 export STRAND_CACHE="${STRAND_CACHE:-$HOME/.cache/strand}"

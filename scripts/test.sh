@@ -35,6 +35,11 @@ echo "== clippy over every target, warnings as errors (the layout's lints: unuse
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== cargo deny: every dependency's licence allowed, one version of each crate (the known exceptions listed), crates.io only (deny.toml)"
+# Advisories need the RustSec database from GitHub: run `cargo deny check
+# advisories` where it is reachable.
+"$(strand_cargo_deny)" --offline check licenses bans sources
+
 echo "== workspace tests"
 if command -v cargo-nextest >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast

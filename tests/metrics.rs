@@ -152,6 +152,13 @@ fn metrics_follow_load_and_faults_on_three_nodes() {
     );
     assert_eq!(value(&after, URP), 0.0);
     assert!(value(&after, LEADERS) >= 1.0);
+    // Each connection is an authentication on its listener, as Kafka
+    // counts them (PLAINTEXT: accepted); none failed.
+    let auth = |outcome: &str| {
+        format!("kafka_server_socket_server_metrics_{outcome}_authentication_total{{listener=\"PLAINTEXT\"}}")
+    };
+    assert!(delta(&auth("successful")) >= 1.0);
+    assert_eq!(value(&after, &auth("failed")), 0.0);
 
     // Every documented metric is served: by the leader, which now has a
     // series of each label; the unlabelled ones by every node.

@@ -119,13 +119,13 @@ impl ConnAuth {
                 session_lifetime_ms,
             } => {
                 tracing::debug!(%user, "SASL authentication succeeded");
-                node.broker.metrics.authentication(true);
+                node.broker.metrics.authentication(&sasl.listener, true);
                 self.principal = KafkaPrincipal::user(user);
                 Exchanged::Done(message, session_lifetime_ms)
             }
             AuthenticateAnswer::Failed { message, reason } => {
                 tracing::info!(%reason, "SASL authentication failed");
-                node.broker.metrics.authentication(false);
+                node.broker.metrics.authentication(&sasl.listener, false);
                 Exchanged::Failed(message, reason)
             }
             AuthenticateAnswer::IllegalState(why) => Exchanged::Illegal(why),

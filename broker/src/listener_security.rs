@@ -37,6 +37,8 @@ pub struct SaslListener {
     pub plain: PlainUsers,
     /// `connections.max.reauth.ms`: 0 means sessions never expire.
     pub max_reauth_ms: i64,
+    /// The listener's name, the authentication metrics' label.
+    pub listener: String,
 }
 
 impl ListenerSecurity {
@@ -163,6 +165,7 @@ fn sasl_listener(listener: &str, setting: Setting) -> Result<SaslListener, Strin
         enabled,
         plain,
         max_reauth_ms,
+        listener: listener.to_string(),
     })
 }
 

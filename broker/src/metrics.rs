@@ -33,6 +33,11 @@ struct TopicLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     request: String,
 }
@@ -154,8 +159,8 @@ pub struct BrokerMetrics {
     pub isr_expands: Counter,
     pub failed_isr_updates: Counter,
     log_flush_ms: Histogram,
-    authentication_ok: Counter,
-    authentication_failed: Counter,
+    authentication_ok: Family<ListenerLabels, Counter>,
+    authentication_failed: Family<ListenerLabels, Counter>,
     // State, refreshed at each scrape.
     partitions: Gauge,
     leaders: Gauge,
@@ -217,8 +222,8 @@ impl BrokerMetrics {
             isr_expands: Counter::default(),
             failed_isr_updates: Counter::default(),
             log_flush_ms: ms_histogram(),
-            authentication_ok: Counter::default(),
-            authentication_failed: Counter::default(),
+            authentication_ok: Family::default(),
+            authentication_failed: Family::default(),
             partitions: Gauge::default(),
             leaders: Gauge::default(),
             under_replicated: Gauge::default(),
@@ -303,19 +308,19 @@ impl BrokerMetrics {
                 "ISR changes the controller refused",
                 &m.failed_isr_updates,
             ),
-            (
-                "kafka_server_socket_server_metrics_successful_authentication",
-                "SASL authentications that succeeded",
-                &m.authentication_ok,
-            ),
-            (
-                "kafka_server_socket_server_metrics_failed_authentication",
-                "SASL authentications that failed",
-                &m.authentication_failed,
-            ),
         ] {
             r.register(name, help, counter.clone());
         }
+        r.register(
+            "kafka_server_socket_server_metrics_successful_authentication",
+            "Connections authenticated (SASL, or a connection without SASL accepted), per listener",
+            m.authentication_ok.clone(),
+        );
+        r.register(
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "Authentications that failed (SASL or TLS), per listener",
+            m.authentication_failed.clone(),
+        );
         r.register(
             "kafka_network_requestmetrics_requests",
             "Requests answered, per API",
@@ -560,12 +565,28 @@ impl BrokerMetrics {
         }))
     }
 
-    pub fn authentication(&self, succeeded: bool) {
-        if succeeded {
-            self.authentication_ok.inc();
+    /// A listener's authentication counters, at zero.
+    pub fn listener_started(&self, listener: &str) {
+        let labels = ListenerLabels {
+            listener: listener.to_string(),
+        };
+        let _ = self.authentication_ok.get_or_create(&labels);
+        let _ = self.authentication_failed.get_or_create(&labels);
+    }
+
+    /// One authentication on `listener` (once per connection, so
+    /// the label's allocation is not on a request's path).
+    pub fn authentication(&self, listener: &str, succeeded: bool) {
+        let family = if succeeded {
+            &self.authentication_ok
         } else {
-            self.authentication_failed.inc();
-        }
+            &self.authentication_failed
+        };
+        family
+            .get_or_create(&ListenerLabels {
+                listener: listener.to_string(),
+            })
+            .inc();
     }
 
     /// Sets the state gauges from `s`.

@@ -129,6 +129,8 @@ async fn serve_with<L, F, Fut>(
     F: Fn(L::Conn, Arc<ListenerSecurity>) -> Fut + Send + Sync + 'static + Clone,
     Fut: std::future::Future<Output = std::io::Result<Accepted<L::Conn>>> + Send + 'static,
 {
+    // Its authentication counters exist from the start, as Kafka's do.
+    node.broker.metrics.listener_started(&listener_name);
     let quotas = ConnectionQuotas::new(node.broker.config.connection_limits);
     // The request memory pool; unbounded when queued.max.request.bytes <= 0.
     let pool = usize::try_from(node.broker.config.queued_max_request_bytes)
@@ -179,6 +181,13 @@ async fn serve_with<L, F, Fut>(
                     .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
                 None => handshake.await,
             };
+            // As Kafka's socket server counts them: a connection without
+            // SASL is authenticated once its TLS handshake (if any) is
+            // done, and a failed handshake is a failed authentication;
+            // SASL exchanges count where they end (`ConnAuth`).
+            if security.sasl.is_none() {
+                node.broker.metrics.authentication(&name, accepted.is_ok());
+            }
             let result = match accepted {
                 Ok(Accepted::Plain(stream)) => {
                     let auth = ConnAuth::new(&security, KafkaPrincipal::anonymous());
