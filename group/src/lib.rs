@@ -1,4 +1,5 @@
-//! The consumer group coordinator of Kafka's classic group protocol
+//! The consumer group coordinator's rules. [`consumer`]: KIP-848's consumer
+//! protocol (ConsumerGroupHeartbeat). The rest: Kafka's classic group protocol
 //! (JoinGroup / SyncGroup / Heartbeat / LeaveGroup, plus the membership checks
 //! of OffsetCommit) as a pure state machine: one [`Group`] per group id, each
 //! request an observation with the time passed in, each call returning what to
@@ -45,6 +46,7 @@
 // Outside tests an unwrap names its invariant: `expect("...")`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod consumer;
 pub mod group;
 pub mod offsets;
 pub mod records;

@@ -1,0 +1,868 @@
+//! One consumer group (KIP-848) on its coordinator: heartbeats, leaves and
+//! timers in, records and answers out. A call computes the records of what
+//! it decided, then applies them with [`ConsumerGroup::replay`], the same
+//! path a coordinator loading the group takes.
+//!
+//! Kafka 4.x's rules (GroupMetadataManager), with these differences:
+//! - A subscription regex is resolved in the heartbeat that brings it (Kafka
+//!   resolves it in the background and bumps the epoch on a later
+//!   heartbeat); Rust's `regex` crate has RE2's syntax, as RE2/J.
+//! - Members and topics are iterated in sorted order, so assignments are a
+//!   function of the group (Kafka iterates hash maps).
+//! - The member id of a v0 join is chosen by the broker before the call.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use strand_protocol::ErrorCode;
+
+use super::assignor::{Assignor, MemberSpec};
+use super::reconcile::{self, MemberAssignment, Step};
+use super::records::{MemberMetadata, Record};
+use super::types::{Assignment, Epoch, MemberState, TopicId};
+
+/// The topics a group may subscribe to: name -> (id, partition count).
+#[derive(Clone, Debug, Default)]
+pub struct TopicImage {
+    by_name: BTreeMap<String, (TopicId, i32)>,
+}
+
+impl TopicImage {
+    pub fn new(topics: impl IntoIterator<Item = (String, TopicId, i32)>) -> TopicImage {
+        TopicImage {
+            by_name: topics.into_iter().map(|(n, id, p)| (n, (id, p))).collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<(TopicId, i32)> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, TopicId, i32)> {
+        self.by_name
+            .iter()
+            .map(|(n, (id, p))| (n.as_str(), *id, *p))
+    }
+}
+
+/// The broker settings a consumer group follows (`group.consumer.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupConfig {
+    pub session_timeout_ms: i64,
+    pub heartbeat_interval_ms: i32,
+    pub max_size: usize,
+    /// `group.consumer.assignors`: the first is the default.
+    pub assignors: Vec<Assignor>,
+}
+
+impl Default for ConsumerGroupConfig {
+    fn default() -> Self {
+        ConsumerGroupConfig {
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX as usize,
+            assignors: vec![Assignor::Uniform, Assignor::Range],
+        }
+    }
+}
+
+/// A ConsumerGroupHeartbeat's fields (the member id already chosen).
+#[derive(Clone, Debug, Default)]
+pub struct HeartbeatRequest {
+    pub member_id: String,
+    pub member_epoch: i32,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    /// -1: unchanged.
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_regex: Option<String>,
+    pub server_assignor: Option<String>,
+    /// The partitions the member owns (None: not sent).
+    pub owned: Option<Assignment>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatAnswer {
+    pub member_id: String,
+    pub member_epoch: Epoch,
+    pub heartbeat_interval_ms: i32,
+    /// Its assigned partitions, when the member is to be told them.
+    pub assignment: Option<Assignment>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeartbeatError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> HeartbeatError {
+    HeartbeatError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// The group's state as Describe and List report it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerGroupState {
+    Empty,
+    Assigning,
+    Reconciling,
+    Stable,
+}
+
+impl ConsumerGroupState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsumerGroupState::Empty => "Empty",
+            ConsumerGroupState::Assigning => "Assigning",
+            ConsumerGroupState::Reconciling => "Reconciling",
+            ConsumerGroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// One member: its metadata and its assignment state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerMember {
+    pub meta: MemberMetadata,
+    pub assignment: MemberAssignment,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ConsumerGroup {
+    id: String,
+    epoch: Epoch,
+    assignment_epoch: Epoch,
+    metadata_hash: u64,
+    members: BTreeMap<String, ConsumerMember>,
+    targets: BTreeMap<String, Assignment>,
+    /// instance id -> member id.
+    static_members: BTreeMap<String, String>,
+    /// Partitions some member holds (assigned or pending revocation), with
+    /// that member's epoch (Kafka's currentPartitionEpoch).
+    held: BTreeMap<(TopicId, i32), Epoch>,
+    // Soft state, not in the records: timers and compiled regexes.
+    sessions: BTreeMap<String, i64>,
+    revocations: BTreeMap<String, (i64, Epoch)>,
+    regexes: BTreeMap<String, regex::Regex>,
+}
+
+/// The records and answer of one heartbeat.
+pub type Heartbeat = (HeartbeatAnswer, Vec<Record>);
+
+impl ConsumerGroup {
+    pub fn new(id: impl Into<String>) -> ConsumerGroup {
+        ConsumerGroup {
+            id: id.into(),
+            ..ConsumerGroup::default()
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    pub fn assignment_epoch(&self) -> Epoch {
+        self.assignment_epoch
+    }
+
+    pub fn members(&self) -> &BTreeMap<String, ConsumerMember> {
+        &self.members
+    }
+
+    pub fn target(&self, member_id: &str) -> Option<&Assignment> {
+        self.targets.get(member_id)
+    }
+
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.epoch > self.assignment_epoch {
+            ConsumerGroupState::Assigning
+        } else if self.members.values().any(|m| {
+            m.assignment.state != MemberState::Stable || m.assignment.epoch != self.assignment_epoch
+        }) {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    /// The assignor most members name, else the configured default.
+    pub fn assignor(&self, cfg: &ConsumerGroupConfig) -> Assignor {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = &m.meta.server_assignor {
+                *votes.entry(a.as_str()).or_default() += 1;
+            }
+        }
+        votes
+            .into_iter()
+            .max_by_key(|(name, n)| (*n, std::cmp::Reverse(*name)))
+            .and_then(|(name, _)| Assignor::from_name(name))
+            .or_else(|| cfg.assignors.first().copied())
+            .unwrap_or(Assignor::Uniform)
+    }
+
+    /// The earliest timer, if any.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.sessions
+            .values()
+            .chain(self.revocations.values().map(|(d, _)| d))
+            .min()
+            .copied()
+    }
+
+    /// The topics `meta` subscribes to that exist, by id.
+    fn subscribed(&mut self, meta: &MemberMetadata, topics: &TopicImage) -> BTreeSet<TopicId> {
+        let mut out: BTreeSet<TopicId> = meta
+            .subscribed_topic_names
+            .iter()
+            .filter_map(|n| topics.get(n).map(|(id, _)| id))
+            .collect();
+        if let Some(re) = meta
+            .subscribed_topic_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+        {
+            if let Some(re) = self.compiled(re) {
+                out.extend(
+                    topics
+                        .iter()
+                        .filter(|(n, _, _)| re.is_match(n))
+                        .map(|(_, id, _)| id),
+                );
+            }
+        }
+        out
+    }
+
+    /// A regex as Kafka matches it: the whole topic name.
+    fn compiled(&mut self, re: &str) -> Option<&regex::Regex> {
+        if !self.regexes.contains_key(re) {
+            let compiled = regex::Regex::new(&format!("^(?:{re})$")).ok()?;
+            self.regexes.insert(re.to_string(), compiled);
+        }
+        self.regexes.get(re)
+    }
+
+    /// The hash of every subscribed topic's id and partition count, with
+    /// `meta` standing for its member.
+    fn metadata_hash(&mut self, meta: Option<&MemberMetadata>, topics: &TopicImage) -> u64 {
+        let metas: Vec<MemberMetadata> = self
+            .members
+            .values()
+            .filter(|m| meta.is_none_or(|x| x.member_id != m.meta.member_id))
+            .map(|m| m.meta.clone())
+            .chain(meta.cloned())
+            .collect();
+        let mut ids = BTreeSet::new();
+        for m in &metas {
+            ids.extend(self.subscribed(m, topics));
+        }
+        let partitions: BTreeMap<TopicId, i32> = topics.iter().map(|(_, id, p)| (id, p)).collect();
+        // FNV-1a: stable across builds, unlike std's hasher.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for id in ids {
+            for b in id
+                .as_bytes()
+                .iter()
+                .chain(&partitions.get(&id).copied().unwrap_or(0).to_be_bytes())
+            {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// One ConsumerGroupHeartbeat (`member_epoch` >= 0; leaves go to
+    /// [`ConsumerGroup::leave`]).
+    pub fn heartbeat(
+        &mut self,
+        req: &HeartbeatRequest,
+        topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
+        now_ms: i64,
+    ) -> Result<Heartbeat, HeartbeatError> {
+        if req.member_epoch < 0 {
+            return self.leave(req, now_ms);
+        }
+        let join = req.member_epoch == 0;
+        let id = req.member_id.as_str();
+        if self.members.len() >= cfg.max_size && !self.members.contains_key(id) {
+            return Err(err(
+                ErrorCode::GroupMaxSizeReached,
+                format!(
+                    "The consumer group has reached its maximum capacity of {} members.",
+                    cfg.max_size
+                ),
+            ));
+        }
+        let mut records = Vec::new();
+        // Who the member is, and the target it inherits when a static
+        // member takes over its instance id.
+        let (old, inherited) = match &req.instance_id {
+            None => match self.members.get(id) {
+                Some(m) => {
+                    check_epoch(m, req)?;
+                    (m.clone(), None)
+                }
+                None if join => (new_member(id), None),
+                None => {
+                    return Err(err(
+                        ErrorCode::UnknownMemberId,
+                        format!("Member {id} is not a member of group {}.", self.id),
+                    ))
+                }
+            },
+            Some(instance) => match self.static_members.get(instance).cloned() {
+                None if join => (new_member(id), None),
+                None => {
+                    return Err(err(
+                        ErrorCode::UnknownMemberId,
+                        format!("Instance id {instance} is unknown."),
+                    ))
+                }
+                Some(holder) => {
+                    let existing = self.members[&holder].clone();
+                    if join {
+                        if existing.assignment.epoch != Epoch::STATIC_LEAVE && holder != id {
+                            return Err(err(
+                                ErrorCode::UnreleasedInstanceId,
+                                format!("Static member {id} with instance id {instance} cannot join the group because the instance id is owned by {holder} member."),
+                            ));
+                        }
+                        if holder == id {
+                            check_epoch(&existing, req)?;
+                            (existing, None)
+                        } else {
+                            // The new id takes over the member, its
+                            // assignment and its target.
+                            let target = self.targets.get(&holder).cloned().unwrap_or_default();
+                            records.extend(tombstones(&holder));
+                            let mut m = existing;
+                            m.meta.member_id = id.to_string();
+                            m.assignment.epoch = Epoch::ZERO;
+                            m.assignment.previous_epoch = Epoch::ZERO;
+                            records.push(Record::MemberMetadata(Box::new(m.meta.clone())));
+                            records.push(Record::TargetAssignmentMember {
+                                member_id: id.to_string(),
+                                assignment: target.clone(),
+                            });
+                            records.push(Record::CurrentMemberAssignment {
+                                member_id: id.to_string(),
+                                assignment: m.assignment.clone(),
+                            });
+                            (m, Some((holder, target)))
+                        }
+                    } else if holder != id {
+                        return Err(err(
+                            ErrorCode::FencedInstanceId,
+                            format!("Static member {id} with instance id {instance} was fenced by member {holder}."),
+                        ));
+                    } else {
+                        check_epoch(&existing, req)?;
+                        (existing, None)
+                    }
+                }
+            },
+        };
+        if let Some(re) = req
+            .subscribed_topic_regex
+            .as_deref()
+            .filter(|r| !r.is_empty())
+        {
+            if self.compiled(re).is_none() {
+                return Err(err(
+                    ErrorCode::InvalidRegularExpression,
+                    format!("SubscribedTopicRegex `{re}` is not a valid regular expression."),
+                ));
+            }
+        }
+        // The member's new metadata: fields sent replace those it had.
+        let mut meta = old.meta.clone();
+        meta.member_id = id.to_string();
+        if let Some(i) = &req.instance_id {
+            meta.instance_id = Some(i.clone());
+        }
+        if let Some(r) = &req.rack_id {
+            meta.rack_id = Some(r.clone());
+        }
+        if let Some(a) = &req.server_assignor {
+            meta.server_assignor = Some(a.clone());
+        }
+        if let Some(names) = &req.subscribed_topic_names {
+            let set: BTreeSet<&String> = names.iter().collect();
+            meta.subscribed_topic_names = set.into_iter().cloned().collect();
+        }
+        if let Some(re) = &req.subscribed_topic_regex {
+            meta.subscribed_topic_regex = Some(re.clone()).filter(|r| !r.is_empty());
+        }
+        if req.rebalance_timeout_ms != -1 {
+            meta.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        meta.client_id = req.client_id.clone();
+        meta.client_host = req.client_host.clone();
+        let is_new = !self.members.contains_key(id) && inherited.is_none();
+        let subscription_changed = meta.subscribed_topic_names != old.meta.subscribed_topic_names
+            || meta.subscribed_topic_regex != old.meta.subscribed_topic_regex;
+        if meta != old.meta || is_new {
+            records.push(Record::MemberMetadata(Box::new(meta.clone())));
+        }
+        // The group epoch moves with membership, subscriptions and the
+        // subscribed topics' partitions.
+        let hash = self.metadata_hash(Some(&meta), topics);
+        let mut epoch = self.epoch;
+        if self.epoch == Epoch::ZERO
+            || (subscription_changed && !is_new)
+            || (is_new && !self.subscribed(&meta, topics).is_empty())
+            || hash != self.metadata_hash
+        {
+            epoch = self.epoch.next();
+            records.push(Record::Metadata {
+                epoch,
+                metadata_hash: hash,
+            });
+        }
+        let subscribed = self.subscribed(&meta, topics);
+        let target = if epoch > self.assignment_epoch {
+            let assignments =
+                self.compute_targets(&meta, &subscribed, inherited.as_ref(), topics, cfg);
+            for (member_id, a) in &assignments {
+                let before = match &inherited {
+                    Some((_, t)) if member_id == id => Some(t),
+                    _ => self.targets.get(member_id),
+                };
+                if before != Some(a) {
+                    records.push(Record::TargetAssignmentMember {
+                        member_id: member_id.clone(),
+                        assignment: a.clone(),
+                    });
+                }
+            }
+            records.push(Record::TargetAssignmentMetadata { epoch });
+            assignments.get(id).cloned().unwrap_or_default()
+        } else {
+            inherited
+                .as_ref()
+                .map(|(_, t)| t.clone())
+                .or_else(|| self.targets.get(id).cloned())
+                .unwrap_or_default()
+        };
+        let target_epoch = if epoch > self.assignment_epoch {
+            epoch
+        } else {
+            self.assignment_epoch
+        };
+        let holder = inherited.as_ref().map(|(h, _)| h.clone());
+        let mine: BTreeSet<(TopicId, i32)> = old.assignment.holds().collect();
+        let held = &self.held;
+        let held_by_other =
+            |t: TopicId, p: i32| held.contains_key(&(t, p)) && !mine.contains(&(t, p));
+        let step = Step {
+            target_epoch,
+            target: &target,
+            subscribed: &subscribed,
+            owned: req.owned.as_ref(),
+            subscription_changed,
+            held_by_other: &held_by_other,
+        };
+        let next = reconcile::reconcile(&old.assignment, &step).map_err(|_| {
+            err(
+                ErrorCode::FencedMemberEpoch,
+                format!("The consumer group member {id} is in an unknown state and owns partitions: it must rejoin."),
+            )
+        })?;
+        let assignment_written = next != old.assignment || is_new;
+        if assignment_written {
+            records.push(Record::CurrentMemberAssignment {
+                member_id: id.to_string(),
+                assignment: next.clone(),
+            });
+        }
+        for r in &records {
+            self.replay(r);
+        }
+        if let Some(h) = holder {
+            self.sessions.remove(&h);
+            self.revocations.remove(&h);
+        }
+        self.sessions.insert(
+            id.to_string(),
+            now_ms.saturating_add(cfg.session_timeout_ms),
+        );
+        if assignment_written {
+            if next.state == MemberState::UnrevokedPartitions {
+                let timeout = i64::from(meta.rebalance_timeout_ms.max(0));
+                self.revocations
+                    .insert(id.to_string(), (now_ms.saturating_add(timeout), next.epoch));
+            } else {
+                self.revocations.remove(id);
+            }
+        }
+        let full = req.rebalance_timeout_ms != -1
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+            && req.owned.is_some();
+        let tell = join || full || next.assigned != old.assignment.assigned;
+        Ok((
+            HeartbeatAnswer {
+                member_id: id.to_string(),
+                member_epoch: next.epoch,
+                heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+                assignment: tell.then(|| next.assigned.clone()),
+            },
+            records,
+        ))
+    }
+
+    /// The assignor's targets for every member, `meta` standing for the
+    /// heartbeating member (and replacing the static member it takes over).
+    fn compute_targets(
+        &mut self,
+        meta: &MemberMetadata,
+        subscribed: &BTreeSet<TopicId>,
+        inherited: Option<&(String, Assignment)>,
+        topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
+    ) -> BTreeMap<String, Assignment> {
+        let mut specs = BTreeMap::new();
+        let others: Vec<MemberMetadata> = self
+            .members
+            .values()
+            .filter(|m| {
+                m.meta.member_id != meta.member_id
+                    && inherited.is_none_or(|(h, _)| *h != m.meta.member_id)
+            })
+            .map(|m| m.meta.clone())
+            .collect();
+        for m in others {
+            let spec = MemberSpec {
+                instance_id: m.instance_id.clone(),
+                subscribed: self.subscribed(&m, topics),
+                target: self.targets.get(&m.member_id).cloned().unwrap_or_default(),
+            };
+            specs.insert(m.member_id.clone(), spec);
+        }
+        let own_target = match inherited {
+            Some((_, t)) => t.clone(),
+            None => self
+                .targets
+                .get(&meta.member_id)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        specs.insert(
+            meta.member_id.clone(),
+            MemberSpec {
+                instance_id: meta.instance_id.clone(),
+                subscribed: subscribed.clone(),
+                target: own_target,
+            },
+        );
+        let partitions: BTreeMap<TopicId, i32> = topics.iter().map(|(_, id, p)| (id, p)).collect();
+        let mut assignor = self.assignor(cfg);
+        if let Some(a) = meta
+            .server_assignor
+            .as_deref()
+            .and_then(Assignor::from_name)
+        {
+            // Counting the heartbeating member's choice as Kafka does
+            // (its updated metadata is among the members').
+            if self
+                .members
+                .values()
+                .all(|m| m.meta.server_assignor.is_none())
+            {
+                assignor = a;
+            }
+        }
+        assignor.assign(&specs, &partitions)
+    }
+
+    /// A leave: epoch -1 (for good) or -2 (a static member, for now).
+    pub fn leave(
+        &mut self,
+        req: &HeartbeatRequest,
+        _now_ms: i64,
+    ) -> Result<Heartbeat, HeartbeatError> {
+        let id = req.member_id.as_str();
+        let member = match &req.instance_id {
+            None => self.members.get(id).cloned().ok_or_else(|| {
+                err(
+                    ErrorCode::UnknownMemberId,
+                    format!("Member {id} is not a member of group {}.", self.id),
+                )
+            })?,
+            Some(instance) => {
+                let holder = self.static_members.get(instance).cloned().ok_or_else(|| {
+                    err(
+                        ErrorCode::UnknownMemberId,
+                        format!("Instance id {instance} is unknown."),
+                    )
+                })?;
+                if holder != id {
+                    return Err(err(
+                        ErrorCode::FencedInstanceId,
+                        format!("Static member {id} with instance id {instance} was fenced by member {holder}."),
+                    ));
+                }
+                self.members[&holder].clone()
+            }
+        };
+        let records = if req.member_epoch == Epoch::STATIC_LEAVE.get() && req.instance_id.is_some()
+        {
+            // Kept for its instance id until its session ends.
+            let mut a = member.assignment.clone();
+            a.epoch = Epoch::STATIC_LEAVE;
+            a.pending_revocation = Assignment::new();
+            vec![Record::CurrentMemberAssignment {
+                member_id: id.to_string(),
+                assignment: a,
+            }]
+        } else {
+            self.fence_records(&[id.to_string()])
+        };
+        for r in &records {
+            self.replay(r);
+        }
+        if req.member_epoch != Epoch::STATIC_LEAVE.get() {
+            self.sessions.remove(id);
+        }
+        self.revocations.remove(id);
+        Ok((
+            HeartbeatAnswer {
+                member_id: id.to_string(),
+                member_epoch: Epoch::new(req.member_epoch),
+                heartbeat_interval_ms: 0,
+                assignment: None,
+            },
+            records,
+        ))
+    }
+
+    /// The records removing `ids` and bumping the epoch. The target is
+    /// recomputed at the next heartbeat (ASSIGNING until then).
+    fn fence_records(&mut self, ids: &[String]) -> Vec<Record> {
+        let mut records = Vec::new();
+        for id in ids {
+            records.extend(tombstones(id));
+        }
+        records.push(Record::Metadata {
+            epoch: self.epoch.next(),
+            // Recomputed (without them) at the next heartbeat.
+            metadata_hash: self.metadata_hash,
+        });
+        records
+    }
+
+    /// Members whose session or revocation time ran out are removed.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Record> {
+        let mut expired: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, d)| **d <= now_ms)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for (id, (d, epoch)) in &self.revocations {
+            let same_epoch = self
+                .members
+                .get(id)
+                .is_some_and(|m| m.assignment.epoch == *epoch);
+            if *d <= now_ms && same_epoch && !expired.contains(id) {
+                expired.push(id.clone());
+            }
+        }
+        expired.retain(|id| self.members.contains_key(id));
+        for id in &expired {
+            self.sessions.remove(id);
+            self.revocations.remove(id);
+        }
+        // Timers of members gone already.
+        self.revocations.retain(|_, (d, _)| *d > now_ms);
+        if expired.is_empty() {
+            return Vec::new();
+        }
+        let records = self.fence_records(&expired);
+        for r in &records {
+            self.replay(r);
+        }
+        records
+    }
+
+    /// Applies one record: the only way the group changes.
+    pub fn replay(&mut self, record: &Record) {
+        match record {
+            Record::Metadata {
+                epoch,
+                metadata_hash,
+            } => {
+                self.epoch = *epoch;
+                self.metadata_hash = *metadata_hash;
+            }
+            Record::MemberMetadata(meta) => {
+                let m = self
+                    .members
+                    .entry(meta.member_id.clone())
+                    .or_insert_with(|| new_member(&meta.member_id));
+                if let Some(old) = &m.meta.instance_id {
+                    if old != meta.instance_id.as_ref().unwrap_or(old) {
+                        self.static_members.remove(old);
+                    }
+                }
+                m.meta = (**meta).clone();
+                if let Some(i) = &meta.instance_id {
+                    self.static_members
+                        .insert(i.clone(), meta.member_id.clone());
+                }
+            }
+            Record::MemberMetadataTombstone { member_id } => {
+                if let Some(m) = self.members.remove(member_id) {
+                    if let Some(i) = &m.meta.instance_id {
+                        if self.static_members.get(i) == Some(member_id) {
+                            self.static_members.remove(i);
+                        }
+                    }
+                    debug_assert!(m.assignment.holds().next().is_none());
+                }
+            }
+            Record::TargetAssignmentMember {
+                member_id,
+                assignment,
+            } => {
+                self.targets.insert(member_id.clone(), assignment.clone());
+            }
+            Record::TargetAssignmentMemberTombstone { member_id } => {
+                self.targets.remove(member_id);
+            }
+            Record::TargetAssignmentMetadata { epoch } => self.assignment_epoch = *epoch,
+            Record::CurrentMemberAssignment {
+                member_id,
+                assignment,
+            } => {
+                let m = self
+                    .members
+                    .entry(member_id.clone())
+                    .or_insert_with(|| new_member(member_id));
+                for tp in m.assignment.holds() {
+                    self.held.remove(&tp);
+                }
+                m.assignment = assignment.clone();
+                for tp in assignment.holds() {
+                    let previous = self.held.insert(tp, assignment.epoch);
+                    debug_assert!(previous.is_none(), "{tp:?} held twice");
+                }
+            }
+            Record::CurrentMemberAssignmentTombstone { member_id } => {
+                if let Some(m) = self.members.get_mut(member_id) {
+                    for tp in m.assignment.holds() {
+                        self.held.remove(&tp);
+                    }
+                    m.assignment = MemberAssignment {
+                        epoch: Epoch::LEAVE,
+                        previous_epoch: Epoch::LEAVE,
+                        ..MemberAssignment::joining()
+                    };
+                }
+            }
+        }
+    }
+
+    /// After a load (every record replayed): each member's session starts
+    /// now, and revocations under way get their full time again.
+    pub fn on_loaded(&mut self, cfg: &ConsumerGroupConfig, now_ms: i64) {
+        for (id, m) in &self.members {
+            self.sessions
+                .insert(id.clone(), now_ms.saturating_add(cfg.session_timeout_ms));
+            if m.assignment.state == MemberState::UnrevokedPartitions {
+                let timeout = i64::from(m.meta.rebalance_timeout_ms.max(0));
+                self.revocations.insert(
+                    id.clone(),
+                    (now_ms.saturating_add(timeout), m.assignment.epoch),
+                );
+            }
+        }
+    }
+
+    /// The state the records make: what a coordinator loading them holds
+    /// (timers and caches aside).
+    pub fn durable_state(&self) -> impl PartialEq + std::fmt::Debug + '_ {
+        (
+            &self.epoch,
+            &self.assignment_epoch,
+            &self.metadata_hash,
+            &self.members,
+            &self.targets,
+            &self.static_members,
+            &self.held,
+        )
+    }
+}
+
+fn new_member(id: &str) -> ConsumerMember {
+    ConsumerMember {
+        meta: MemberMetadata {
+            member_id: id.to_string(),
+            rebalance_timeout_ms: -1,
+            ..MemberMetadata::default()
+        },
+        assignment: MemberAssignment::joining(),
+    }
+}
+
+/// A member's records removed, in the order a replay needs: its current
+/// assignment (freeing its partitions), its target, then the member.
+fn tombstones(id: &str) -> [Record; 3] {
+    [
+        Record::CurrentMemberAssignmentTombstone {
+            member_id: id.to_string(),
+        },
+        Record::TargetAssignmentMemberTombstone {
+            member_id: id.to_string(),
+        },
+        Record::MemberMetadataTombstone {
+            member_id: id.to_string(),
+        },
+    ]
+}
+
+/// Kafka's epoch rule: a join (0) is always accepted; the member's epoch,
+/// or its previous one while it reports owning only what it is assigned
+/// (its last answer was lost). Anything else is fenced.
+fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), HeartbeatError> {
+    let received = Epoch::new(req.member_epoch);
+    let current = m.assignment.epoch;
+    if received == Epoch::ZERO || received == current {
+        return Ok(());
+    }
+    if received > current {
+        return Err(err(
+            ErrorCode::FencedMemberEpoch,
+            format!("The consumer group member has a greater member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", received.get(), current.get()),
+        ));
+    }
+    let owned_within = req.owned.as_ref().is_some_and(|owned| {
+        owned.iter().all(|(t, ps)| {
+            ps.is_empty()
+                || m.assignment
+                    .assigned
+                    .get(t)
+                    .is_some_and(|a| ps.is_subset(a))
+        })
+    });
+    if received == m.assignment.previous_epoch && owned_within {
+        return Ok(());
+    }
+    Err(err(
+        ErrorCode::FencedMemberEpoch,
+        format!("The consumer group member has a smaller member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", received.get(), current.get()),
+    ))
+}

@@ -1,0 +1,357 @@
+//! KIP-848 groups under random joins, leaves, crashes, subscription
+//! changes, partition growth and coordinator moves, with clients that
+//! revoke late. Checked throughout: no partition is handed to a member
+//! while another client still owns it, no live client is fenced, and a
+//! coordinator loading the records holds what the live one holds. Checked
+//! at the end: once clients only heartbeat, every subscribed partition is
+//! owned by exactly one client, the group is Stable, and nothing moves.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use strand_group::consumer::{
+    Assignment, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, Epoch, HeartbeatRequest,
+    Record, TopicId, TopicImage,
+};
+use strand_protocol::ErrorCode;
+
+const SUBSCRIPTIONS: [&[&str]; 3] = [&["t1"], &["t1", "t2"], &["t2"]];
+
+#[derive(Clone, Debug)]
+enum Op {
+    Join(usize, usize),
+    Heartbeat(usize),
+    /// The client finishes revoking and takes its last assignment.
+    Apply(usize),
+    Leave(usize),
+    Crash(usize),
+    Subscribe(usize, usize),
+    /// Live clients heartbeat, then time passes and timers run.
+    Advance(u16),
+    AddPartition(usize),
+    CoordinatorMove,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..6usize, 0..4usize).prop_map(|(c, s)| Op::Join(c, s)),
+        (0..6usize).prop_map(Op::Heartbeat),
+        (0..6usize).prop_map(Op::Heartbeat),
+        (0..6usize).prop_map(Op::Apply),
+        (0..6usize).prop_map(Op::Leave),
+        (0..6usize).prop_map(Op::Crash),
+        (0..6usize, 0..4usize).prop_map(|(c, s)| Op::Subscribe(c, s)),
+        (100..3000u16).prop_map(Op::Advance),
+        (0..2usize).prop_map(Op::AddPartition),
+        Just(Op::CoordinatorMove),
+    ]
+}
+
+#[derive(Clone, Debug, Default)]
+struct Client {
+    member_id: String,
+    instance_id: Option<String>,
+    joined: bool,
+    epoch: i32,
+    /// 0..3: by names; 3: the regex `t.*`.
+    subscription: usize,
+    subscription_sent: bool,
+    owned: Assignment,
+    pending: Option<Assignment>,
+    incarnation: u32,
+}
+
+struct Sim {
+    group: ConsumerGroup,
+    log: Vec<Record>,
+    cfg: ConsumerGroupConfig,
+    topics: Vec<(String, TopicId, i32)>,
+    clients: Vec<Client>,
+    now: i64,
+}
+
+fn pairs(a: &Assignment) -> impl Iterator<Item = (TopicId, i32)> + '_ {
+    a.iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+}
+
+impl Sim {
+    fn new(p1: i32, p2: i32) -> Sim {
+        Sim {
+            group: ConsumerGroup::new("g"),
+            log: Vec::new(),
+            cfg: ConsumerGroupConfig::default(),
+            topics: vec![
+                ("t1".into(), TopicId::from_bytes([1; 16]), p1),
+                ("t2".into(), TopicId::from_bytes([2; 16]), p2),
+            ],
+            clients: (0..6)
+                .map(|i| Client {
+                    instance_id: (i % 2 == 0).then(|| format!("instance-{i}")),
+                    ..Client::default()
+                })
+                .collect(),
+            now: 0,
+        }
+    }
+
+    fn image(&self) -> TopicImage {
+        TopicImage::new(self.topics.iter().cloned())
+    }
+
+    /// No other client owns what client `c` is about to own.
+    fn check_free(&self, c: usize, a: &Assignment) {
+        for tp in pairs(a) {
+            for (j, other) in self.clients.iter().enumerate() {
+                if j != c && other.joined {
+                    assert!(
+                        !pairs(&other.owned).any(|x| x == tp),
+                        "{tp:?} handed to client {c} while client {j} owns it"
+                    );
+                }
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, c: usize) {
+        if !self.clients[c].joined {
+            return;
+        }
+        let cl = &self.clients[c];
+        let send_subscription = cl.epoch == 0 || !cl.subscription_sent;
+        let (names, regex) = match cl.subscription {
+            3 => (None, Some("t.*".to_string())),
+            s => (
+                Some(SUBSCRIPTIONS[s].iter().map(|n| n.to_string()).collect()),
+                Some(String::new()),
+            ),
+        };
+        let req = HeartbeatRequest {
+            member_id: cl.member_id.clone(),
+            member_epoch: cl.epoch,
+            instance_id: cl.instance_id.clone(),
+            rebalance_timeout_ms: if cl.epoch == 0 { 60_000 } else { -1 },
+            subscribed_topic_names: if send_subscription { names } else { None },
+            subscribed_topic_regex: if send_subscription { regex } else { None },
+            owned: Some(if cl.epoch == 0 {
+                Assignment::new()
+            } else {
+                cl.owned.clone()
+            }),
+            client_id: format!("client-{c}"),
+            client_host: "/127.0.0.1".into(),
+            ..HeartbeatRequest::default()
+        };
+        let image = self.image();
+        match self.group.heartbeat(&req, &image, &self.cfg, self.now) {
+            Ok((answer, records)) => {
+                self.log.extend(records);
+                if let Some(a) = &answer.assignment {
+                    let added: Assignment = a
+                        .iter()
+                        .map(|(t, ps)| {
+                            let owned = self.clients[c].owned.get(t);
+                            (
+                                *t,
+                                ps.iter()
+                                    .filter(|p| owned.is_none_or(|o| !o.contains(p)))
+                                    .copied()
+                                    .collect(),
+                            )
+                        })
+                        .collect();
+                    self.check_free(c, &added);
+                }
+                let cl = &mut self.clients[c];
+                cl.epoch = answer.member_epoch.get();
+                cl.subscription_sent = true;
+                if let Some(a) = answer.assignment {
+                    // The client revokes and takes new partitions later,
+                    // at Apply (its revocation callback and commit take
+                    // time): until then it owns what it owned.
+                    cl.pending = Some(a);
+                }
+            }
+            Err(e) if req.member_epoch == 0 && e.code == ErrorCode::UnreleasedInstanceId => {
+                // Its old incarnation still holds the instance id.
+                self.clients[c].joined = false;
+            }
+            Err(e) => panic!("client {c} (epoch {}): {e:?}", req.member_epoch),
+        }
+    }
+
+    fn apply(&mut self, c: usize) {
+        if let Some(a) = self.clients[c].pending.take() {
+            self.check_free(c, &a);
+            self.clients[c].owned = a;
+        }
+    }
+
+    fn join(&mut self, c: usize, subscription: usize) {
+        if self.clients[c].joined {
+            return;
+        }
+        let cl = &mut self.clients[c];
+        cl.incarnation += 1;
+        cl.member_id = format!("member-{c}-{}", cl.incarnation);
+        cl.joined = true;
+        cl.epoch = 0;
+        cl.subscription = subscription;
+        cl.subscription_sent = false;
+        cl.owned.clear();
+        cl.pending = None;
+        self.heartbeat(c);
+    }
+
+    fn leave(&mut self, c: usize) {
+        if !self.clients[c].joined {
+            return;
+        }
+        let cl = &self.clients[c];
+        let epoch = if cl.instance_id.is_some() && cl.incarnation.is_multiple_of(2) {
+            Epoch::STATIC_LEAVE.get()
+        } else {
+            Epoch::LEAVE.get()
+        };
+        let req = HeartbeatRequest {
+            member_id: cl.member_id.clone(),
+            member_epoch: epoch,
+            instance_id: cl.instance_id.clone(),
+            rebalance_timeout_ms: -1,
+            ..HeartbeatRequest::default()
+        };
+        let image = self.image();
+        let (answer, records) = self
+            .group
+            .heartbeat(&req, &image, &self.cfg, self.now)
+            .expect("a member leaves");
+        assert_eq!(answer.member_epoch.get(), epoch);
+        self.log.extend(records);
+        let cl = &mut self.clients[c];
+        cl.joined = false;
+        cl.owned.clear();
+        cl.pending = None;
+    }
+
+    fn crash(&mut self, c: usize) {
+        let cl = &mut self.clients[c];
+        cl.joined = false;
+        cl.owned.clear();
+        cl.pending = None;
+    }
+
+    fn advance(&mut self, ms: i64) {
+        for c in 0..self.clients.len() {
+            self.heartbeat(c);
+        }
+        self.now += ms;
+        let records = self.group.tick(self.now);
+        self.log.extend(records);
+    }
+
+    /// A coordinator that loads the log holds what the live one holds.
+    fn reload(&self) -> ConsumerGroup {
+        let mut g = ConsumerGroup::new("g");
+        for r in &self.log {
+            g.replay(r);
+        }
+        assert_eq!(g.durable_state(), self.group.durable_state());
+        g
+    }
+
+    fn run(&mut self, op: &Op) {
+        match *op {
+            Op::Join(c, s) => self.join(c, s),
+            Op::Heartbeat(c) => self.heartbeat(c),
+            Op::Apply(c) => self.apply(c),
+            Op::Leave(c) => self.leave(c),
+            Op::Crash(c) => self.crash(c),
+            Op::Subscribe(c, s) => {
+                if self.clients[c].joined && self.clients[c].subscription != s {
+                    self.clients[c].subscription = s;
+                    self.clients[c].subscription_sent = false;
+                    self.heartbeat(c);
+                }
+            }
+            Op::Advance(ms) => self.advance(i64::from(ms)),
+            Op::AddPartition(t) => self.topics[t].2 += 1,
+            Op::CoordinatorMove => {
+                let mut g = self.reload();
+                g.on_loaded(&self.cfg, self.now);
+                self.group = g;
+            }
+        }
+    }
+
+    /// Clients heartbeat and take their assignments until every member
+    /// is at the target and the crashed ones have expired.
+    fn settle(&mut self) {
+        for _ in 0..200 {
+            for c in 0..self.clients.len() {
+                self.heartbeat(c);
+                self.apply(c);
+            }
+            self.advance(1_000);
+            let joined = self.clients.iter().filter(|c| c.joined).count();
+            if self.group.members().len() == joined
+                && matches!(
+                    self.group.state(),
+                    ConsumerGroupState::Stable | ConsumerGroupState::Empty
+                )
+                && self.clients.iter().all(|c| c.pending.is_none())
+            {
+                return;
+            }
+        }
+        panic!("the group never settled: {:?}", self.group.state());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn partitions_move_only_when_released(
+        p1 in 1..8i32,
+        p2 in 1..8i32,
+        ops in prop::collection::vec(op(), 1..80),
+    ) {
+        let mut sim = Sim::new(p1, p2);
+        for op in &ops {
+            sim.run(op);
+        }
+        sim.reload();
+        sim.settle();
+
+        // Every partition some live client subscribes to is owned by
+        // exactly one client, one that subscribes to its topic.
+        let mut owners: BTreeMap<(TopicId, i32), usize> = BTreeMap::new();
+        for (i, c) in sim.clients.iter().enumerate().filter(|(_, c)| c.joined) {
+            for tp in pairs(&c.owned) {
+                prop_assert!(owners.insert(tp, i).is_none(), "{tp:?} owned twice");
+            }
+        }
+        for (name, id, n) in &sim.topics {
+            let subscribed = sim.clients.iter().any(|c| {
+                c.joined && (c.subscription == 3 || SUBSCRIPTIONS[c.subscription].contains(&name.as_str()))
+            });
+            for p in 0..*n {
+                prop_assert_eq!(owners.contains_key(&(*id, p)), subscribed, "{}-{}", name, p);
+            }
+        }
+        for c in sim.clients.iter().filter(|c| c.joined) {
+            prop_assert_eq!(c.epoch, sim.group.assignment_epoch().get());
+        }
+
+        // Nothing changes when nothing changed.
+        let before: Vec<Assignment> = sim.clients.iter().map(|c| c.owned.clone()).collect();
+        let log_len = sim.log.len();
+        for c in 0..sim.clients.len() {
+            sim.heartbeat(c);
+            sim.apply(c);
+        }
+        let after: Vec<Assignment> = sim.clients.iter().map(|c| c.owned.clone()).collect();
+        prop_assert_eq!(before, after);
+        prop_assert_eq!(sim.log.len(), log_len, "records written with nothing changed");
+    }
+}
