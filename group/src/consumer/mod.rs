@@ -15,6 +15,7 @@
 //! (UNRELEASED_PARTITIONS), then STABLE.
 
 pub mod assignor;
+pub mod codec;
 mod group;
 pub mod reconcile;
 mod records;
