@@ -807,6 +807,70 @@ impl ConsumerGroup {
     }
 }
 
+/// Kafka's checks of a ConsumerGroupHeartbeat before the group is looked
+/// at (INVALID_REQUEST with Kafka's messages, UNSUPPORTED_ASSIGNOR), in
+/// Kafka's order. `member_id` is as sent: v0 joins may leave it empty for
+/// the broker to choose.
+pub fn validate(
+    group_id: &str,
+    req: &HeartbeatRequest,
+    api_version: i16,
+    cfg: &ConsumerGroupConfig,
+) -> Result<(), HeartbeatError> {
+    let invalid = |m: &str| Err(err(ErrorCode::InvalidRequest, m));
+    let epoch = req.member_epoch;
+    if (api_version >= 1 || epoch > 0 || epoch == Epoch::LEAVE.get()) && req.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    if group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.instance_id.as_deref() == Some("") {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_deref() == Some("") {
+        return invalid("RackId can't be empty.");
+    }
+    if epoch == 0 {
+        if req.rebalance_timeout_ms == -1 {
+            return invalid("RebalanceTimeoutMs must be provided in first request.");
+        }
+        if req
+            .owned
+            .as_ref()
+            .is_none_or(|o| o.values().any(|ps| !ps.is_empty()))
+        {
+            return invalid("TopicPartitions must be empty when (re-)joining.");
+        }
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return invalid(
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
+            );
+        }
+    } else if epoch == Epoch::STATIC_LEAVE.get() && req.instance_id.is_none() {
+        return invalid("InstanceId can't be null.");
+    } else if epoch < Epoch::STATIC_LEAVE.get() {
+        return invalid("MemberEpoch is invalid.");
+    }
+    if let Some(name) = &req.server_assignor {
+        if !cfg
+            .assignors
+            .iter()
+            .any(|a| Some(*a) == Assignor::from_name(name))
+        {
+            let names: Vec<&str> = cfg.assignors.iter().map(|a| a.name()).collect();
+            return Err(err(
+                ErrorCode::UnsupportedAssignor,
+                format!(
+                    "ServerAssignor {name} is not supported. Supported assignors: {}.",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn new_member(id: &str) -> ConsumerMember {
     ConsumerMember {
         meta: MemberMetadata {
@@ -865,4 +929,57 @@ fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), Heartbe
         ErrorCode::FencedMemberEpoch,
         format!("The consumer group member has a smaller member epoch ({}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", received.get(), current.get()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_checked_as_kafka_checks_them() {
+        let cfg = ConsumerGroupConfig::default();
+        let join = HeartbeatRequest {
+            member_id: "m".into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 300_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(Assignment::new()),
+            ..HeartbeatRequest::default()
+        };
+        let beat = HeartbeatRequest {
+            member_epoch: 3,
+            rebalance_timeout_ms: -1,
+            subscribed_topic_names: None,
+            owned: None,
+            ..join.clone()
+        };
+        let with = |base: &HeartbeatRequest, f: &dyn Fn(&mut HeartbeatRequest)| {
+            let mut r = base.clone();
+            f(&mut r);
+            r
+        };
+        let cases: Vec<(&str, HeartbeatRequest, i16, Option<(ErrorCode, &str)>)> = vec![
+            ("a join", join.clone(), 1, None),
+            ("a heartbeat", beat.clone(), 1, None),
+            ("v0 joins may leave the id to the broker", with(&join, &|r| r.member_id.clear()), 0, None),
+            ("v1 joins may not", with(&join, &|r| r.member_id.clear()), 1, Some((ErrorCode::InvalidRequest, "MemberId can't be empty."))),
+            ("an empty instance id", with(&beat, &|r| r.instance_id = Some(String::new())), 1, Some((ErrorCode::InvalidRequest, "InstanceId can't be empty."))),
+            ("a join without a rebalance timeout", with(&join, &|r| r.rebalance_timeout_ms = -1), 1, Some((ErrorCode::InvalidRequest, "RebalanceTimeoutMs must be provided in first request."))),
+            ("a join owning partitions", with(&join, &|r| r.owned = Some([(TopicId::nil(), [0].into())].into())), 1, Some((ErrorCode::InvalidRequest, "TopicPartitions must be empty when (re-)joining."))),
+            ("a join without a subscription", with(&join, &|r| r.subscribed_topic_names = None), 1, Some((ErrorCode::InvalidRequest, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."))),
+            ("a static leave without an instance", with(&beat, &|r| r.member_epoch = -2), 1, Some((ErrorCode::InvalidRequest, "InstanceId can't be null."))),
+            ("an epoch below -2", with(&beat, &|r| r.member_epoch = -3), 1, Some((ErrorCode::InvalidRequest, "MemberEpoch is invalid."))),
+            ("an unknown assignor", with(&beat, &|r| r.server_assignor = Some("sticky".into())), 1, Some((ErrorCode::UnsupportedAssignor, "ServerAssignor sticky is not supported. Supported assignors: uniform, range."))),
+        ];
+        for (name, req, version, want) in cases {
+            let got = validate("g", &req, version, &cfg)
+                .err()
+                .map(|e| (e.code, e.message));
+            assert_eq!(got, want.map(|(c, m)| (c, m.to_string())), "{name}");
+        }
+        assert_eq!(
+            validate("", &join, 1, &cfg).unwrap_err().message,
+            "GroupId can't be empty."
+        );
+    }
 }

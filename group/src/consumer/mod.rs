@@ -22,8 +22,8 @@ mod records;
 mod types;
 
 pub use group::{
-    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, HeartbeatAnswer,
-    HeartbeatError, HeartbeatRequest, TopicImage,
+    validate, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember,
+    HeartbeatAnswer, HeartbeatError, HeartbeatRequest, TopicImage,
 };
 pub use records::{MemberMetadata, Record};
 pub use types::{partition_count, Assignment, Epoch, MemberState, TopicId};
