@@ -958,7 +958,8 @@ mod tests {
             f(&mut r);
             r
         };
-        let cases: Vec<(&str, HeartbeatRequest, i16, Option<(ErrorCode, &str)>)> = vec![
+        type Case<'a> = (&'a str, HeartbeatRequest, i16, Option<(ErrorCode, &'a str)>);
+        let cases: Vec<Case> = vec![
             ("a join", join.clone(), 1, None),
             ("a heartbeat", beat.clone(), 1, None),
             ("v0 joins may leave the id to the broker", with(&join, &|r| r.member_id.clear()), 0, None),
