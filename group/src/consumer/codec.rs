@@ -10,7 +10,7 @@
 //! record claims before reading it, and a damaged record must not make the
 //! coordinator allocate what it claims.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -62,6 +62,12 @@ fn put_compact_str(b: &mut BytesMut, s: Option<&str>) {
 }
 
 fn put_assignment(b: &mut BytesMut, a: &Assignment) {
+    put_assignment_with(b, a, None)
+}
+
+/// An assignment, each topic's partitions with the epochs they were
+/// assigned at (AssignmentEpochs, tag 0) when `epochs` is given.
+fn put_assignment_with(b: &mut BytesMut, a: &Assignment, epochs: Option<&MemberAssignment>) {
     put_uvarint(b, a.len() as u32 + 1);
     for (topic, partitions) in a {
         b.put_slice(topic.as_bytes());
@@ -69,7 +75,21 @@ fn put_assignment(b: &mut BytesMut, a: &Assignment) {
         for p in partitions {
             b.put_i32(*p);
         }
-        put_uvarint(b, 0); // no tagged fields
+        match epochs {
+            None => put_uvarint(b, 0),
+            Some(m) => {
+                let mut field = BytesMut::new();
+                put_uvarint(&mut field, partitions.len() as u32 + 1);
+                for p in partitions {
+                    let e = m.assignment_epoch(*topic, *p).unwrap_or(m.epoch);
+                    field.put_i32(e.get());
+                }
+                put_uvarint(b, 1);
+                put_uvarint(b, 0);
+                put_uvarint(b, field.len() as u32);
+                b.put_slice(&field);
+            }
+        }
     }
 }
 
@@ -149,7 +169,7 @@ pub fn encode(group: &str, record: &Record) -> (Bytes, Option<Bytes>) {
             value.put_i32(assignment.epoch.get());
             value.put_i32(assignment.previous_epoch.get());
             value.put_i8(assignment.state.to_wire());
-            put_assignment(&mut value, &assignment.assigned);
+            put_assignment_with(&mut value, &assignment.assigned, Some(assignment));
             put_assignment(&mut value, &assignment.pending_revocation);
             put_uvarint(&mut value, 0);
             false
@@ -259,20 +279,41 @@ impl<'a> Reader<'a> {
     }
 
     fn assignment(&mut self) -> Result<Assignment, DecodeError> {
+        Ok(self.assignment_with_epochs()?.0)
+    }
+
+    /// An assignment and the epochs its partitions were assigned at, where
+    /// the record has them.
+    #[allow(clippy::type_complexity)]
+    fn assignment_with_epochs(
+        &mut self,
+    ) -> Result<(Assignment, BTreeMap<(TopicId, i32), Epoch>), DecodeError> {
         let mut a = Assignment::new();
+        let mut epochs = BTreeMap::new();
         for _ in 0..self.count()? {
             let topic = self.uuid()?;
-            let mut partitions = BTreeSet::new();
+            let mut partitions = Vec::new();
             for _ in 0..self.count()? {
-                partitions.insert(self.i32()?);
+                partitions.push(self.i32()?);
             }
-            // AssignmentEpochs (tag 0, KIP-1251) and any later ones.
-            self.tagged(|_, _| Ok(()))?;
+            let mut at = Vec::new();
+            // AssignmentEpochs (tag 0, KIP-1251); later tags are skipped.
+            self.tagged(|tag, f| {
+                if tag == 0 {
+                    for _ in 0..f.count()? {
+                        at.push(Epoch::new(f.i32()?));
+                    }
+                }
+                Ok(())
+            })?;
+            if at.len() == partitions.len() {
+                epochs.extend(partitions.iter().zip(&at).map(|(p, e)| ((topic, *p), *e)));
+            }
             if !partitions.is_empty() {
-                a.insert(topic, partitions);
+                a.insert(topic, partitions.into_iter().collect());
             }
         }
-        Ok(a)
+        Ok((a, epochs))
     }
 }
 
@@ -383,7 +424,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
             let epoch = Epoch::new(v.i32()?);
             let previous_epoch = Epoch::new(v.i32()?);
             let state = MemberState::from_wire(v.i8()?);
-            let assigned = v.assignment()?;
+            let (assigned, assigned_at) = v.assignment_with_epochs()?;
             let pending_revocation = v.assignment()?;
             v.tagged(|_, _| Ok(()))?;
             Record::CurrentMemberAssignment {
@@ -394,6 +435,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
                     state,
                     assigned,
                     pending_revocation,
+                    assigned_at,
                 },
             }
         }
@@ -404,6 +446,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn records() -> Vec<Record> {
         let t = TopicId::from_bytes([9; 16]);
@@ -449,6 +492,12 @@ mod tests {
                     state: MemberState::UnrevokedPartitions,
                     assigned: a.clone(),
                     pending_revocation: [(t, BTreeSet::from([1]))].into(),
+                    assigned_at: [
+                        ((t, 0), Epoch::new(3)),
+                        ((t, 2), Epoch::new(7)),
+                        ((t, 5), Epoch::new(7)),
+                    ]
+                    .into(),
                 },
             },
             Record::CurrentMemberAssignmentTombstone {

@@ -776,6 +776,59 @@ impl ConsumerGroup {
         }
     }
 
+    /// An OffsetCommit (v9+) by `member_id` at `epoch` for `partitions`
+    /// (Kafka 4.4's rule, KIP-1251): an empty group takes commits from
+    /// anyone not a member (epoch < 0); a member commits at its epoch, or
+    /// at an earlier one for partitions it already had then.
+    pub fn check_offset_commit(
+        &self,
+        member_id: &str,
+        epoch: i32,
+        partitions: impl IntoIterator<Item = (TopicId, i32)>,
+    ) -> Result<(), ErrorCode> {
+        if epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(ErrorCode::UnknownMemberId)?;
+        let received = Epoch::new(epoch);
+        let current = m.assignment.epoch;
+        if received == current {
+            return Ok(());
+        }
+        if received > current {
+            return Err(ErrorCode::StaleMemberEpoch);
+        }
+        for (t, p) in partitions {
+            match m.assignment.assignment_epoch(t, p) {
+                Some(at) if at <= received => {}
+                _ => return Err(ErrorCode::StaleMemberEpoch),
+            }
+        }
+        Ok(())
+    }
+
+    /// An OffsetFetch (v9+) naming a member: it must be one, at its epoch.
+    pub fn check_offset_fetch(&self, member_id: Option<&str>, epoch: i32) -> Result<(), ErrorCode> {
+        let Some(id) = member_id else {
+            return if epoch < 0 {
+                Ok(())
+            } else {
+                Err(ErrorCode::UnknownMemberId)
+            };
+        };
+        if id.is_empty() && epoch < 0 {
+            return Ok(());
+        }
+        let m = self.members.get(id).ok_or(ErrorCode::UnknownMemberId)?;
+        if m.assignment.epoch.get() != epoch {
+            return Err(ErrorCode::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
     /// After a load (every record replayed): each member's session starts
     /// now, and revocations under way get their full time again.
     pub fn on_loaded(&mut self, cfg: &ConsumerGroupConfig, now_ms: i64) {
@@ -981,6 +1034,143 @@ mod tests {
         assert_eq!(
             validate("", &join, 1, &cfg).unwrap_err().message,
             "GroupId can't be empty."
+        );
+    }
+
+    #[test]
+    fn offset_commits_follow_the_member_epoch() {
+        let t = TopicId::from_bytes([1; 16]);
+        let image = TopicImage::new([("t".to_string(), t, 4)]);
+        let cfg = ConsumerGroupConfig::default();
+        let mut g = ConsumerGroup::new("g");
+        assert_eq!(g.check_offset_commit("", -1, [(t, 0)]), Ok(()));
+        let join = |id: &str| HeartbeatRequest {
+            member_id: id.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 60_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(Assignment::new()),
+            ..HeartbeatRequest::default()
+        };
+        let (a, _) = g.heartbeat(&join("a"), &image, &cfg, 0).unwrap();
+        let e1 = a.member_epoch.get();
+        // b joins: a is asked to give up two partitions and keeps its epoch
+        // until it does; then it moves on.
+        g.heartbeat(&join("b"), &image, &cfg, 1).unwrap();
+        let beat = HeartbeatRequest {
+            member_id: "a".into(),
+            member_epoch: e1,
+            rebalance_timeout_ms: -1,
+            owned: Some([(t, (0..4).collect())].into()),
+            ..HeartbeatRequest::default()
+        };
+        let (a2, _) = g.heartbeat(&beat, &image, &cfg, 2).unwrap();
+        assert_eq!(a2.member_epoch.get(), e1, "revoking keeps the epoch");
+        let kept = a2.assignment.unwrap();
+        let (a3, _) = g
+            .heartbeat(
+                &HeartbeatRequest {
+                    owned: Some(kept.clone()),
+                    ..beat.clone()
+                },
+                &image,
+                &cfg,
+                3,
+            )
+            .unwrap();
+        let e2 = a3.member_epoch.get();
+        assert!(e2 > e1);
+        let kept_one = kept
+            .iter()
+            .next()
+            .map(|(t, ps)| (*t, *ps.iter().next().unwrap()))
+            .unwrap();
+        let given_away = (0..4).find(|p| !kept[&t].contains(p)).unwrap();
+        let cases = [
+            ("the current epoch", "a", e2, vec![kept_one], Ok(())),
+            (
+                "an earlier epoch, for a partition it had then",
+                "a",
+                e1,
+                vec![kept_one],
+                Ok(()),
+            ),
+            (
+                "an earlier epoch, for one it gave away",
+                "a",
+                e1,
+                vec![(t, given_away)],
+                Err(ErrorCode::StaleMemberEpoch),
+            ),
+            (
+                "a later epoch",
+                "a",
+                e2 + 1,
+                vec![kept_one],
+                Err(ErrorCode::StaleMemberEpoch),
+            ),
+            (
+                "not a member",
+                "z",
+                e2,
+                vec![kept_one],
+                Err(ErrorCode::UnknownMemberId),
+            ),
+            (
+                "a simple commit to a group with members",
+                "",
+                -1,
+                vec![kept_one],
+                Err(ErrorCode::UnknownMemberId),
+            ),
+        ];
+        for (name, member, epoch, partitions, want) in cases {
+            assert_eq!(
+                g.check_offset_commit(member, epoch, partitions),
+                want,
+                "{name}"
+            );
+        }
+        // b leaves; a takes its partitions back at a later epoch: a commit
+        // from before then covers only what a had then.
+        let leave = HeartbeatRequest {
+            member_id: "b".into(),
+            member_epoch: -1,
+            ..HeartbeatRequest::default()
+        };
+        g.heartbeat(&leave, &image, &cfg, 4).unwrap();
+        let (a4, _) = g
+            .heartbeat(
+                &HeartbeatRequest {
+                    member_epoch: e2,
+                    owned: Some(kept.clone()),
+                    ..beat.clone()
+                },
+                &image,
+                &cfg,
+                5,
+            )
+            .unwrap();
+        let e3 = a4.member_epoch.get();
+        assert!(e3 > e2);
+        assert_eq!(a4.assignment.unwrap()[&t].len(), 4);
+        assert_eq!(g.check_offset_commit("a", e2, [kept_one]), Ok(()));
+        assert_eq!(
+            g.check_offset_commit("a", e2, [(t, given_away)]),
+            Err(ErrorCode::StaleMemberEpoch),
+            "taken back after that epoch"
+        );
+        assert_eq!(g.check_offset_commit("a", e3, [(t, given_away)]), Ok(()));
+        let e2 = e3;
+        assert_eq!(g.check_offset_fetch(Some("a"), e2), Ok(()));
+        assert_eq!(
+            g.check_offset_fetch(Some("a"), e1),
+            Err(ErrorCode::StaleMemberEpoch)
+        );
+        assert_eq!(g.check_offset_fetch(None, -1), Ok(()));
+        assert_eq!(
+            g.check_offset_fetch(Some("z"), 1),
+            Err(ErrorCode::UnknownMemberId)
         );
     }
 }

@@ -9,7 +9,7 @@
 //! handed out only once no other member holds it, assigned or pending
 //! revocation (until then: UNRELEASED_PARTITIONS).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::types::{Assignment, Epoch, MemberState, TopicId};
 
@@ -23,6 +23,10 @@ pub struct MemberAssignment {
     pub assigned: Assignment,
     /// Leaving it: it holds them until a heartbeat no longer lists them.
     pub pending_revocation: Assignment,
+    /// The member epoch at which each assigned partition came to it
+    /// (KIP-1251: a commit from an earlier epoch is accepted for the
+    /// partitions it already had then). Missing: the member's epoch.
+    pub assigned_at: BTreeMap<(TopicId, i32), Epoch>,
 }
 
 impl MemberAssignment {
@@ -34,7 +38,29 @@ impl MemberAssignment {
             state: MemberState::Stable,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            assigned_at: BTreeMap::new(),
         }
+    }
+
+    /// The epoch at which `(topic, partition)` was assigned, if it is.
+    pub fn assignment_epoch(&self, topic: TopicId, partition: i32) -> Option<Epoch> {
+        let assigned = self.assigned.get(&topic)?.contains(&partition);
+        assigned.then(|| {
+            self.assigned_at
+                .get(&(topic, partition))
+                .copied()
+                .unwrap_or(self.epoch)
+        })
+    }
+
+    /// `assigned_at` for `assigned`: what it had keeps its epoch, the rest
+    /// came at `epoch`.
+    fn epochs_for(&self, assigned: &Assignment, epoch: Epoch) -> BTreeMap<(TopicId, i32), Epoch> {
+        assigned
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+            .map(|(t, p)| ((t, p), self.assignment_epoch(t, p).unwrap_or(epoch)))
+            .collect()
     }
 
     fn with_epoch(&self, epoch: Epoch) -> (Epoch, Epoch) {
@@ -153,6 +179,7 @@ fn compute_next(m: &MemberAssignment, s: &Step, revoking_epoch: Epoch) -> Member
             epoch,
             previous_epoch,
             state: MemberState::UnrevokedPartitions,
+            assigned_at: m.epochs_for(&keep, epoch),
             assigned: keep,
             pending_revocation: revoke,
         };
@@ -169,6 +196,7 @@ fn compute_next(m: &MemberAssignment, s: &Step, revoking_epoch: Epoch) -> Member
         } else {
             MemberState::Stable
         },
+        assigned_at: m.epochs_for(&keep, epoch),
         assigned: keep,
         pending_revocation: Assignment::new(),
     }
@@ -199,11 +227,13 @@ fn drop_unsubscribed(m: &MemberAssignment, s: &Step) -> MemberAssignment {
             epoch: m.epoch,
             previous_epoch: m.previous_epoch,
             state: MemberState::UnrevokedPartitions,
+            assigned_at: m.epochs_for(&assigned, m.epoch),
             assigned,
             pending_revocation: pending,
         };
     }
     MemberAssignment {
+        assigned_at: m.epochs_for(&assigned, m.epoch),
         assigned,
         ..m.clone()
     }
@@ -253,6 +283,7 @@ mod tests {
             state: MemberState::Stable,
             assigned: a(ps),
             pending_revocation: Assignment::new(),
+            assigned_at: BTreeMap::new(),
         };
         let unrevoked = MemberAssignment {
             epoch: Epoch::new(3),
@@ -260,6 +291,7 @@ mod tests {
             state: MemberState::UnrevokedPartitions,
             assigned: a(&[0]),
             pending_revocation: a(&[1]),
+            assigned_at: BTreeMap::new(),
         };
         type Case<'a> = (
             &'a str,
@@ -383,6 +415,7 @@ mod tests {
             state: MemberState::Stable,
             assigned: a(&[0, 1]),
             pending_revocation: Assignment::new(),
+            assigned_at: BTreeMap::new(),
         };
         let target = a(&[0, 1]);
         let owned = a(&[0, 1]);
