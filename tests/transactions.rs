@@ -848,32 +848,13 @@ struct PythonProcessors {
     lines: std::sync::mpsc::Receiver<String>,
 }
 
-/// The Python interpreter with confluent-kafka: `STRAND_PYTHON` (set by
-/// scripts/test.sh to its virtualenv) or `python3`.
-fn python() -> String {
-    let python = std::env::var("STRAND_PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let probe = std::process::Command::new(&python)
-        .args([
-            "-c",
-            "import confluent_kafka; print(confluent_kafka.version()[0])",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
-    assert!(
-        probe.status.success(),
-        "{python} cannot import confluent_kafka (scripts/test.sh installs it; or set STRAND_PYTHON): {}",
-        String::from_utf8_lossy(&probe.stderr)
-    );
-    python
-}
-
 impl PythonProcessors {
     fn spawn(bootstrap: &str, ids: &PipelineIds) -> Self {
         use std::io::BufRead;
         use std::process::{Command, Stdio};
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("compat-tests/clients/eos_processor.py");
-        let mut child = Command::new(python())
+        let mut child = Command::new(common::python())
             .arg(script)
             .args([bootstrap, &ids.input, &ids.output, &ids.group, &ids.txn_id])
             .stdin(Stdio::piped())

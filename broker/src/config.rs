@@ -867,6 +867,13 @@ impl BrokerConfig {
         Some(Settings(&self.static_props).get(key)).filter(|v| !v.is_empty())
     }
 
+    /// Whether `group.coordinator.rebalance.protocols` names the consumer
+    /// protocol (KIP-848's ConsumerGroupHeartbeat).
+    pub fn serves_consumer_protocol(&self) -> bool {
+        self.setting("group.coordinator.rebalance.protocols")
+            .is_some_and(|v| v.split(',').any(|p| p.trim() == "consumer"))
+    }
+
     /// A listener's security protocol (PLAINTEXT for one not configured,
     /// which only tests build).
     pub fn security_protocol(&self, listener: &str) -> SecurityProtocol {

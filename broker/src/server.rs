@@ -487,6 +487,7 @@ async fn handle_frame(
                 ErrorCode::UnsupportedVersion.code(),
                 &strand_metadata::image::MetadataImage::default(),
                 0,
+                node.broker.config.serves_consumer_protocol(),
             );
             encode_response(out, correlation_id, 0, 0, &ResponseKind::ApiVersions(resp));
             return unthrottled(Answer::Buffered);
@@ -707,6 +708,7 @@ mod tests {
                 0,
                 &strand_metadata::image::MetadataImage::default(),
                 version,
+                false,
             ));
             encode_response(
                 &mut out,

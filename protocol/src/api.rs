@@ -77,10 +77,42 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
-/// The advertised range for `key`, if we serve it.
-pub fn advertised(key: ApiKey) -> Option<(i16, i16)> {
-    SUPPORTED
+/// What the consumer group protocol (KIP-848) adds when the broker serves
+/// it (`group.coordinator.rebalance.protocols` names `consumer`):
+/// ConsumerGroupHeartbeat, and OffsetCommit/OffsetFetch v9 (member epochs).
+pub const CONSUMER_PROTOCOL: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+];
+
+/// The APIs advertised, with the consumer protocol's when it is served.
+pub fn advertised_apis(consumer_protocol: bool) -> Vec<(ApiKey, i16, i16)> {
+    let mut out: Vec<(ApiKey, i16, i16)> = SUPPORTED
         .iter()
+        .map(
+            |(k, lo, hi)| match CONSUMER_PROTOCOL.iter().find(|(c, _, _)| c == k) {
+                Some(wider) if consumer_protocol => *wider,
+                _ => (*k, *lo, *hi),
+            },
+        )
+        .collect();
+    if consumer_protocol {
+        out.extend(
+            CONSUMER_PROTOCOL
+                .iter()
+                .filter(|(k, _, _)| !SUPPORTED.iter().any(|(s, _, _)| s == k)),
+        );
+    }
+    out
+}
+
+/// The widest range for `key` the broker may serve (the handler refuses
+/// what its configuration does not serve).
+pub fn advertised(key: ApiKey) -> Option<(i16, i16)> {
+    CONSUMER_PROTOCOL
+        .iter()
+        .chain(SUPPORTED)
         .find(|(k, _, _)| *k == key)
         .map(|(_, lo, hi)| (*lo, *hi))
 }
@@ -104,7 +136,7 @@ mod tests {
 
     #[test]
     fn advertised_ranges_are_decodable() {
-        for (key, lo, hi) in SUPPORTED {
+        for (key, lo, hi) in SUPPORTED.iter().chain(CONSUMER_PROTOCOL) {
             let v = key.valid_versions();
             assert!(*hi <= v.max, "{key:?} max {hi} beyond codec {}", v.max);
             assert!(lo <= hi);

@@ -850,3 +850,22 @@ pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((code, body.to_string()))
 }
+
+/// The Python interpreter with confluent-kafka: `STRAND_PYTHON` (set by
+/// scripts/test.sh to its virtualenv) or `python3`.
+pub fn python() -> String {
+    let python = std::env::var("STRAND_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let probe = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import confluent_kafka; print(confluent_kafka.version()[0])",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    assert!(
+        probe.status.success(),
+        "{python} cannot import confluent_kafka (scripts/test.sh installs it; or set STRAND_PYTHON): {}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    python
+}

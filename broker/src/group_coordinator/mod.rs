@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+use strand_group::consumer::{codec as consumer_codec, ConsumerGroup, ConsumerGroupConfig};
 use strand_group::offsets::{GroupOffsets, LoadedGroup, Replay, ReplayRecord};
 use strand_group::records;
 use strand_group::{
@@ -43,6 +44,8 @@ pub struct GroupEntry {
 
 pub struct GroupSlot {
     pub group: Option<Group>,
+    /// A consumer-protocol group (KIP-848), kept by replaying its records.
+    pub consumer: Option<ConsumerGroup>,
     /// Committed offsets, and those of open transactions (TxnOffsetCommit)
     /// until the producer's marker lands on this partition.
     pub offsets: GroupOffsets,
@@ -56,6 +59,7 @@ impl GroupSlot {
     fn new(group: Option<Group>, offsets: GroupOffsets) -> Self {
         GroupSlot {
             group,
+            consumer: None,
             offsets,
             unloaded: false,
             pending_joins: HashMap::new(),
@@ -157,7 +161,7 @@ impl GroupCoordinator {
             self.partitions.failed(index, epoch);
             return;
         }
-        let count = state.len();
+        let count = state.0.len() + state.1.len();
         let installed = self.partitions.finish(index, epoch, (), || {
             self.install_groups(index, state);
         });
@@ -173,9 +177,35 @@ impl GroupCoordinator {
     }
 
     /// Puts a loaded partition's groups in place.
-    fn install_groups(&self, index: i32, state: LoadedState) {
+    fn install_groups(&self, index: i32, (state, mut consumers): LoadedState) {
         let mut groups = self.groups.lock();
         let now = self.clock.now_ms();
+        let consumer_config = self.consumer_config();
+        let only_consumers: Vec<String> = consumers
+            .keys()
+            .filter(|id| !state.contains_key(*id))
+            .cloned()
+            .collect();
+        let mut take_consumer = |id: &str| {
+            consumers.remove(id).map(|mut g| {
+                g.on_loaded(&consumer_config, now);
+                g
+            })
+        };
+        let mut install = |id: String, group: Option<Group>, offsets: GroupOffsets| {
+            let mut slot = GroupSlot::new(group, offsets);
+            slot.consumer = take_consumer(&id);
+            let entry = GroupEntry {
+                id: id.clone(),
+                partition: index,
+                clock: self.clock.clone(),
+                slot: tokio::sync::Mutex::new(slot),
+            };
+            groups.insert(id, Arc::new(entry));
+        };
+        for id in only_consumers {
+            install(id, None, GroupOffsets::default());
+        }
         for (id, loaded) in state {
             let LoadedGroup { offsets, snapshot } = loaded;
             let group = snapshot.and_then(|json| {
@@ -192,15 +222,7 @@ impl GroupCoordinator {
                     }
                 }
             });
-            groups.insert(
-                id.clone(),
-                Arc::new(GroupEntry {
-                    id,
-                    partition: index,
-                    clock: self.clock.clone(),
-                    slot: tokio::sync::Mutex::new(GroupSlot::new(group, offsets)),
-                }),
-            );
+            install(id, group, offsets);
         }
     }
 
@@ -238,6 +260,37 @@ impl GroupCoordinator {
 
     pub fn commit_timeout(&self) -> Duration {
         Duration::from_millis(self.config.offsets_commit_timeout_ms.max(1) as u64)
+    }
+
+    /// `group.consumer.*` as the consumer groups follow them.
+    pub fn consumer_config(&self) -> ConsumerGroupConfig {
+        let num = |k: &str, d: i64| -> i64 {
+            self.config
+                .setting(k)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(d)
+        };
+        let d = ConsumerGroupConfig::default();
+        let assignors: Vec<_> = self
+            .config
+            .setting("group.consumer.assignors")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|a| strand_group::consumer::assignor::Assignor::from_name(a.trim()))
+            .collect();
+        ConsumerGroupConfig {
+            session_timeout_ms: num("group.consumer.session.timeout.ms", d.session_timeout_ms),
+            heartbeat_interval_ms: num(
+                "group.consumer.heartbeat.interval.ms",
+                i64::from(d.heartbeat_interval_ms),
+            ) as i32,
+            max_size: num("group.consumer.max.size", d.max_size as i64).max(1) as usize,
+            assignors: if assignors.is_empty() {
+                d.assignors
+            } else {
+                assignors
+            },
+        }
     }
 
     pub fn group_config(&self) -> GroupConfig {
@@ -296,6 +349,47 @@ impl GroupCoordinator {
                 || partition_of(entry.partition),
                 self.commit_timeout(),
             );
+            self.expire_consumer_members(&entry, &mut slot, &partition_of)
+                .await;
+        }
+    }
+
+    /// Removes the consumer-protocol members whose session or revocation
+    /// time ran out, once their records are written (the group is put back
+    /// as it was if they cannot be).
+    async fn expire_consumer_members(
+        &self,
+        entry: &Arc<GroupEntry>,
+        slot: &mut GroupSlot,
+        partition_of: &impl Fn(i32) -> Option<Arc<Partition>>,
+    ) {
+        let now = entry.clock.now_ms();
+        if slot.unloaded {
+            return;
+        }
+        let Some(group) = slot.consumer.as_mut() else {
+            return;
+        };
+        if group.next_deadline().is_none_or(|d| d > now) {
+            return;
+        }
+        let before = group.clone();
+        let records = group.tick(now);
+        if records.is_empty() {
+            return;
+        }
+        let written = match partition_of(entry.partition) {
+            Some(p) => {
+                append_consumer_records(&p, &entry.id, &records, self.commit_timeout()).await
+            }
+            None => Err(ErrorCode::NotCoordinator),
+        };
+        match written {
+            Ok(()) => tracing::info!(group = %entry.id, "consumer group members expired"),
+            Err(e) => {
+                tracing::warn!(group = %entry.id, error = ?e, "could not write expired members; retried at the next tick");
+                slot.consumer = Some(before);
+            }
         }
     }
 }
@@ -341,6 +435,13 @@ impl GroupCoordinator {
         for entry in self.all_groups() {
             let mut slot = entry.slot.lock().await;
             if slot.unloaded {
+                continue;
+            }
+            if slot
+                .consumer
+                .as_ref()
+                .is_some_and(|c| !c.members().is_empty())
+            {
                 continue;
             }
             let empty_since = match &slot.group {
@@ -443,6 +544,20 @@ pub fn act(
     }
 }
 
+/// Writes a consumer group's records (acks=all) and waits for the HW.
+pub async fn append_consumer_records(
+    partition: &Partition,
+    group: &str,
+    records: &[strand_group::consumer::Record],
+    timeout: Duration,
+) -> Result<(), ErrorCode> {
+    let kvs: Vec<(Bytes, Option<Bytes>)> = records
+        .iter()
+        .map(|r| consumer_codec::encode(group, r))
+        .collect();
+    append_committed(partition, &kvs, timeout).await
+}
+
 /// Answers the held JoinGroup/SyncGroup requests an outcome completed.
 fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
     for (member, response) in &outcome.joins {
@@ -458,7 +573,10 @@ fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
 }
 
 /// Every group of one partition, replayed in log order.
-type LoadedState = BTreeMap<String, LoadedGroup>;
+type LoadedState = (
+    BTreeMap<String, LoadedGroup>,
+    BTreeMap<String, ConsumerGroup>,
+);
 
 /// Replays a `__consumer_offsets` partition (`strand_group::offsets::Replay`),
 /// with the LEO it read up to.
@@ -466,7 +584,25 @@ fn read_offsets_partition(
     partition: &Partition,
 ) -> Result<(LoadedState, strand_types::Offset), String> {
     let mut replay = Replay::default();
+    let mut consumers: BTreeMap<String, ConsumerGroup> = BTreeMap::new();
     let end = for_each_record(partition, |rec| {
+        if let Some(key) = rec
+            .key
+            .as_ref()
+            .filter(|k| consumer_codec::is_consumer_group_key(k))
+        {
+            match consumer_codec::decode(key, rec.value.as_deref()) {
+                Ok(Some((group, record))) => consumers
+                    .entry(group.clone())
+                    .or_insert_with(|| ConsumerGroup::new(group))
+                    .replay(&record),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(partition = partition.index, error = %e, "undecodable consumer group record skipped")
+                }
+            }
+            return;
+        }
         replay.record(ReplayRecord {
             key: rec.key.as_ref(),
             value: rec.value.as_ref(),
@@ -479,7 +615,9 @@ fn read_offsets_partition(
     for e in skipped {
         tracing::warn!(partition = partition.index, error = %e, "undecodable offsets record skipped");
     }
-    Ok((state, end))
+    // A group whose last member left and whose offsets are gone is over.
+    consumers.retain(|_, g| !g.members().is_empty() || state.contains_key(g.id()));
+    Ok(((state, consumers), end))
 }
 
 /// OffsetCommit's group checks (Kafka `validateOffsetCommit`): by the group's

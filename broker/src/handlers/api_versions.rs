@@ -9,7 +9,7 @@ use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
 use strand_metadata::features::SUPPORTED_FEATURES;
 use strand_metadata::image::MetadataImage;
-use strand_protocol::api::SUPPORTED;
+use strand_protocol::api::advertised_apis;
 
 /// The answer at `version` under `image`. v3 lists only supported features
 /// whose lowest level is above 0 (older clients cannot read a 0), as Kafka
@@ -19,8 +19,9 @@ pub fn api_versions_response(
     error_code: i16,
     image: &MetadataImage,
     version: i16,
+    consumer_protocol: bool,
 ) -> ApiVersionsResponse {
-    let api_keys = SUPPORTED
+    let api_keys = advertised_apis(consumer_protocol)
         .iter()
         .map(|(k, lo, hi)| {
             ApiVersion::default()

@@ -648,6 +648,11 @@ pub fn before(broker: &ReplicaManager, ctx: &RequestContext, request: RequestKin
         RequestKind::Heartbeat(r) if !c.group(Read, &r.group_id) => Gate::Answer(
             ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(GROUP_DENIED)),
         ),
+        RequestKind::ConsumerGroupHeartbeat(r) if !c.group(Read, &r.group_id) => {
+            Gate::Answer(ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_DENIED),
+            ))
+        }
         RequestKind::LeaveGroup(r) if !c.group(Read, &r.group_id) => Gate::Answer(
             ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(GROUP_DENIED)),
         ),

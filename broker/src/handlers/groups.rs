@@ -487,13 +487,34 @@ pub async fn offset_commit(
         drop(slot);
         return respond(&|_, _| ErrorCode::NotCoordinator.code());
     }
-    if let Err(code) = crate::group_coordinator::validate_commit(
-        &mut slot,
-        req.member_id.as_str(),
-        req.generation_id_or_member_epoch,
-        req.group_instance_id.as_ref().map(|s| s.as_str()),
-        now,
-    ) {
+    // A consumer-protocol group checks the member epoch (KIP-848,
+    // KIP-1251), per the partitions committed.
+    let consumer_check = slot.consumer.as_ref().map(|g| {
+        let partitions = req.topics.iter().flat_map(|t| {
+            let id = image
+                .topics
+                .get(t.name.0.as_str())
+                .map(|ti| ti.topic_id)
+                .unwrap_or_default();
+            t.partitions.iter().map(move |p| (id, p.partition_index))
+        });
+        g.check_offset_commit(
+            req.member_id.as_str(),
+            req.generation_id_or_member_epoch,
+            partitions,
+        )
+    });
+    let checked = match consumer_check {
+        Some(result) => result,
+        None => crate::group_coordinator::validate_commit(
+            &mut slot,
+            req.member_id.as_str(),
+            req.generation_id_or_member_epoch,
+            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            now,
+        ),
+    };
+    if let Err(code) = checked {
         drop(slot);
         return respond(&|_, _| code.code());
     }
@@ -1238,6 +1259,161 @@ fn decode_subscription_topics(mut b: &[u8]) -> Vec<String> {
         b.advance(len as usize);
     }
     out
+}
+
+/// The topics a consumer-protocol group may subscribe to: every topic but
+/// the internal ones.
+fn consumer_topics(
+    image: &strand_metadata::image::MetadataImage,
+) -> strand_group::consumer::TopicImage {
+    strand_group::consumer::TopicImage::new(
+        image
+            .topics
+            .values()
+            .filter(|t| !t.name.starts_with("__"))
+            .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32)),
+    )
+}
+
+/// ConsumerGroupHeartbeat (KIP-848): the group's state machine decides,
+/// its records are written (acks=all), then the member is answered; a
+/// write that fails puts the group back as it was.
+pub async fn consumer_group_heartbeat(
+    node: &Node,
+    req: ConsumerGroupHeartbeatRequest,
+    version: i16,
+) -> ConsumerGroupHeartbeatResponse {
+    use consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+    use strand_group::consumer::{self as kip848, Assignment as Partitions};
+    let fail = |code: ErrorCode, message: Option<String>| {
+        ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(code.code())
+            .with_error_message(message.map(StrBytes::from_string))
+    };
+    let broker = &node.broker;
+    if !broker.config.serves_consumer_protocol() {
+        return fail(ErrorCode::UnsupportedVersion, None);
+    }
+    let group_id = req.group_id.0.to_string();
+    let owned = req.topic_partitions.as_ref().map(|tps| {
+        let mut a = Partitions::new();
+        for tp in tps {
+            a.entry(tp.topic_id)
+                .or_default()
+                .extend(tp.partitions.iter().copied());
+        }
+        a
+    });
+    let mut hb = kip848::HeartbeatRequest {
+        member_id: req.member_id.to_string(),
+        member_epoch: req.member_epoch,
+        instance_id: req.instance_id.as_ref().map(|v| v.to_string()),
+        rack_id: req.rack_id.as_ref().map(|v| v.to_string()),
+        rebalance_timeout_ms: req.rebalance_timeout_ms,
+        subscribed_topic_names: req
+            .subscribed_topic_names
+            .as_ref()
+            .map(|ns| ns.iter().map(|n| n.0.to_string()).collect()),
+        subscribed_topic_regex: req.subscribed_topic_regex.as_ref().map(|v| v.to_string()),
+        server_assignor: req.server_assignor.as_ref().map(|v| v.to_string()),
+        owned,
+        client_id: String::new(),
+        client_host: String::new(),
+    };
+    let cfg = node.groups.consumer_config();
+    if let Err(e) = kip848::validate(&group_id, &hb, version, &cfg) {
+        return fail(e.code, Some(e.message));
+    }
+    if hb.member_id.is_empty() {
+        hb.member_id = uuid::Uuid::new_v4().to_string();
+    }
+    let join = hb.member_epoch == 0;
+    let entry = match group_entry(node, &group_id, join).await {
+        Ok(Some(e)) => e,
+        Ok(None) => {
+            return fail(
+                ErrorCode::GroupIdNotFound,
+                Some(format!("Consumer group {group_id} not found.")),
+            )
+        }
+        Err(code) => return fail(code, None),
+    };
+    let mut slot = entry.slot.lock().await;
+    if slot.unloaded {
+        return fail(ErrorCode::NotCoordinator, None);
+    }
+    if slot
+        .group
+        .as_ref()
+        .is_some_and(|g| g.state() != strand_group::GroupState::Empty)
+    {
+        return fail(
+            ErrorCode::GroupIdNotFound,
+            Some(format!("Group {group_id} is not a consumer group.")),
+        );
+    }
+    if slot.consumer.is_none() {
+        if !join {
+            return fail(
+                ErrorCode::GroupIdNotFound,
+                Some(format!("Consumer group {group_id} not found.")),
+            );
+        }
+        slot.consumer = Some(kip848::ConsumerGroup::new(group_id.clone()));
+    }
+    let Some(group) = slot.consumer.as_mut() else {
+        return fail(ErrorCode::UnknownServerError, None);
+    };
+    let before = group.clone();
+    let topics = consumer_topics(&broker.image());
+    let now = node.groups.clock.now_ms();
+    let (answer, records) = match group.heartbeat(&hb, &topics, &cfg, now) {
+        Ok(done) => done,
+        Err(e) => return fail(e.code, Some(e.message)),
+    };
+    if !records.is_empty() {
+        let written = match broker.partition(OFFSETS_TOPIC, entry.partition) {
+            Some(p) => {
+                crate::group_coordinator::append_consumer_records(
+                    &p,
+                    &group_id,
+                    &records,
+                    node.groups.commit_timeout(),
+                )
+                .await
+            }
+            None => Err(ErrorCode::NotCoordinator),
+        };
+        if let Err(code) = written {
+            slot.consumer = Some(before);
+            // As Kafka's coordinator maps a failed write.
+            let code = match code {
+                ErrorCode::UnknownTopicOrPartition
+                | ErrorCode::NotEnoughReplicas
+                | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
+                ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => {
+                    ErrorCode::NotCoordinator
+                }
+                other => other,
+            };
+            return fail(code, None);
+        }
+    }
+    ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(StrBytes::from_string(answer.member_id)))
+        .with_member_epoch(answer.member_epoch.get())
+        .with_heartbeat_interval_ms(answer.heartbeat_interval_ms)
+        .with_assignment(answer.assignment.map(|a| {
+            Assignment::default().with_topic_partitions(
+                a.into_iter()
+                    .map(|(t, ps)| {
+                        TopicPartitions::default()
+                            .with_topic_id(t)
+                            .with_partitions(ps.into_iter().collect())
+                    })
+                    .collect(),
+            )
+        }))
 }
 
 #[cfg(test)]

@@ -36,9 +36,12 @@ pub async fn dispatch(
         authorize::Gate::Close(why) => return Err(why),
     };
     let mut response = match request {
-        RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(api_versions_response(0, &broker.image(), v))
-        }
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions_response(
+            0,
+            &broker.image(),
+            v,
+            broker.config.serves_consumer_protocol(),
+        )),
         RequestKind::Metadata(r) => {
             ResponseKind::Metadata(metadata::handle(broker, r, v, &ctx.listener).await)
         }
@@ -104,6 +107,9 @@ pub async fn dispatch(
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(node, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(node, r).await),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            ResponseKind::ConsumerGroupHeartbeat(groups::consumer_group_heartbeat(node, r, v).await)
+        }
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(groups::leave_group(node, r, v).await)
         }

@@ -26,7 +26,7 @@ const ONE_RUNTIME: &str =
     "requests and connections are served by the async runtime's workers, one per core";
 
 /// Why the consumer protocol's settings do nothing yet.
-const NO_KIP_848: &str = "the consumer group protocol (KIP-848) is not served yet";
+const NO_KIP_848: &str = "not read yet by Strand's consumer group protocol (KIP-848)";
 
 /// Every broker setting Strand knows besides the topic configs' synonyms,
 /// sorted by name. An empty default is Kafka's null: the value then comes
@@ -54,16 +54,17 @@ pub const BROKER_CONFIGS: &[Def] = &[
     key("delete.topic.enable", Boolean, "true", "Whether topics can be deleted.")
         .inert("topics can always be deleted"),
     key("follower.replication.throttled.rate", Long, LMAX, "Bytes per second a broker fetches for its throttled follower replicas (follower.replication.throttled.replicas), summed over them.").at_least(0).dynamic(DynamicOnly),
-    key("group.consumer.assignors", List, "uniform,range", "The server-side assignors of consumer-protocol groups (KIP-848); the first is the default.").one_of(&["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]).inert(NO_KIP_848),
-    key("group.consumer.heartbeat.interval.ms", Int, "5000", "The heartbeat interval consumer-protocol members are given.").at_least(1).inert(NO_KIP_848),
+    key("group.consumer.assignors", List, "uniform,range", "The server-side assignors of consumer-protocol groups (KIP-848); the first is the default.").one_of(&["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]),
+    key("group.consumer.heartbeat.interval.ms", Int, "5000", "The heartbeat interval consumer-protocol members are given.").at_least(1),
     key("group.consumer.max.heartbeat.interval.ms", Int, "15000", "The largest heartbeat interval a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
     key("group.consumer.max.session.timeout.ms", Int, "60000", "The largest session timeout a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
-    key("group.consumer.max.size", Int, IMAX, "The most members a consumer-protocol group admits.").at_least(1).inert(NO_KIP_848),
+    key("group.consumer.max.size", Int, IMAX, "The most members a consumer-protocol group admits.").at_least(1),
     key("group.consumer.migration.policy", STR, "bidirectional", "Whether groups move between the classic and the consumer protocol while they have members.").one_of(&["disabled", "upgrade", "downgrade", "bidirectional"]).inert(NO_KIP_848),
     key("group.consumer.min.heartbeat.interval.ms", Int, "5000", "The smallest heartbeat interval a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
     key("group.consumer.min.session.timeout.ms", Int, "45000", "The smallest session timeout a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
-    key("group.consumer.session.timeout.ms", Int, "45000", "How long a consumer-protocol member that stops heartbeating stays in its group.").at_least(1).inert(NO_KIP_848),
-    key("group.coordinator.rebalance.protocols", List, "classic,consumer,streams", "The group protocols the coordinator serves.").one_of(&["classic", "consumer", "share", "streams"]).inert("the classic protocol is served; the consumer protocol (KIP-848) not yet, nor share and streams groups"),
+    key("group.consumer.session.timeout.ms", Int, "45000", "How long a consumer-protocol member that stops heartbeating stays in its group.").at_least(1),
+    key("group.coordinator.rebalance.protocols", List, "classic", "The group protocols the coordinator serves: `consumer` adds KIP-848's ConsumerGroupHeartbeat (and OffsetCommit/OffsetFetch v9). Kafka 4.x's default also names consumer and streams; Strand serves the consumer protocol only when named here, while it is being completed.").one_of(&["classic", "consumer", "share", "streams"]),
+
     key("group.initial.rebalance.delay.ms", Int, "3000", "How long a new classic group waits for more members before its first rebalance.").at_least(0),
     key("group.max.session.timeout.ms", Int, "1800000", "The largest session timeout a classic group member may ask for.").at_least(1),
     key("group.max.size", Int, IMAX, "The most members a classic group admits.").at_least(1),

@@ -1,0 +1,95 @@
+"""Consumers with group.protocol=consumer (KIP-848) against a broker.
+
+usage: kip848_group.py BOOTSTRAP TOPIC GROUP split|resume
+
+split:  two consumers share TOPIC (6 partitions, 60 records written
+        first); prints their assignments once disjoint and complete, and
+        which records each read; the first commits and leaves, and the
+        second's assignment after that is printed; it commits and leaves.
+resume: 60 more records are written; one consumer of GROUP reads until
+        it has seen them, then prints every record it read.
+Each result is one JSON line on stdout.
+"""
+import json
+import sys
+import time
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+bootstrap, topic, group, mode = sys.argv[1:5]
+
+
+def out(**kv):
+    print(json.dumps(kv), flush=True)
+
+
+def produce(first):
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(first, first + 60):
+        p.produce(topic, str(i).encode(), partition=i % 6)
+    p.flush()
+
+
+def consumer(name):
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "client.id": name,
+    })
+    c.subscribe([topic])
+    return c
+
+
+def assigned(c):
+    return sorted(tp.partition for tp in c.assignment())
+
+
+if mode == "split":
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result()
+    produce(0)
+    c1, c2 = consumer("c1"), consumer("c2")
+    read = {"c1": [], "c2": []}
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for name, c in (("c1", c1), ("c2", c2)):
+            m = c.poll(0.1)
+            if m is not None and not m.error():
+                read[name].append(int(m.value()))
+        a1, a2 = assigned(c1), assigned(c2)
+        if len(read["c1"]) + len(read["c2"]) >= 60 and len(a1) + len(a2) == 6 and a1 and a2:
+            break
+    out(event="split", c1=assigned(c1), c2=assigned(c2), read=read)
+    c1.commit(asynchronous=False)
+    c1.close()
+    deadline = time.time() + 60
+    while time.time() < deadline and len(c2.assignment()) < 6:
+        c2.poll(0.1)
+    out(event="after_leave", c2=assigned(c2))
+    try:
+        c2.commit(asynchronous=False)
+    except Exception as e:  # nothing new to commit is not an error here
+        if "No offset stored" not in str(e):
+            raise
+    c2.close()
+elif mode == "resume":
+    produce(60)
+    c = consumer("c3")
+    read = []
+    deadline = time.time() + 60
+    while time.time() < deadline and sorted(read)[-1:] != [119]:
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            read.append(int(m.value()))
+    # A moment more, to catch anything read twice.
+    end = time.time() + 2
+    while time.time() < end:
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            read.append(int(m.value()))
+    out(event="resume", read=read, assignment=assigned(c))
+    c.close()

@@ -1,0 +1,77 @@
+//! KIP-848 consumers (`group.protocol=consumer`, confluent-kafka's
+//! librdkafka) against Strand with the consumer protocol on: two consumers
+//! split a 6-partition topic and read every record once between them; when
+//! one leaves, the other is given all six; their commits hold, and after
+//! the broker restarts (the group reloaded from `__consumer_offsets`) a
+//! consumer of the same group reads only what came after them.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+fn run(bootstrap: &str, mode: &str) -> Vec<serde_json::Value> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("compat-tests/clients/kip848_group.py");
+    let out = Command::new(common::python())
+        .arg(script)
+        .args([bootstrap, "kip848", "g-kip848", mode])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn ints(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn consumers_split_hand_over_and_resume_after_a_restart() {
+    let mut broker = strand_compat_tests::harness::Broker::start(
+        &common::strand_bin(),
+        &[
+            ("group.coordinator.rebalance.protocols", "classic,consumer"),
+            ("offsets.topic.num.partitions", "3"),
+        ],
+    )
+    .expect("broker starts");
+    let addr = broker.addr();
+    let events = run(&addr, "split");
+    let split = &events[0];
+    let (c1, c2) = (ints(&split["c1"]), ints(&split["c2"]));
+    assert_eq!((c1.len(), c2.len()), (3, 3), "{split}");
+    let all: BTreeSet<i64> = c1.iter().chain(&c2).copied().collect();
+    assert_eq!(all, (0..6).collect(), "disjoint and complete: {split}");
+    let mut read = ints(&split["read"]["c1"]);
+    read.extend(ints(&split["read"]["c2"]));
+    read.sort();
+    assert_eq!(read, (0..60).collect::<Vec<_>>(), "every record once");
+    assert_eq!(
+        ints(&events[1]["c2"]),
+        (0..6).collect::<Vec<_>>(),
+        "handed over"
+    );
+
+    broker.restart().expect("broker restarts");
+    let events = run(&addr, "resume");
+    let mut read = ints(&events[0]["read"]);
+    read.sort();
+    assert_eq!(
+        read,
+        (60..120).collect::<Vec<_>>(),
+        "after the restart, only the records after the commits"
+    );
+}
