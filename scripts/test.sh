@@ -108,7 +108,26 @@ echo "== librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl.
     --except compat-tests/librdkafka-kafka-tools-3.9.txt \
     --out "$STRAND_CACHE/librdkafka-results-3node"
 
-echo "== librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security; beside it, the compaction test with Kafka 3.9's kafka-topics"
+echo "== librdkafka test suite with the consumer group protocol (KIP-848, TEST_CONSUMER_GROUP_PROTOCOL=consumer), SASL_SSL, on a 3-node cluster: the group tests that pass against Kafka 4.4"
+TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --nodes 3 --jobs 4 \
+    --override default.replication.factor=3 \
+    --suite "$suite" \
+    --security sasl_ssl \
+    --must-pass compat-tests/librdkafka-must-pass-consumer.txt \
+    --out "$STRAND_CACHE/librdkafka-results-consumer-3node"
+
+echo "== librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security; beside it, the compaction test with Kafka 3.9's kafka-topics, and the consumer group protocol's tests on one node"
+# The one-node consumer-protocol pass waits on sessions and heartbeats
+# like the others: it runs beside the PLAINTEXT pass, which runs one test
+# at a time.
+TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --suite "$suite" --jobs 3 \
+    --must-pass compat-tests/librdkafka-must-pass-consumer.txt \
+    --out "$STRAND_CACHE/librdkafka-results-consumer" &
+consumer1=$!
 # 0077 waits on segment.ms (10 s) and the cleaner before each of its five
 # checks: it runs in the background, on its own node, while the PLAINTEXT
 # pass runs (neither is bound by CPU).
@@ -133,5 +152,6 @@ tools39=$!
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results-plaintext"
 wait "$tools39"
+wait "$consumer1"
 
 echo "== all tests passed in $((SECONDS - start))s"

@@ -1,5 +1,6 @@
 //! KIP-848 consumers (`group.protocol=consumer`, confluent-kafka's
-//! librdkafka) against Strand with the consumer protocol on: two consumers
+//! librdkafka) against Strand (the consumer protocol is served by default,
+//! as Kafka 4.x serves it): two consumers
 //! split a 6-partition topic and read every record once between them; when
 //! one leaves, the other is given all six; their commits hold, and after
 //! the broker restarts (the group reloaded from `__consumer_offsets`) a
@@ -42,10 +43,7 @@ fn ints(v: &serde_json::Value) -> Vec<i64> {
 fn consumers_split_hand_over_and_resume_after_a_restart() {
     let mut broker = strand_compat_tests::harness::Broker::start(
         &common::strand_bin(),
-        &[
-            ("group.coordinator.rebalance.protocols", "classic,consumer"),
-            ("offsets.topic.num.partitions", "3"),
-        ],
+        &[("offsets.topic.num.partitions", "3")],
     )
     .expect("broker starts");
     let addr = broker.addr();
@@ -74,4 +72,55 @@ fn consumers_split_hand_over_and_resume_after_a_restart() {
         (60..120).collect::<Vec<_>>(),
         "after the restart, only the records after the commits"
     );
+}
+
+/// Without `consumer` in `group.coordinator.rebalance.protocols`, the
+/// consumer protocol's APIs are neither advertised nor served, as Kafka
+/// gates them; with the default they are.
+#[test]
+fn the_consumer_protocol_is_served_only_when_named() {
+    use kafka_protocol::messages::{
+        ApiKey, ApiVersionsRequest, ApiVersionsResponse, ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse, GroupId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    for (protocols, served) in [(None, true), (Some("classic"), false)] {
+        let overrides: Vec<(&str, &str)> = protocols
+            .map(|p| ("group.coordinator.rebalance.protocols", p))
+            .into_iter()
+            .collect();
+        let broker = strand_compat_tests::harness::Broker::start(&common::strand_bin(), &overrides)
+            .expect("broker starts");
+        let mut c = common::Client::connect(&broker.addr()).expect("connect");
+        let av: ApiVersionsResponse = c
+            .call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+            .expect("ApiVersions");
+        let advertised = |key: ApiKey| av.api_keys.iter().any(|k| k.api_key == key as i16);
+        assert_eq!(
+            advertised(ApiKey::ConsumerGroupHeartbeat),
+            served,
+            "{protocols:?}"
+        );
+        assert_eq!(
+            advertised(ApiKey::ConsumerGroupDescribe),
+            served,
+            "{protocols:?}"
+        );
+        let r: ConsumerGroupHeartbeatResponse = c
+            .call(
+                ApiKey::ConsumerGroupHeartbeat,
+                0,
+                &ConsumerGroupHeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_subscribed_topic_names(Some(Vec::new()))
+                    .with_topic_partitions(Some(Vec::new())),
+            )
+            .expect("ConsumerGroupHeartbeat");
+        if served {
+            assert_ne!(r.error_code, 35, "{protocols:?}");
+        } else {
+            assert_eq!(r.error_code, 35, "UNSUPPORTED_VERSION with {protocols:?}");
+        }
+    }
 }

@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::facts::{compare, note, Facts};
 use common::{
     add_partition, batch_around, consumer_fetch, creatable_topic, create_topics, end_txn,
     eventually, fetch_values, init_producer_id_with_timeout, produce_values, strand_bin, Client,
@@ -75,8 +76,6 @@ const SETTINGS: &[(&str, &str)] = &[
     ),
 ];
 
-type Facts = BTreeMap<String, String>;
-
 fn start(server: Server) -> Cluster {
     let name = server.name();
     // Two log directories (JBOD): DescribeLogDirs and AlterReplicaLogDirs
@@ -86,10 +85,6 @@ fn start(server: Server) -> Cluster {
         spec = spec.with_override(*k, *v);
     }
     Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("starting {name}: {e}"))
-}
-
-fn note(facts: &mut Facts, key: impl Into<String>, value: impl std::fmt::Debug) {
-    facts.insert(key.into(), format!("{value:?}"));
 }
 
 /// (label, topic, partitions, replication factor, configs)
@@ -2687,34 +2682,6 @@ fn observe_three(cluster: &mut Cluster) -> Facts {
 
 /// Fails on any fact that differs and is not in `known`, and on a known
 /// difference that no longer shows; prints the table either way.
-fn compare(strand_facts: &Facts, kafka_facts: &Facts, known: &[(&str, &str)]) {
-    assert_eq!(
-        strand_facts.keys().collect::<Vec<_>>(),
-        kafka_facts.keys().collect::<Vec<_>>()
-    );
-    let mut unexpected = Vec::new();
-    let mut vanished = Vec::new();
-    println!("| fact | Kafka {} | Strand |", KafkaDist::version());
-    println!("|---|---|---|");
-    for (fact, k) in kafka_facts {
-        let s = &strand_facts[fact];
-        let listed = known.iter().find(|(f, _)| f == fact);
-        let mark = if s == k { "" } else { " (differs)" };
-        println!("| {fact} | {k} | {s}{mark} |");
-        match (s == k, listed) {
-            (false, None) => unexpected.push(format!("{fact}: Kafka {k}, Strand {s}")),
-            (true, Some((f, why))) => vanished.push(format!("{f} ({why})")),
-            _ => {}
-        }
-    }
-    assert!(
-        unexpected.is_empty() && vanished.is_empty(),
-        "differences from Kafka:\n  {}\nlisted differences that no longer show:\n  {}",
-        unexpected.join("\n  "),
-        vanished.join("\n  ")
-    );
-}
-
 #[test]
 fn one_node_answers_as_kafka_does() {
     let kafka = KafkaDist::locate().expect("the reference Kafka");

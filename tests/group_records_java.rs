@@ -108,7 +108,7 @@ fn group_records() -> Vec<Record> {
     hb(&mut g, leave.clone(), 3);
     leave.member_epoch = Epoch::LEAVE.get();
     hb(&mut g, leave, 4);
-    log.extend(g.tick(1_000_000));
+    log.extend(g.tick(1_000_000, &image));
     log
 }
 

@@ -462,6 +462,34 @@ struct Layout {
     steps: &'static [Step],
 }
 
+/// A group of the consumer protocol (KIP-848), with Kafka 4.4's tools
+/// (3.9's consumer has the protocol only as a preview): the console
+/// consumer leaves when done, so the group is described empty, with its
+/// offsets.
+const SESSION_848: &[Step] = &[
+    step("create", "kafka-topics", "--bootstrap-server {B} --create --topic quick --partitions 4 --replication-factor 1"),
+    Step {
+        stdin: "k1:v1\nk2:v2\nk3:v3\nk4:v4\n",
+        ..step("produce", "kafka-console-producer", "--bootstrap-server {B} --topic quick --reader-property parse.key=true --reader-property key.separator=: --producer-property partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner")
+    },
+    Step {
+        unordered: true,
+        ..step("consume as a consumer-protocol member", "kafka-console-consumer", "--bootstrap-server {B} --topic quick --from-beginning --max-messages 4 --timeout-ms 60000 --group g848 --consumer-property group.protocol=consumer")
+    },
+    step("describe a consumer-protocol group", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g848 --timeout 60000"),
+    step("state of a consumer-protocol group", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g848 --state"),
+    step("members of a consumer-protocol group", "kafka-consumer-groups", "--bootstrap-server {B} --describe --group g848 --members"),
+    step("groups with their types", "kafka-consumer-groups", "--bootstrap-server {B} --list --type"),
+    step("consumer-protocol groups", "kafka-consumer-groups", "--bootstrap-server {B} --list --type consumer"),
+    step("list classic groups", "kafka-consumer-groups", "--bootstrap-server {B} --list --type classic"),
+];
+
+const ONE_NODE_848: Layout = Layout {
+    nodes: 1,
+    extra_log_dirs: 0,
+    steps: SESSION_848,
+};
+
 const ONE_NODE: Layout = Layout {
     nodes: 1,
     extra_log_dirs: 0,
@@ -565,6 +593,14 @@ fn session(server: Server, dist: &KafkaDist, layout: Layout) -> Vec<(&'static st
 fn kafkas_tools_see_what_they_see_on_kafka() {
     let dist = KafkaDist::locate().expect("the reference Kafka");
     side_by_side(&dist, &dist, KNOWN, ONE_NODE);
+}
+
+/// A consumer-protocol group described and listed by Kafka 4.4's
+/// `kafka-consumer-groups`.
+#[test]
+fn kafkas_tools_see_consumer_protocol_groups_as_on_kafka() {
+    let dist = KafkaDist::locate().expect("the reference Kafka");
+    side_by_side(&dist, &dist, &[], ONE_NODE_848);
 }
 
 /// The steps a cluster changes, on three nodes of each.

@@ -3,7 +3,9 @@
 //! partition leader is killed (kill -9) three times while they run (issue
 //! 16): the producer is idempotent with acks=all, the consumer a group
 //! member committing what it processed; the tools of Kafka 4.4 and of 3.9
-//! (older API versions) each run it. What a user of acks=all relies on:
+//! (older API versions) each run it, and Kafka 4.4's consumer once more with
+//! the consumer group protocol (KIP-848, `--group-protocol consumer`), whose
+//! group coordinator is killed too. What a user of acks=all relies on:
 //! every acknowledged message is consumed, none is consumed twice, and
 //! nothing is consumed that was not sent.
 //!
@@ -44,8 +46,29 @@ fn leader_seen_by(cluster: &Cluster, from: i32) -> Option<i32> {
 }
 
 /// Both tools of `clients` (a Kafka version) against a fresh cluster.
-fn scenario(dist: &KafkaDist, clients: &str) {
-    println!("## Kafka {clients}'s verifiable producer and consumer");
+/// The node leading the `__consumer_offsets` partition of `group`, as the
+/// first node that answers FindCoordinator names it.
+fn coordinator_of(cluster: &Cluster, group: &str) -> Option<i32> {
+    use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+    use kafka_protocol::protocol::StrBytes;
+    cluster.broker_ids().into_iter().find_map(|id| {
+        let mut c = Client::connect(&cluster.broker_addr(id)?).ok()?;
+        let r: FindCoordinatorResponse = c
+            .call(
+                ApiKey::FindCoordinator,
+                3,
+                &FindCoordinatorRequest::default()
+                    .with_key(StrBytes::from_string(group.to_string())),
+            )
+            .ok()?;
+        (r.error_code == 0).then_some(r.node_id.0)
+    })
+}
+
+fn scenario(dist: &KafkaDist, clients: &str, group_protocol: &str) {
+    println!(
+        "## Kafka {clients}'s verifiable producer and consumer ({group_protocol} group protocol)"
+    );
     let mut cluster = Cluster::start(
         &common::strand_bin(),
         ClusterSpec::combined(3)
@@ -79,14 +102,20 @@ fn scenario(dist: &KafkaDist, clients: &str) {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let bootstrap = cluster.bootstrap();
     let mut producer = Tool::verifiable_producer(dist, &bootstrap, TOPIC, dir.path());
-    let consumer = Tool::verifiable_consumer(
+    let group = "verifiable-group";
+    let consumer = Tool::verifiable_consumer_with(
         dist,
         &bootstrap,
         TOPIC,
-        "verifiable-group",
+        group,
         false,
         dir.path(),
+        &["--group-protocol", group_protocol],
     );
+    // The consumer protocol's run also loses its group coordinator once,
+    // after the first leader kill: the group is loaded by another node from
+    // its records, members keep their epochs and assignments.
+    let coordinator_kill_after = (group_protocol == "consumer").then_some(1);
 
     // Kill partition 0's leader each time more writes were acknowledged,
     // and bring it back into the ISR before the next.
@@ -138,6 +167,33 @@ fn scenario(dist: &KafkaDist, clients: &str) {
             || full_isr(&cluster).then_some(()),
         );
         println!("kill {round}: node {victim} killed, another leader named, back in sync");
+        if coordinator_kill_after == Some(round) {
+            let coordinator =
+                eventually("the group's coordinator", Duration::from_secs(60), || {
+                    coordinator_of(&cluster, group)
+                });
+            let before = producer.count("producer_send_success");
+            cluster.kill9(coordinator).expect("kill -9 the coordinator");
+            eventually(
+                &format!("a coordinator other than {coordinator}"),
+                Duration::from_secs(60),
+                || coordinator_of(&cluster, group).filter(|c| *c != coordinator),
+            );
+            cluster
+                .restart(coordinator)
+                .expect("restart the old coordinator");
+            eventually(
+                &format!("{coordinator} back in every ISR"),
+                Duration::from_secs(120),
+                || full_isr(&cluster).then_some(()),
+            );
+            eventually(
+                "writes acknowledged after the coordinator kill",
+                Duration::from_secs(120),
+                || (producer.count("producer_send_success") > before + BETWEEN_KILLS).then_some(()),
+            );
+            println!("coordinator {coordinator} killed, another took the group, back in sync");
+        }
     }
 
     let delivery =
@@ -156,7 +212,15 @@ fn scenario(dist: &KafkaDist, clients: &str) {
 #[test]
 fn every_acknowledged_message_is_consumed_once_across_leader_kills() {
     let current = KafkaDist::locate().expect("the reference Kafka");
-    scenario(&current, KafkaDist::version());
+    scenario(&current, KafkaDist::version(), "classic");
     let older = KafkaDist::locate_clients_3_9().expect("Kafka's 3.9 tools");
-    scenario(&older, KafkaDist::clients_3_9_version());
+    scenario(&older, KafkaDist::clients_3_9_version(), "classic");
+}
+
+/// Kafka 4.4's verifiable consumer with the consumer group protocol
+/// (KIP-848): three leader kills and a coordinator kill.
+#[test]
+fn every_acknowledged_message_is_consumed_once_by_a_consumer_protocol_group() {
+    let current = KafkaDist::locate().expect("the reference Kafka");
+    scenario(&current, KafkaDist::version(), "consumer");
 }

@@ -80,7 +80,10 @@ impl Node {
             loop {
                 tick.tick().await;
                 groups
-                    .tick(|index| b.partition(group_coordinator::OFFSETS_TOPIC, index))
+                    .tick(
+                        |index| b.partition(group_coordinator::OFFSETS_TOPIC, index),
+                        || group_coordinator::consumer_topics(&b.image()),
+                    )
                     .await;
             }
         });

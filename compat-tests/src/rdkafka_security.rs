@@ -201,6 +201,11 @@ impl SuitePki {
             }
             let out = cmd.output().map_err(|e| format!("{python}: {e}"))?;
             last = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if last.is_empty() {
+                // The check itself failed: say how (its last words).
+                let err = String::from_utf8_lossy(&out.stderr);
+                last = err.lines().last().unwrap_or("").trim().to_string();
+            }
             if last == "ok" {
                 return Ok(());
             }

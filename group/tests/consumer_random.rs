@@ -245,7 +245,8 @@ impl Sim {
             self.heartbeat(c);
         }
         self.now += ms;
-        let records = self.group.tick(self.now);
+        let image = self.image();
+        let records = self.group.tick(self.now, &image);
         self.log.extend(records);
     }
 

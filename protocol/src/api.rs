@@ -48,7 +48,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
-    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
     // Transactions as Kafka 4 serves them: EndTxn v5, TxnOffsetCommit v5 and
@@ -82,6 +82,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// ConsumerGroupHeartbeat, and OffsetCommit/OffsetFetch v9 (member epochs).
 pub const CONSUMER_PROTOCOL: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
 ];

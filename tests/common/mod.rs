@@ -2,6 +2,7 @@
 //! kafka-protocol crate and reads responses by correlation id.
 #![allow(dead_code)]
 
+pub mod facts;
 pub mod tool;
 
 use bytes::{BufMut, Bytes, BytesMut};

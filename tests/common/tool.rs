@@ -220,6 +220,19 @@ impl Tool {
         read_committed: bool,
         dir: &Path,
     ) -> Tool {
+        Self::verifiable_consumer_with(dist, bootstrap, topic, group, read_committed, dir, &[])
+    }
+
+    /// With extra arguments (`--group-protocol consumer`).
+    pub fn verifiable_consumer_with(
+        dist: &KafkaDist,
+        bootstrap: &str,
+        topic: &str,
+        group: &str,
+        read_committed: bool,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Tool {
         let config = dir.join("consumer.properties");
         let isolation = if read_committed {
             "read_committed"
@@ -228,22 +241,21 @@ impl Tool {
         };
         std::fs::write(&config, format!("isolation.level={isolation}\n"))
             .expect("consumer.properties");
-        Tool::start(
-            dist,
-            "kafka-verifiable-consumer",
-            &[
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                topic,
-                "--group-id",
-                group,
-                "--reset-policy",
-                "earliest",
-                "--verbose",
-                "--consumer.config",
-                &config.display().to_string(),
-            ],
-        )
+        let config = config.display().to_string();
+        let mut args = vec![
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group-id",
+            group,
+            "--reset-policy",
+            "earliest",
+            "--verbose",
+            "--consumer.config",
+            &config,
+        ];
+        args.extend_from_slice(extra);
+        Tool::start(dist, "kafka-verifiable-consumer", &args)
     }
 }

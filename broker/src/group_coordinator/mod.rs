@@ -16,7 +16,9 @@ use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-use strand_group::consumer::{codec as consumer_codec, ConsumerGroup, ConsumerGroupConfig};
+use strand_group::consumer::{
+    codec as consumer_codec, ConsumerGroup, ConsumerGroupConfig, TopicImage,
+};
 use strand_group::offsets::{GroupOffsets, LoadedGroup, Replay, ReplayRecord};
 use strand_group::records;
 use strand_group::{
@@ -339,8 +341,14 @@ impl GroupCoordinator {
     }
 
     /// Fires the timers of every group whose deadline has come (initial
-    /// rebalance delay, rebalance and session timeouts).
-    pub async fn tick(&self, partition_of: impl Fn(i32) -> Option<Arc<Partition>>) {
+    /// rebalance delay, rebalance and session timeouts). `topics`: the
+    /// topics consumer-protocol groups may subscribe to, asked for only
+    /// when a member is removed.
+    pub async fn tick(
+        &self,
+        partition_of: impl Fn(i32) -> Option<Arc<Partition>>,
+        topics: impl Fn() -> TopicImage,
+    ) {
         for entry in self.all_groups() {
             let mut slot = entry.slot.lock().await;
             fire_due_timers(
@@ -349,7 +357,7 @@ impl GroupCoordinator {
                 || partition_of(entry.partition),
                 self.commit_timeout(),
             );
-            self.expire_consumer_members(&entry, &mut slot, &partition_of)
+            self.expire_consumer_members(&entry, &mut slot, &partition_of, &topics)
                 .await;
         }
     }
@@ -362,6 +370,7 @@ impl GroupCoordinator {
         entry: &Arc<GroupEntry>,
         slot: &mut GroupSlot,
         partition_of: &impl Fn(i32) -> Option<Arc<Partition>>,
+        topics: &impl Fn() -> TopicImage,
     ) {
         let now = entry.clock.now_ms();
         if slot.unloaded {
@@ -374,7 +383,7 @@ impl GroupCoordinator {
             return;
         }
         let before = group.clone();
-        let records = group.tick(now);
+        let records = group.tick(now, &topics());
         if records.is_empty() {
             return;
         }
@@ -616,7 +625,8 @@ fn read_offsets_partition(
         tracing::warn!(partition = partition.index, error = %e, "undecodable offsets record skipped");
     }
     // A group whose last member left and whose offsets are gone is over.
-    consumers.retain(|_, g| !g.members().is_empty() || state.contains_key(g.id()));
+    // An ended group (its metadata tombstoned) is gone.
+    consumers.retain(|_, g| g.exists() && (!g.members().is_empty() || state.contains_key(g.id())));
     Ok(((state, consumers), end))
 }
 
@@ -672,4 +682,16 @@ impl Coordinator for GroupCoordinator {
     ) -> impl std::future::Future<Output = ()> + Send {
         self.load_offsets_partition(partition, epoch)
     }
+}
+
+/// The topics a consumer-protocol group may subscribe to: every topic of
+/// the image, internal ones too (Kafka matches a regex against them all;
+/// franz-go's Test848RegexBrokerResolves consumes `__consumer_offsets`).
+pub fn consumer_topics(image: &strand_metadata::image::MetadataImage) -> TopicImage {
+    TopicImage::new(
+        image
+            .topics
+            .values()
+            .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32)),
+    )
 }

@@ -653,6 +653,24 @@ pub fn before(broker: &ReplicaManager, ctx: &RequestContext, request: RequestKin
                 ConsumerGroupHeartbeatResponse::default().with_error_code(GROUP_DENIED),
             ))
         }
+        // Subscribing by name needs DESCRIBE on every topic named.
+        RequestKind::ConsumerGroupHeartbeat(r)
+            if r.subscribed_topic_names
+                .as_ref()
+                .is_some_and(|ts| ts.iter().any(|t| !c.topic(Describe, t))) =>
+        {
+            Gate::Answer(ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default().with_error_code(TOPIC_DENIED),
+            ))
+        }
+        RequestKind::ConsumerGroupDescribe(mut r) => {
+            let (ok, denied) = split(std::mem::take(&mut r.group_ids), |g| c.group(Describe, g));
+            r.group_ids = ok;
+            Gate::Go(
+                RequestKind::ConsumerGroupDescribe(r),
+                Deferred::Groups(denied),
+            )
+        }
         RequestKind::LeaveGroup(r) if !c.group(Read, &r.group_id) => Gate::Answer(
             ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(GROUP_DENIED)),
         ),
@@ -1359,6 +1377,40 @@ pub fn after(
             for g in denied {
                 resp.groups.push(
                     describe_groups_response::DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(GROUP_DENIED)
+                        .with_error_message(Some(s("Group authorization failed.")))
+                        .with_authorized_operations(i32::MIN),
+                );
+            }
+        }
+        (ResponseKind::ConsumerGroupDescribe(resp), Deferred::Groups(denied)) => {
+            // A group whose members use topics the principal may not
+            // describe is refused as a whole, as Kafka does.
+            for g in &mut resp.groups {
+                let hidden = g.members.iter().any(|m| {
+                    m.subscribed_topic_names
+                        .iter()
+                        .any(|t| !c.topic(Describe, t))
+                        || m.assignment
+                            .topic_partitions
+                            .iter()
+                            .chain(&m.target_assignment.topic_partitions)
+                            .any(|tp| !c.topic(Describe, &tp.topic_name))
+                });
+                if hidden {
+                    *g = consumer_group_describe_response::DescribedGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_error_code(TOPIC_DENIED)
+                        .with_error_message(Some(s(
+                            "The described group uses topics that the client is not authorized to describe.",
+                        )))
+                        .with_authorized_operations(i32::MIN);
+                }
+            }
+            for g in denied {
+                resp.groups.push(
+                    consumer_group_describe_response::DescribedGroup::default()
                         .with_group_id(g)
                         .with_error_code(GROUP_DENIED)
                         .with_error_message(Some(s("Group authorization failed.")))

@@ -203,7 +203,7 @@ pub async fn find_coordinator(
 }
 
 /// The group's entry on this coordinator (created on first use when asked).
-async fn group_entry(
+pub(crate) async fn group_entry(
     node: &Node,
     group: &str,
     create: bool,
@@ -369,9 +369,27 @@ pub async fn txn_offset_commit(
         drop(slot);
         return respond(&|_, _| ErrorCode::NotCoordinator.code());
     }
-    // v3+ carries the consumer's generation: a zombie member is fenced
-    // (KIP-447); without one (generation -1) only the producer epoch fences.
-    if req.generation_id >= 0 || !req.member_id.is_empty() {
+    // A consumer-protocol group: the generation is the member epoch
+    // (KIP-848); a transactional commit at another epoch is a zombie's,
+    // answered ILLEGAL_GENERATION as Kafka answers it.
+    if let Some(g) = slot.consumer.as_ref() {
+        let partitions = req.topics.iter().flat_map(|t| {
+            let id = topic_id(&image, &t.name);
+            t.partitions.iter().map(move |p| (id, p.partition_index))
+        });
+        if let Err(code) =
+            g.check_offset_commit(req.member_id.as_str(), req.generation_id, partitions)
+        {
+            let code = match code {
+                ErrorCode::StaleMemberEpoch => ErrorCode::IllegalGeneration,
+                other => other,
+            };
+            drop(slot);
+            return respond(&|_, _| code.code());
+        }
+    } else if req.generation_id >= 0 || !req.member_id.is_empty() {
+        // v3+ carries the consumer's generation: a zombie member is fenced
+        // (KIP-447); without one (generation -1) only the producer epoch fences.
         if let Err(code) = crate::group_coordinator::validate_commit(
             &mut slot,
             req.member_id.as_str(),
@@ -491,11 +509,7 @@ pub async fn offset_commit(
     // KIP-1251), per the partitions committed.
     let consumer_check = slot.consumer.as_ref().map(|g| {
         let partitions = req.topics.iter().flat_map(|t| {
-            let id = image
-                .topics
-                .get(t.name.0.as_str())
-                .map(|ti| ti.topic_id)
-                .unwrap_or_default();
+            let id = topic_id(&image, &t.name);
             t.partitions.iter().map(move |p| (id, p.partition_index))
         });
         g.check_offset_commit(
@@ -566,15 +580,24 @@ pub async fn offset_commit(
 /// client asked for stable offsets (KIP-447).
 type PartitionOffset = (i32, Option<CommittedOffset>, Option<ErrorCode>);
 
+/// `member`: the member id and epoch of an OffsetFetch v9+, checked
+/// against a consumer-protocol group (KIP-848).
 async fn fetch_group_offsets(
     node: &Node,
     group: &str,
+    member: Option<(Option<&str>, i32)>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Vec<(String, Vec<PartitionOffset>)>, ErrorCode> {
     let entry = group_entry(node, group, false).await?;
     let offsets = match &entry {
-        Some(e) => e.slot.lock().await.offsets.clone(),
+        Some(e) => {
+            let slot = e.slot.lock().await;
+            if let (Some(c), Some((id, epoch))) = (&slot.consumer, member) {
+                c.check_offset_fetch(id, epoch)?;
+            }
+            slot.offsets.clone()
+        }
         None => Default::default(),
     };
     let answer = |t: &str, p: i32| -> PartitionOffset {
@@ -620,7 +643,15 @@ pub async fn offset_fetch(
                     .collect()
             });
             let mut rg = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-            match fetch_group_offsets(node, g.group_id.0.as_str(), wanted, req.require_stable).await
+            let member = (version >= 9).then_some((g.member_id.as_deref(), g.member_epoch));
+            match fetch_group_offsets(
+                node,
+                g.group_id.0.as_str(),
+                member,
+                wanted,
+                req.require_stable,
+            )
+            .await
             {
                 Ok(topics) => {
                     rg.topics = topics
@@ -658,7 +689,7 @@ pub async fn offset_fetch(
     let mut resp = OffsetFetchResponse::default();
     // require_stable exists from v7.
     let require_stable = version >= 7 && req.require_stable;
-    match fetch_group_offsets(node, req.group_id.0.as_str(), wanted, require_stable).await {
+    match fetch_group_offsets(node, req.group_id.0.as_str(), None, wanted, require_stable).await {
         Ok(topics) => {
             resp.topics = topics
                 .into_iter()
@@ -709,6 +740,15 @@ pub async fn offset_fetch(
         }
     }
     resp
+}
+
+/// A topic's id in the image (nil for a topic it does not know).
+fn topic_id(image: &strand_metadata::image::MetadataImage, name: &TopicName) -> uuid::Uuid {
+    image
+        .topics
+        .get(name.0.as_str())
+        .map(|t| t.topic_id)
+        .unwrap_or_default()
 }
 
 fn off_epoch_meta(v: &Option<CommittedOffset>) -> (i64, i32, Option<StrBytes>) {
@@ -808,6 +848,23 @@ pub async fn join_group(
         let mut slot = entry.slot.lock().await;
         if slot.unloaded {
             return join_error(&member_id, ErrorCode::NotCoordinator);
+        }
+        // A consumer-protocol group: an empty one becomes a classic group
+        // (its records ended first); one with members does not take
+        // classic members (Kafka's online migration is not built).
+        if let Some(c) = &slot.consumer {
+            let Ok(end) = c.end() else {
+                return join_error(&member_id, ErrorCode::InconsistentGroupProtocol);
+            };
+            let Some(p) = partition.as_ref() else {
+                return join_error(&member_id, ErrorCode::NotCoordinator);
+            };
+            if let Err(code) =
+                crate::group_coordinator::append_consumer_records(p, &group_id, &end, timeout).await
+            {
+                return join_error(&member_id, code);
+            }
+            slot.consumer = None;
         }
         if slot.group.is_none() {
             if !member_id.is_empty() {
@@ -985,37 +1042,44 @@ pub async fn leave_group(node: &Node, req: LeaveGroupRequest, version: i16) -> L
 }
 
 pub async fn list_groups(node: &Node, req: ListGroupsRequest) -> ListGroupsResponse {
+    // Filters are matched ignoring case, as Kafka does.
+    let wanted = |filter: &[StrBytes], value: &str| {
+        filter.is_empty()
+            || filter
+                .iter()
+                .any(|f| f.as_str().eq_ignore_ascii_case(value))
+    };
     let mut out = Vec::new();
     for entry in node.groups.all_groups() {
         let slot = entry.slot.lock().await;
         if slot.unloaded {
             continue;
         }
-        let (state, protocol_type) = match &slot.group {
-            Some(g) => {
+        let (group_type, state, protocol_type) = match (&slot.consumer, &slot.group) {
+            (Some(c), _) => ("consumer", c.state().as_str(), "consumer".to_string()),
+            (None, Some(g)) => {
                 let o = g.overview();
-                (o.state, o.protocol_type)
+                if o.state == strand_group::GroupState::Dead {
+                    continue;
+                }
+                ("classic", o.state.as_str(), o.protocol_type)
             }
             // Offsets only (simple commits): an Empty group without a protocol.
-            None => (strand_group::GroupState::Empty, String::new()),
+            (None, None) => (
+                "classic",
+                strand_group::GroupState::Empty.as_str(),
+                String::new(),
+            ),
         };
-        if state == strand_group::GroupState::Dead {
-            continue;
-        }
-        if !req.states_filter.is_empty()
-            && !req
-                .states_filter
-                .iter()
-                .any(|f| f.as_str().eq_ignore_ascii_case(state.as_str()))
-        {
+        if !wanted(&req.states_filter, state) || !wanted(&req.types_filter, group_type) {
             continue;
         }
         out.push(
             ListedGroup::default()
                 .with_group_id(GroupId(s(&entry.id)))
                 .with_protocol_type(s(&protocol_type))
-                .with_group_state(s(state.as_str()))
-                .with_group_type(s("classic")),
+                .with_group_state(s(state))
+                .with_group_type(s(group_type)),
         );
     }
     ListGroupsResponse::default().with_groups(out)
@@ -1039,6 +1103,17 @@ pub async fn describe_groups(
             Ok(None) => None,
             Ok(Some(entry)) => {
                 let slot = entry.slot.lock().await;
+                if slot.consumer.is_some() && !slot.unloaded {
+                    // As a group unknown to the classic protocol.
+                    if version >= 6 {
+                        d.error_code = ErrorCode::GroupIdNotFound.code();
+                        d.error_message = Some(s(&format!("Group {id} is not a classic group.")));
+                    }
+                    d.group_state = s(strand_group::GroupState::Dead.as_str());
+                    d.authorized_operations = i32::MIN;
+                    out.push(d);
+                    continue;
+                }
                 match &slot.group {
                     Some(g) if !slot.unloaded => Some(g.describe()),
                     _ if slot.unloaded => {
@@ -1114,9 +1189,15 @@ async fn delete_group(node: &Node, id: &str) -> Result<(), ErrorCode> {
         return Err(ErrorCode::NotCoordinator);
     }
     let no_offsets = slot.offsets.committed().is_empty();
+    // A consumer-protocol group must be empty; its records end it.
+    let consumer_end = match &slot.consumer {
+        Some(c) => c.end()?,
+        None => Vec::new(),
+    };
+    let no_consumer_group = slot.consumer.is_none();
     match slot.group.as_mut() {
         Some(g) => g.delete(node.groups.clock.now_ms())?,
-        None if no_offsets => return Err(ErrorCode::GroupIdNotFound),
+        None if no_offsets && no_consumer_group => return Err(ErrorCode::GroupIdNotFound),
         None => {}
     }
     let mut kvs: Vec<(bytes::Bytes, Option<bytes::Bytes>)> = slot
@@ -1125,11 +1206,17 @@ async fn delete_group(node: &Node, id: &str) -> Result<(), ErrorCode> {
         .keys()
         .map(|(t, p)| (records::offset_key(id, t, *p), None))
         .collect();
+    kvs.extend(
+        consumer_end
+            .iter()
+            .map(|r| strand_group::consumer::codec::encode(id, r)),
+    );
     kvs.push((records::group_key(id), None));
     let (partition, timeout) = io_for(node, &entry);
     let partition = partition.ok_or(ErrorCode::NotCoordinator)?;
     append_committed(&partition, &kvs, timeout).await?;
     slot.offsets.clear();
+    slot.consumer = None;
     drop(slot);
     node.groups.remove(&entry);
     Ok(())
@@ -1263,159 +1350,6 @@ fn decode_subscription_topics(mut b: &[u8]) -> Vec<String> {
 
 /// The topics a consumer-protocol group may subscribe to: every topic but
 /// the internal ones.
-fn consumer_topics(
-    image: &strand_metadata::image::MetadataImage,
-) -> strand_group::consumer::TopicImage {
-    strand_group::consumer::TopicImage::new(
-        image
-            .topics
-            .values()
-            .filter(|t| !t.name.starts_with("__"))
-            .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32)),
-    )
-}
-
-/// ConsumerGroupHeartbeat (KIP-848): the group's state machine decides,
-/// its records are written (acks=all), then the member is answered; a
-/// write that fails puts the group back as it was.
-pub async fn consumer_group_heartbeat(
-    node: &Node,
-    req: ConsumerGroupHeartbeatRequest,
-    version: i16,
-) -> ConsumerGroupHeartbeatResponse {
-    use consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-    use strand_group::consumer::{self as kip848, Assignment as Partitions};
-    let fail = |code: ErrorCode, message: Option<String>| {
-        ConsumerGroupHeartbeatResponse::default()
-            .with_error_code(code.code())
-            .with_error_message(message.map(StrBytes::from_string))
-    };
-    let broker = &node.broker;
-    if !broker.config.serves_consumer_protocol() {
-        return fail(ErrorCode::UnsupportedVersion, None);
-    }
-    let group_id = req.group_id.0.to_string();
-    let owned = req.topic_partitions.as_ref().map(|tps| {
-        let mut a = Partitions::new();
-        for tp in tps {
-            a.entry(tp.topic_id)
-                .or_default()
-                .extend(tp.partitions.iter().copied());
-        }
-        a
-    });
-    let mut hb = kip848::HeartbeatRequest {
-        member_id: req.member_id.to_string(),
-        member_epoch: req.member_epoch,
-        instance_id: req.instance_id.as_ref().map(|v| v.to_string()),
-        rack_id: req.rack_id.as_ref().map(|v| v.to_string()),
-        rebalance_timeout_ms: req.rebalance_timeout_ms,
-        subscribed_topic_names: req
-            .subscribed_topic_names
-            .as_ref()
-            .map(|ns| ns.iter().map(|n| n.0.to_string()).collect()),
-        subscribed_topic_regex: req.subscribed_topic_regex.as_ref().map(|v| v.to_string()),
-        server_assignor: req.server_assignor.as_ref().map(|v| v.to_string()),
-        owned,
-        client_id: String::new(),
-        client_host: String::new(),
-    };
-    let cfg = node.groups.consumer_config();
-    if let Err(e) = kip848::validate(&group_id, &hb, version, &cfg) {
-        return fail(e.code, Some(e.message));
-    }
-    if hb.member_id.is_empty() {
-        hb.member_id = uuid::Uuid::new_v4().to_string();
-    }
-    let join = hb.member_epoch == 0;
-    let entry = match group_entry(node, &group_id, join).await {
-        Ok(Some(e)) => e,
-        Ok(None) => {
-            return fail(
-                ErrorCode::GroupIdNotFound,
-                Some(format!("Consumer group {group_id} not found.")),
-            )
-        }
-        Err(code) => return fail(code, None),
-    };
-    let mut slot = entry.slot.lock().await;
-    if slot.unloaded {
-        return fail(ErrorCode::NotCoordinator, None);
-    }
-    if slot
-        .group
-        .as_ref()
-        .is_some_and(|g| g.state() != strand_group::GroupState::Empty)
-    {
-        return fail(
-            ErrorCode::GroupIdNotFound,
-            Some(format!("Group {group_id} is not a consumer group.")),
-        );
-    }
-    if slot.consumer.is_none() {
-        if !join {
-            return fail(
-                ErrorCode::GroupIdNotFound,
-                Some(format!("Consumer group {group_id} not found.")),
-            );
-        }
-        slot.consumer = Some(kip848::ConsumerGroup::new(group_id.clone()));
-    }
-    let Some(group) = slot.consumer.as_mut() else {
-        return fail(ErrorCode::UnknownServerError, None);
-    };
-    let before = group.clone();
-    let topics = consumer_topics(&broker.image());
-    let now = node.groups.clock.now_ms();
-    let (answer, records) = match group.heartbeat(&hb, &topics, &cfg, now) {
-        Ok(done) => done,
-        Err(e) => return fail(e.code, Some(e.message)),
-    };
-    if !records.is_empty() {
-        let written = match broker.partition(OFFSETS_TOPIC, entry.partition) {
-            Some(p) => {
-                crate::group_coordinator::append_consumer_records(
-                    &p,
-                    &group_id,
-                    &records,
-                    node.groups.commit_timeout(),
-                )
-                .await
-            }
-            None => Err(ErrorCode::NotCoordinator),
-        };
-        if let Err(code) = written {
-            slot.consumer = Some(before);
-            // As Kafka's coordinator maps a failed write.
-            let code = match code {
-                ErrorCode::UnknownTopicOrPartition
-                | ErrorCode::NotEnoughReplicas
-                | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
-                ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => {
-                    ErrorCode::NotCoordinator
-                }
-                other => other,
-            };
-            return fail(code, None);
-        }
-    }
-    ConsumerGroupHeartbeatResponse::default()
-        .with_member_id(Some(StrBytes::from_string(answer.member_id)))
-        .with_member_epoch(answer.member_epoch.get())
-        .with_heartbeat_interval_ms(answer.heartbeat_interval_ms)
-        .with_assignment(answer.assignment.map(|a| {
-            Assignment::default().with_topic_partitions(
-                a.into_iter()
-                    .map(|(t, ps)| {
-                        TopicPartitions::default()
-                            .with_topic_id(t)
-                            .with_partitions(ps.into_iter().collect())
-                    })
-                    .collect(),
-            )
-        }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

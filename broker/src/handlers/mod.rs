@@ -7,6 +7,7 @@ mod admin;
 mod api_versions;
 mod authorize;
 mod cluster_ops;
+mod consumer_groups;
 mod context;
 mod fetch;
 mod groups;
@@ -107,9 +108,12 @@ pub async fn dispatch(
         }
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(node, r).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(node, r).await),
-        RequestKind::ConsumerGroupHeartbeat(r) => {
-            ResponseKind::ConsumerGroupHeartbeat(groups::consumer_group_heartbeat(node, r, v).await)
-        }
+        RequestKind::ConsumerGroupHeartbeat(r) => ResponseKind::ConsumerGroupHeartbeat(
+            consumer_groups::consumer_group_heartbeat(node, ctx, r).await,
+        ),
+        RequestKind::ConsumerGroupDescribe(r) => ResponseKind::ConsumerGroupDescribe(
+            consumer_groups::consumer_group_describe(node, r).await,
+        ),
         RequestKind::LeaveGroup(r) => {
             ResponseKind::LeaveGroup(groups::leave_group(node, r, v).await)
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use strand_compat_tests::cluster::{Cluster, ClusterSpec, Layout};
+use strand_compat_tests::cluster::{Cluster, ClusterSpec, KafkaDist, Layout, Server};
 
 /// What `--help` says before the options.
 const ABOUT: &str = "\
@@ -66,6 +66,10 @@ struct Cli {
     /// directory, else `strand` from PATH)
     #[arg(long, value_name = "BIN")]
     strand: Option<PathBuf>,
+    /// run the reference Apache Kafka (jars from compat-tests/scripts/fetch-kafka.sh,
+    /// STRAND_KAFKA_DIR) instead of Strand, same layout and overrides
+    #[arg(long, conflicts_with = "strand")]
+    reference_kafka: bool,
     /// extra `--override` for every node start (repeatable)
     #[arg(long = "override", value_name = "KEY=VALUE", value_parser = strand_compat_tests::key_value)]
     overrides: Vec<(String, String)>,
@@ -79,6 +83,7 @@ struct Args {
     layout: Layout,
     dir: Option<PathBuf>,
     strand: Option<PathBuf>,
+    reference_kafka: bool,
     overrides: Vec<(String, String)>,
     timeout: Option<Duration>,
 }
@@ -105,6 +110,7 @@ fn parse_args(argv: Vec<String>) -> Result<Option<Args>, String> {
         layout,
         dir: cli.dir,
         strand: cli.strand,
+        reference_kafka: cli.reference_kafka,
         overrides: cli.overrides,
         timeout: cli.timeout.map(Duration::from_secs),
     }))
@@ -244,7 +250,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let bin = args.strand.clone().unwrap_or_else(default_strand);
+    let server = if args.reference_kafka {
+        match KafkaDist::locate() {
+            Ok(dist) => Server::Kafka(dist),
+            Err(e) => {
+                eprintln!("strand-cluster: {e}");
+                answer(&mut io::stdout().lock(), &[format!("error {e}")]);
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        Server::Strand(args.strand.clone().unwrap_or_else(default_strand))
+    };
     let spec = ClusterSpec {
         layout: args.layout,
         overrides: args.overrides.clone(),
@@ -264,9 +281,9 @@ fn main() -> ExitCode {
     eprintln!(
         "strand-cluster: starting {:?} with {}",
         args.layout,
-        bin.display()
+        server.name()
     );
-    let mut cluster = match Cluster::start(&bin, spec) {
+    let mut cluster = match Cluster::start_server(server, spec) {
         Ok(c) => c,
         Err(e) => {
             let mut msg = e.to_string();

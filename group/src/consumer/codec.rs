@@ -178,6 +178,14 @@ pub fn encode(group: &str, record: &Record) -> (Bytes, Option<Bytes>) {
             key_of(CURRENT_MEMBER_ASSIGNMENT, Some(member_id));
             true
         }
+        Record::TargetAssignmentMetadataTombstone => {
+            key_of(TARGET_ASSIGNMENT_METADATA, None);
+            true
+        }
+        Record::MetadataTombstone => {
+            key_of(METADATA, None);
+            true
+        }
     };
     (key.freeze(), (!tombstone).then(|| value.freeze()))
 }
@@ -349,9 +357,8 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
             CURRENT_MEMBER_ASSIGNMENT => {
                 Record::CurrentMemberAssignmentTombstone { member_id: member }
             }
-            // The group's or its target's end: the members' tombstones
-            // came before it.
-            _ => return Ok(None),
+            TARGET_ASSIGNMENT_METADATA => Record::TargetAssignmentMetadataTombstone,
+            _ => Record::MetadataTombstone,
         };
         return Ok(Some((group, record)));
     };

@@ -149,6 +149,10 @@ pub struct ConsumerGroup {
     sessions: BTreeMap<String, i64>,
     revocations: BTreeMap<String, (i64, Epoch)>,
     regexes: BTreeMap<String, regex::Regex>,
+    /// Regexes brought by a heartbeat and not yet resolved: they match
+    /// nothing until the group's next heartbeat, as Kafka resolves a new
+    /// regex off the heartbeat's path and applies the result later.
+    unresolved: BTreeSet<String>,
 }
 
 /// The records and answer of one heartbeat.
@@ -231,7 +235,7 @@ impl ConsumerGroup {
         if let Some(re) = meta
             .subscribed_topic_regex
             .as_deref()
-            .filter(|r| !r.is_empty())
+            .filter(|r| !r.is_empty() && !self.unresolved.contains(*r))
         {
             if let Some(re) = self.compiled(re) {
                 out.extend(
@@ -254,19 +258,29 @@ impl ConsumerGroup {
         self.regexes.get(re)
     }
 
-    /// The hash of every subscribed topic's id and partition count, with
-    /// `meta` standing for its member.
-    fn metadata_hash(&mut self, meta: Option<&MemberMetadata>, topics: &TopicImage) -> u64 {
+    /// The hash of the group's subscribed topics (ids and partition
+    /// counts; 0 when none) (with `meta` in place of
+    /// that member's metadata, and without the members `removed`).
+    fn metadata_hash(
+        &mut self,
+        meta: Option<&MemberMetadata>,
+        removed: &[String],
+        topics: &TopicImage,
+    ) -> u64 {
         let metas: Vec<MemberMetadata> = self
             .members
             .values()
             .filter(|m| meta.is_none_or(|x| x.member_id != m.meta.member_id))
+            .filter(|m| !removed.contains(&m.meta.member_id))
             .map(|m| m.meta.clone())
             .chain(meta.cloned())
             .collect();
         let mut ids = BTreeSet::new();
         for m in &metas {
             ids.extend(self.subscribed(m, topics));
+        }
+        if ids.is_empty() {
+            return 0;
         }
         let partitions: BTreeMap<TopicId, i32> = topics.iter().map(|(_, id, p)| (id, p)).collect();
         // FNV-1a: stable across builds, unlike std's hasher.
@@ -293,8 +307,10 @@ impl ConsumerGroup {
         cfg: &ConsumerGroupConfig,
         now_ms: i64,
     ) -> Result<Heartbeat, HeartbeatError> {
+        // Regexes brought by earlier heartbeats are resolved by now.
+        self.unresolved.clear();
         if req.member_epoch < 0 {
-            return self.leave(req, now_ms);
+            return self.leave(req, topics);
         }
         let join = req.member_epoch == 0;
         let id = req.member_id.as_str();
@@ -382,9 +398,12 @@ impl ConsumerGroup {
             .filter(|r| !r.is_empty())
         {
             if self.compiled(re).is_none() {
+                let why = regex_error(re)
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
                 return Err(err(
                     ErrorCode::InvalidRegularExpression,
-                    format!("SubscribedTopicRegex `{re}` is not a valid regular expression."),
+                    format!("SubscribedTopicRegex `{re}` is not a valid regular expression{why}."),
                 ));
             }
         }
@@ -413,21 +432,42 @@ impl ConsumerGroup {
         meta.client_id = req.client_id.clone();
         meta.client_host = req.client_host.clone();
         let is_new = !self.members.contains_key(id) && inherited.is_none();
-        let subscription_changed = meta.subscribed_topic_names != old.meta.subscribed_topic_names
-            || meta.subscribed_topic_regex != old.meta.subscribed_topic_regex;
+        let names_changed = meta.subscribed_topic_names != old.meta.subscribed_topic_names;
+        let regex_changed = meta.subscribed_topic_regex != old.meta.subscribed_topic_regex;
+        let subscription_changed = names_changed || regex_changed;
+        // A regex no other member subscribes to is resolved later: until
+        // then it changes neither the epoch nor the target.
+        let regex_pending = regex_changed
+            && meta.subscribed_topic_regex.as_ref().is_some_and(|re| {
+                !self.members.values().any(|m| {
+                    m.meta.member_id != id && m.meta.subscribed_topic_regex.as_ref() == Some(re)
+                })
+            });
+        if regex_pending {
+            if let Some(re) = &meta.subscribed_topic_regex {
+                self.unresolved.insert(re.clone());
+            }
+        }
         if meta != old.meta || is_new {
             records.push(Record::MemberMetadata(Box::new(meta.clone())));
         }
         // The group epoch moves with membership, subscriptions and the
         // subscribed topics' partitions.
-        let hash = self.metadata_hash(Some(&meta), topics);
+        let hash = self.metadata_hash(Some(&meta), &[], topics);
         let mut epoch = self.epoch;
         if self.epoch == Epoch::ZERO
-            || (subscription_changed && !is_new)
+            || ((names_changed || (regex_changed && !regex_pending)) && !is_new)
             || (is_new && !self.subscribed(&meta, topics).is_empty())
             || hash != self.metadata_hash
         {
-            epoch = self.epoch.next();
+            // A new group's first epoch is 2 when it subscribes to topics
+            // already, else 1: as Kafka 4.4 writes them (its records, and
+            // the differential facts); later bumps add one.
+            epoch = match (self.epoch, hash) {
+                (Epoch::ZERO, 0) => Epoch::new(1),
+                (Epoch::ZERO, _) => Epoch::new(2),
+                (e, _) => e.next(),
+            };
             records.push(Record::Metadata {
                 epoch,
                 metadata_hash: hash,
@@ -592,7 +632,7 @@ impl ConsumerGroup {
     pub fn leave(
         &mut self,
         req: &HeartbeatRequest,
-        _now_ms: i64,
+        topics: &TopicImage,
     ) -> Result<Heartbeat, HeartbeatError> {
         let id = req.member_id.as_str();
         let member = match &req.instance_id {
@@ -629,7 +669,7 @@ impl ConsumerGroup {
                 assignment: a,
             }]
         } else {
-            self.fence_records(&[id.to_string()])
+            self.fence_records(&[id.to_string()], topics)
         };
         for r in &records {
             self.replay(r);
@@ -649,23 +689,24 @@ impl ConsumerGroup {
         ))
     }
 
-    /// The records removing `ids` and bumping the epoch. The target is
-    /// recomputed at the next heartbeat (ASSIGNING until then).
-    fn fence_records(&mut self, ids: &[String]) -> Vec<Record> {
+    /// The records removing `ids` and bumping the epoch, with the hash of
+    /// the topics the others subscribe to. The target is recomputed at the
+    /// next heartbeat (ASSIGNING until then).
+    fn fence_records(&mut self, ids: &[String], topics: &TopicImage) -> Vec<Record> {
         let mut records = Vec::new();
         for id in ids {
             records.extend(tombstones(id));
         }
+        let metadata_hash = self.metadata_hash(None, ids, topics);
         records.push(Record::Metadata {
             epoch: self.epoch.next(),
-            // Recomputed (without them) at the next heartbeat.
-            metadata_hash: self.metadata_hash,
+            metadata_hash,
         });
         records
     }
 
     /// Members whose session or revocation time ran out are removed.
-    pub fn tick(&mut self, now_ms: i64) -> Vec<Record> {
+    pub fn tick(&mut self, now_ms: i64, topics: &TopicImage) -> Vec<Record> {
         let mut expired: Vec<String> = self
             .sessions
             .iter()
@@ -691,7 +732,7 @@ impl ConsumerGroup {
         if expired.is_empty() {
             return Vec::new();
         }
-        let records = self.fence_records(&expired);
+        let records = self.fence_records(&expired, topics);
         for r in &records {
             self.replay(r);
         }
@@ -761,6 +802,12 @@ impl ConsumerGroup {
                     debug_assert!(previous.is_none(), "{tp:?} held twice");
                 }
             }
+            Record::TargetAssignmentMetadataTombstone => {
+                self.assignment_epoch = Epoch::ZERO;
+                self.targets.clear();
+            }
+            // The group is over: what follows starts a new one.
+            Record::MetadataTombstone => *self = ConsumerGroup::new(self.id.clone()),
             Record::CurrentMemberAssignmentTombstone { member_id } => {
                 if let Some(m) = self.members.get_mut(member_id) {
                     for tp in m.assignment.holds() {
@@ -808,6 +855,24 @@ impl ConsumerGroup {
             }
         }
         Ok(())
+    }
+
+    /// The records ending this group (DeleteGroups, or a classic member
+    /// taking the group over): only an empty group ends.
+    pub fn end(&self) -> Result<Vec<Record>, ErrorCode> {
+        if !self.members.is_empty() {
+            return Err(ErrorCode::NonEmptyGroup);
+        }
+        Ok(vec![
+            Record::TargetAssignmentMetadataTombstone,
+            Record::MetadataTombstone,
+        ])
+    }
+
+    /// Whether the records replayed so far left a live group (not one
+    /// never started or ended by [`ConsumerGroup::end`]).
+    pub fn exists(&self) -> bool {
+        self.epoch != Epoch::ZERO
     }
 
     /// An OffsetFetch (v9+) naming a member: it must be one, at its epoch.
@@ -954,6 +1019,46 @@ fn tombstones(id: &str) -> [Record; 3] {
 /// Kafka's epoch rule: a join (0) is always accepted; the member's epoch,
 /// or its previous one while it reports owning only what it is assigned
 /// (its last answer was lost). Anything else is fenced.
+/// Why `re` does not parse, in RE2/J's words (Kafka reports them); None
+/// when it parses.
+fn regex_error(re: &str) -> Option<String> {
+    use regex_syntax::ast::ErrorKind as K;
+    let e = match regex_syntax::ast::parse::Parser::new().parse(re) {
+        Ok(_) => return regex::Regex::new(re).err().map(|e| e.to_string()),
+        Err(e) => e,
+    };
+    Some(
+        match e.kind() {
+            K::GroupUnclosed => "missing closing )",
+            // RE2/J fails this one as an internal error.
+            K::GroupUnopened => "regexp/syntax: internal error",
+            K::ClassUnclosed => "missing closing ]",
+            K::ClassRangeInvalid | K::ClassRangeLiteral => "invalid character class range",
+            K::ClassEscapeInvalid
+            | K::EscapeHexEmpty
+            | K::EscapeHexInvalid
+            | K::EscapeHexInvalidDigit
+            | K::EscapeUnrecognized => "invalid escape sequence",
+            K::EscapeUnexpectedEof => "trailing backslash at end of expression",
+            K::RepetitionMissing => "missing argument to repetition operator",
+            K::RepetitionCountInvalid
+            | K::RepetitionCountDecimalEmpty
+            | K::RepetitionCountUnclosed => "invalid repeat count",
+            K::GroupNameDuplicate { .. }
+            | K::GroupNameEmpty
+            | K::GroupNameInvalid
+            | K::GroupNameUnexpectedEof => "invalid named capture",
+            K::FlagDanglingNegation
+            | K::FlagDuplicate { .. }
+            | K::FlagRepeatedNegation { .. }
+            | K::FlagUnexpectedEof
+            | K::FlagUnrecognized => "invalid or unsupported Perl syntax",
+            _ => return Some(e.kind().to_string()),
+        }
+        .to_string(),
+    )
+}
+
 fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), HeartbeatError> {
     let received = Epoch::new(req.member_epoch);
     let current = m.assignment.epoch;
@@ -987,6 +1092,60 @@ fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), Heartbe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_group_is_gone_when_its_records_are_replayed() {
+        let cfg = ConsumerGroupConfig::default();
+        let image = TopicImage::new([("t".to_string(), TopicId::from_u128(7), 2)]);
+        let mut g = ConsumerGroup::new("g");
+        let join = HeartbeatRequest {
+            member_id: "m".into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(Assignment::new()),
+            ..HeartbeatRequest::default()
+        };
+        let (_, mut log) = g.heartbeat(&join, &image, &cfg, 0).unwrap();
+        assert_eq!(g.end(), Err(ErrorCode::NonEmptyGroup), "members stay");
+        let leave = HeartbeatRequest {
+            member_epoch: -1,
+            ..join.clone()
+        };
+        log.extend(g.heartbeat(&leave, &image, &cfg, 1).unwrap().1);
+        let end = g.end().expect("an empty group ends");
+        log.extend(end.iter().cloned());
+        let mut reloaded = ConsumerGroup::new("g");
+        for r in &log {
+            let (k, v) = super::super::codec::encode("g", r);
+            let (_, decoded) = super::super::codec::decode(&k, v.as_deref())
+                .unwrap()
+                .unwrap();
+            reloaded.replay(&decoded);
+        }
+        assert!(!reloaded.exists());
+        // Before its end, the same log leaves a live (empty) group.
+        let mut before = ConsumerGroup::new("g");
+        for r in &log[..log.len() - end.len()] {
+            before.replay(r);
+        }
+        assert!(before.exists() && before.members().is_empty());
+    }
+
+    #[test]
+    fn bad_regexes_are_named_as_re2j_names_them() {
+        for (re, why) in [
+            ("cg-(a", Some("missing closing )")),
+            ("cg-a)", Some("regexp/syntax: internal error")),
+            ("cg-[ab", Some("missing closing ]")),
+            ("*cg", Some("missing argument to repetition operator")),
+            ("cg\\", Some("trailing backslash at end of expression")),
+            ("[z-a]", Some("invalid character class range")),
+            ("cg-.*", None),
+        ] {
+            assert_eq!(regex_error(re).as_deref(), why, "{re}");
+        }
+    }
 
     #[test]
     fn requests_are_checked_as_kafka_checks_them() {

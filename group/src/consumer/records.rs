@@ -53,4 +53,9 @@ pub enum Record {
     CurrentMemberAssignmentTombstone {
         member_id: String,
     },
+    /// The target's end (ConsumerGroupTargetAssignmentMetadata's tombstone).
+    TargetAssignmentMetadataTombstone,
+    /// The group's end (ConsumerGroupMetadata's tombstone): written last
+    /// when an empty group is deleted or becomes a classic group.
+    MetadataTombstone,
 }

@@ -27,6 +27,8 @@ const ONE_RUNTIME: &str =
 
 /// Why the consumer protocol's settings do nothing yet.
 const NO_KIP_848: &str = "not read yet by Strand's consumer group protocol (KIP-848)";
+const EVERY_HEARTBEAT: &str =
+    "Strand computes a new target assignment in the heartbeat that needs it, on the coordinator's task (an interval of 0, no offload)";
 
 /// Every broker setting Strand knows besides the topic configs' synonyms,
 /// sorted by name. An empty default is Kafka's null: the value then comes
@@ -54,16 +56,21 @@ pub const BROKER_CONFIGS: &[Def] = &[
     key("delete.topic.enable", Boolean, "true", "Whether topics can be deleted.")
         .inert("topics can always be deleted"),
     key("follower.replication.throttled.rate", Long, LMAX, "Bytes per second a broker fetches for its throttled follower replicas (follower.replication.throttled.replicas), summed over them.").at_least(0).dynamic(DynamicOnly),
+    key("group.consumer.assignment.interval.ms", Int, "1000", "The least time between two target assignments of a consumer-protocol group (KIP-1263).").at_least(0).inert(EVERY_HEARTBEAT),
+    key("group.consumer.assignor.offload.enable", Boolean, "true", "Whether target assignments are computed off the coordinator's thread.").inert(EVERY_HEARTBEAT),
     key("group.consumer.assignors", List, "uniform,range", "The server-side assignors of consumer-protocol groups (KIP-848); the first is the default.").one_of(&["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]),
     key("group.consumer.heartbeat.interval.ms", Int, "5000", "The heartbeat interval consumer-protocol members are given.").at_least(1),
+    key("group.consumer.max.assignment.interval.ms", Int, "15000", "The largest assignment interval a consumer-protocol group may set.").at_least(0).inert(EVERY_HEARTBEAT),
     key("group.consumer.max.heartbeat.interval.ms", Int, "15000", "The largest heartbeat interval a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
     key("group.consumer.max.session.timeout.ms", Int, "60000", "The largest session timeout a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
     key("group.consumer.max.size", Int, IMAX, "The most members a consumer-protocol group admits.").at_least(1),
     key("group.consumer.migration.policy", STR, "bidirectional", "Whether groups move between the classic and the consumer protocol while they have members.").one_of(&["disabled", "upgrade", "downgrade", "bidirectional"]).inert(NO_KIP_848),
+    key("group.consumer.min.assignment.interval.ms", Int, "0", "The smallest assignment interval a consumer-protocol group may set.").at_least(0).inert(EVERY_HEARTBEAT),
     key("group.consumer.min.heartbeat.interval.ms", Int, "5000", "The smallest heartbeat interval a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
     key("group.consumer.min.session.timeout.ms", Int, "45000", "The smallest session timeout a consumer-protocol group may set.").at_least(1).inert(NO_KIP_848),
+    key("group.consumer.regex.refresh.interval.ms", Int, "600000", "How often the topics matching a consumer-protocol group's regexes are looked up again.").at_least(1).inert("Strand matches a group's regexes against the topics in every heartbeat that needs them"),
     key("group.consumer.session.timeout.ms", Int, "45000", "How long a consumer-protocol member that stops heartbeating stays in its group.").at_least(1),
-    key("group.coordinator.rebalance.protocols", List, "classic", "The group protocols the coordinator serves: `consumer` adds KIP-848's ConsumerGroupHeartbeat (and OffsetCommit/OffsetFetch v9). Kafka 4.x's default also names consumer and streams; Strand serves the consumer protocol only when named here, while it is being completed.").one_of(&["classic", "consumer", "share", "streams"]),
+    key("group.coordinator.rebalance.protocols", List, "classic,consumer,streams", "The group protocols the coordinator serves: `consumer` is KIP-848's (ConsumerGroupHeartbeat, ConsumerGroupDescribe, OffsetCommit/OffsetFetch v9); without it consumers must use the classic protocol. Strand has no streams (KIP-1071) or share (KIP-932) groups: naming them changes nothing.").one_of(&["classic", "consumer", "share", "streams"]),
 
     key("group.initial.rebalance.delay.ms", Int, "3000", "How long a new classic group waits for more members before its first rebalance.").at_least(0),
     key("group.max.session.timeout.ms", Int, "1800000", "The largest session timeout a classic group member may ask for.").at_least(1),
