@@ -28,33 +28,31 @@ STRAND_GO_CLIENTS="$(compat-tests/scripts/build-go-clients.sh | tail -n 1)"
 export STRAND_GO_CLIENTS
 
 start=$SECONDS
-echo "== cargo build (tests and tools)"
+# Each phase's header says when it began, in seconds since the build began.
+phase() { echo "== [$((SECONDS - start)) s] $*"; }
+phase "cargo build (tests and tools)"
 cargo build --workspace --all-targets --quiet
 
-echo "== clippy over every target, warnings as errors (the layout's lints: unused crate dependencies, unwrap outside tests)"
+phase "clippy over every target, warnings as errors (the layout's lints: unused crate dependencies, unwrap outside tests)"
 cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== cargo deny: every dependency's licence allowed, one version of each crate (the known exceptions listed), crates.io only (deny.toml)"
+phase "cargo deny: every dependency's licence allowed, one version of each crate (the known exceptions listed), crates.io only (deny.toml)"
 # Advisories need the RustSec database from GitHub: run `cargo deny check
 # advisories` where it is reachable.
 "$(strand_cargo_deny)" --offline check licenses bans sources
 
-echo "== workspace tests"
-if command -v cargo-nextest >/dev/null 2>&1; then
-    cargo nextest run --workspace --no-fail-fast
-else
-    cargo test --workspace --no-fail-fast
-fi
+phase "workspace tests, two test binaries at a time (scripts/workspace-tests.sh)"
+scripts/workspace-tests.sh
 
-echo "== chaos: a 3-node cluster on network namespaces, 120 s of concurrent clients under at least 10 faults of every kind, the history checked (needs root)"
+phase "chaos: a 3-node cluster on network namespaces, 120 s of concurrent clients under at least 10 faults of every kind, the history checked (needs root)"
 "$CARGO_TARGET_DIR/debug/strand-chaos" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --faultfs "$CARGO_TARGET_DIR/debug/libstrand_faultfs.so" \
     --seed 1 --secs 120 \
     --out "$STRAND_CACHE/chaos"
 
-echo "== write leases: a partition leader cut off from the cluster takes acks=1 writes for at most one lease, and acks=all loses nothing (needs root)"
+phase "write leases: a partition leader cut off from the cluster takes acks=1 writes for at most one lease, and acks=all loses nothing (needs root)"
 # The leader both with the active controller (cutting it off moves the
 # controller too) and apart from it.
 for acks in 1 all; do
@@ -81,7 +79,7 @@ done
 # start Kafka's tools, a JVM each, within those limits, and 0119's 20 s at
 # 1.0 hold 15 s of consuming and four kafka-acls runs of 1.7 s each here,
 # and ran out in a clean run).
-echo "== librdkafka test suite, SASL_SSL: the must-pass tests a cluster does not change, on one node"
+phase "librdkafka test suite, SASL_SSL: the must-pass tests a cluster does not change, on one node"
 suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
@@ -93,7 +91,7 @@ suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
 
-echo "== librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
+phase "librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --nodes 3 --jobs 4 \
@@ -108,7 +106,7 @@ echo "== librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl.
     --except compat-tests/librdkafka-kafka-tools-3.9.txt \
     --out "$STRAND_CACHE/librdkafka-results-3node"
 
-echo "== librdkafka test suite with the consumer group protocol (KIP-848, TEST_CONSUMER_GROUP_PROTOCOL=consumer), SASL_SSL, on a 3-node cluster: the group tests that pass against Kafka 4.4"
+phase "librdkafka test suite with the consumer group protocol (KIP-848, TEST_CONSUMER_GROUP_PROTOCOL=consumer), SASL_SSL, on a 3-node cluster: the group tests that pass against Kafka 4.4"
 TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --nodes 3 --jobs 4 \
@@ -118,7 +116,7 @@ TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite"
     --must-pass compat-tests/librdkafka-must-pass-consumer.txt \
     --out "$STRAND_CACHE/librdkafka-results-consumer-3node"
 
-echo "== librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security; beside it, the compaction test with Kafka 3.9's kafka-topics, and the consumer group protocol's tests on one SASL_SSL node"
+phase "librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security; beside it, the compaction test with Kafka 3.9's kafka-topics, and the consumer group protocol's tests on one SASL_SSL node"
 # The one-node consumer-protocol pass waits on sessions and heartbeats
 # like the others: it runs beside the PLAINTEXT pass, which runs one test
 # at a time.

@@ -731,6 +731,23 @@ fn consumer_groups(c: &mut Client, facts: &mut Facts) {
     );
     // (What the group lists as until the classic member completes its
     // join is not noted: Kafka answered both ways in two runs.)
+    // A consumer join the group refuses (its regex does not parse) leaves
+    // the classic group as it was.
+    let bad = Join {
+        regex: Some("cg-("),
+        ..Join::default()
+    };
+    let mut r0 = Member::new("member-r0-000000000000");
+    note(
+        facts,
+        "refused consumer join into an empty classic group",
+        beat(c, &topics, rg, &mut r0, &bad),
+    );
+    note(
+        facts,
+        "the classic group after the refused join",
+        list(c, &["classic"], &[]),
+    );
     let mut r2 = Member::new("member-r2-000000000000");
     note(
         facts,

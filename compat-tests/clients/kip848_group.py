@@ -3,8 +3,9 @@
 usage: kip848_group.py BOOTSTRAP TOPIC GROUP split|resume
 
 split:  two consumers share TOPIC (6 partitions, 60 records written
-        first); prints their assignments once disjoint and complete, and
-        which records each read; the first commits and leaves, and the
+        first, record i to partition i % 6); prints their assignments once
+        disjoint and complete and each has read its partitions to the end,
+        and which records each read, in order; the first commits and leaves, and the
         second's assignment after that is printed; it commits and leaves.
 resume: 60 more records are written; one consumer of GROUP reads until
         it has seen them, then prints every record it read.
@@ -61,7 +62,13 @@ if mode == "split":
             if m is not None and not m.error():
                 read[name].append(int(m.value()))
         a1, a2 = assigned(c1), assigned(c2)
-        if len(read["c1"]) + len(read["c2"]) >= 60 and len(a1) + len(a2) == 6 and a1 and a2:
+        # Until each has read every record of the partitions it holds now
+        # (a partition handed over uncommitted is read again from the start,
+        # as Kafka does).
+        caught_up = all(
+            len({v for v in read[n] if v % 6 in a}) == 10 * len(a)
+            for n, a in (("c1", a1), ("c2", a2)))
+        if a1 and a2 and sorted(a1 + a2) == list(range(6)) and caught_up:
             break
     out(event="split", c1=assigned(c1), c2=assigned(c2), read=read)
     c1.commit(asynchronous=False)

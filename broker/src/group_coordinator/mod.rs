@@ -560,11 +560,19 @@ pub async fn append_consumer_records(
     records: &[strand_group::consumer::Record],
     timeout: Duration,
 ) -> Result<(), ErrorCode> {
-    let kvs: Vec<(Bytes, Option<Bytes>)> = records
+    append_committed(partition, &consumer_record_kvs(group, records), timeout).await
+}
+
+/// The keys and values of a consumer group's records, as written to
+/// `__consumer_offsets`.
+pub fn consumer_record_kvs(
+    group: &str,
+    records: &[strand_group::consumer::Record],
+) -> Vec<(Bytes, Option<Bytes>)> {
+    records
         .iter()
         .map(|r| consumer_codec::encode(group, r))
-        .collect();
-    append_committed(partition, &kvs, timeout).await
+        .collect()
 }
 
 /// Answers the held JoinGroup/SyncGroup requests an outcome completed.

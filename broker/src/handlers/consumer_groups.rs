@@ -94,58 +94,50 @@ pub async fn consumer_group_heartbeat(
             Some(format!("Group {group_id} is not a consumer group.")),
         );
     }
-    if slot.consumer.is_none() {
-        if !join {
-            return fail(
-                ErrorCode::GroupIdNotFound,
-                Some(format!("Consumer group {group_id} not found.")),
-            );
-        }
-        // An empty classic group becomes a consumer-protocol group: its
-        // record is ended first, as Kafka does.
-        if slot.group.is_some() {
-            let Some(p) = broker.partition(OFFSETS_TOPIC, entry.partition) else {
-                return fail(ErrorCode::NotCoordinator, None);
-            };
-            let end = [(strand_group::records::group_key(&group_id), None)];
-            if let Err(code) =
-                crate::coordinator_runtime::append_committed(&p, &end, node.groups.commit_timeout())
-                    .await
-            {
-                return fail(written_error(code), None);
-            }
-            slot.group = None;
-        }
-        slot.consumer = Some(kip848::ConsumerGroup::new(group_id.clone()));
+    if slot.consumer.is_none() && !join {
+        return fail(
+            ErrorCode::GroupIdNotFound,
+            Some(format!("Consumer group {group_id} not found.")),
+        );
     }
-    let Some(group) = slot.consumer.as_mut() else {
-        return fail(ErrorCode::UnknownServerError, None);
-    };
-    let before = group.clone();
+    // An empty classic group becomes a consumer-protocol group, as Kafka
+    // does: its record is ended in the same write as the new group's first
+    // records, and only once the heartbeat has passed its checks (a
+    // refused one leaves the classic group as it was).
+    let ends_classic = slot.consumer.is_none() && slot.group.is_some();
+    let mut group = slot
+        .consumer
+        .clone()
+        .unwrap_or_else(|| kip848::ConsumerGroup::new(group_id.clone()));
     let topics = consumer_topics(&broker.image());
     let now = node.groups.clock.now_ms();
     let (answer, records) = match group.heartbeat(&hb, &topics, &cfg, now) {
         Ok(done) => done,
         Err(e) => return fail(e.code, Some(e.message)),
     };
-    if !records.is_empty() {
+    if !records.is_empty() || ends_classic {
+        let mut kvs = Vec::with_capacity(records.len() + 1);
+        if ends_classic {
+            kvs.push((strand_group::records::group_key(&group_id), None));
+        }
+        kvs.extend(crate::group_coordinator::consumer_record_kvs(
+            &group_id, &records,
+        ));
         let written = match broker.partition(OFFSETS_TOPIC, entry.partition) {
             Some(p) => {
-                crate::group_coordinator::append_consumer_records(
-                    &p,
-                    &group_id,
-                    &records,
-                    node.groups.commit_timeout(),
-                )
-                .await
+                crate::coordinator_runtime::append_committed(&p, &kvs, node.groups.commit_timeout())
+                    .await
             }
             None => Err(ErrorCode::NotCoordinator),
         };
         if let Err(code) = written {
-            slot.consumer = Some(before);
             return fail(written_error(code), None);
         }
     }
+    if ends_classic {
+        slot.group = None;
+    }
+    slot.consumer = Some(group);
     ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(StrBytes::from_string(answer.member_id)))
         .with_member_epoch(answer.member_epoch.get())
