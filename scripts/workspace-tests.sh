@@ -21,7 +21,7 @@ export CARGO
 # rest follow in cargo's order.
 slow=(java_tools franz_go transactions differential verifiable replication security hostile groups streams seeds quotas cluster)
 
-cargo test --workspace --no-run --message-format=json 2>/dev/null |
+cargo test --workspace --no-run --message-format=json |
     python3 -c '
 import json, sys
 for line in sys.stdin:
