@@ -394,6 +394,9 @@ async fn run(config: Arc<BrokerConfig>, log_levels: LogLevels) -> Result<(), Str
                     .setting("unclean.leader.election.enable")
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
                 unclean_election_interval_ms: Some(config.unclean_leader_election_interval_ms),
+                group_bounds: strand_controller::manager::GroupBounds::from_settings(|k| {
+                    config.setting(k)
+                }),
             },
             clock: strand_types::SystemClock::shared(),
             seed: None,

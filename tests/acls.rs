@@ -471,6 +471,49 @@ fn matrix(admin_addr: &str, sasl: &str) -> Vec<(&'static str, String)> {
         "all-topics metadata after removal",
         &topic_codes(&metadata(&mut alice, None)),
     );
+
+    // A group's own configs (GROUP resource): the group's DESCRIBE_CONFIGS
+    // and ALTER_CONFIGS.
+    let group_configs = |c: &mut Client| -> (i16, i16) {
+        use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+        let d: DescribeConfigsResponse = c
+            .call(
+                ApiKey::DescribeConfigs,
+                4,
+                &DescribeConfigsRequest::default().with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(32)
+                        .with_resource_name(sb("g-conf"))
+                        .with_configuration_keys(None),
+                ]),
+            )
+            .unwrap();
+        let (altered, _) = common::alter_config(
+            c,
+            32,
+            "g-conf",
+            "consumer.session.timeout.ms",
+            Some("50000"),
+        );
+        (d.results[0].error_code, altered)
+    };
+    fact("group configs, no ACL", &group_configs(&mut alice));
+    fact(
+        "grant describe and alter configs on a group",
+        &create_acls(
+            &mut admin,
+            &[
+                allow(3, "g-conf", "User:alice", 10),
+                allow(3, "g-conf", "User:alice", 11),
+            ],
+        ),
+    );
+    common::eventually(
+        "alice may describe g-conf's configs",
+        std::time::Duration::from_secs(30),
+        || (group_configs(&mut alice).0 == 0).then_some(()),
+    );
+    fact("group configs, granted", &group_configs(&mut alice));
     facts
 }
 
@@ -540,6 +583,15 @@ fn each_api_family_answers_as_kafka_with_and_without_its_acl() {
         ("describe acls as alice", CLUSTER_DENIED.to_string()),
         ("delete acls", "(0, 3)".into()),
         ("all-topics metadata after removal", format!("{none:?}")),
+        (
+            "group configs, no ACL",
+            format!("{:?}", (GROUP_DENIED, GROUP_DENIED)),
+        ),
+        (
+            "grant describe and alter configs on a group",
+            "[0, 0]".into(),
+        ),
+        ("group configs, granted", "(0, 0)".into()),
     ];
     let got: Vec<(&str, &str)> = facts.iter().map(|(l, v)| (*l, v.as_str())).collect();
     let want: Vec<(&str, &str)> = expected.iter().map(|(l, v)| (*l, v.as_str())).collect();

@@ -806,6 +806,199 @@ fn classic_join(c: &mut Client, group: &str) -> i16 {
     r.error_code
 }
 
+/// A GROUP config resource (type 32): DescribeConfigs and
+/// IncrementalAlterConfigs answers, as `(error, message)` and entries by
+/// name: `(name, value, source, read-only, type, synonyms)`.
+fn describe_group_configs(
+    c: &mut Client,
+    group: &str,
+    keys: Option<&[&str]>,
+) -> (i16, Option<String>, Vec<String>) {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+    let r: DescribeConfigsResponse = c
+        .call(
+            ApiKey::DescribeConfigs,
+            4,
+            &DescribeConfigsRequest::default()
+                .with_include_synonyms(true)
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(32)
+                    .with_resource_name(s(group))
+                    .with_configuration_keys(
+                        keys.map(|ks| ks.iter().map(|k| s(k)).collect()),
+                    )]),
+        )
+        .expect("DescribeConfigs");
+    let res = &r.results[0];
+    let mut entries: Vec<String> = res
+        .configs
+        .iter()
+        .map(|e| {
+            format!(
+                "{} = {:?} source {} read-only {} type {} synonyms {:?}",
+                e.name,
+                e.value.as_ref().map(|v| v.to_string()),
+                e.config_source,
+                e.read_only,
+                e.config_type,
+                e.synonyms
+                    .iter()
+                    .map(|y| (
+                        y.name.to_string(),
+                        y.value.as_ref().map(|v| v.to_string()),
+                        y.source
+                    ))
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    entries.sort();
+    (
+        res.error_code,
+        res.error_message.as_ref().map(|m| m.to_string()),
+        entries,
+    )
+}
+
+fn alter_group_config(
+    c: &mut Client,
+    group: &str,
+    key: &str,
+    value: Option<&str>,
+) -> (i16, String) {
+    common::alter_config(c, 32, group, key, value)
+}
+
+/// Per-group settings (KIP-848's GROUP config resource): what a group
+/// lists before anything is set, what is refused (names, values, the
+/// bounds the broker's `group.consumer.min/max.*` settings put on them),
+/// what a member is told once its group's heartbeat interval is set, and
+/// what is left after the group is deleted.
+fn group_configs(c: &mut Client, facts: &mut Facts) {
+    let g = "cg-conf";
+    // Each entry a fact of its own, by name (what a group lists at first).
+    let (code, message, entries) = describe_group_configs(c, g, None);
+    note(
+        facts,
+        "group configs of a group never seen",
+        (code, message, entries.len()),
+    );
+    for e in entries {
+        let name = e.split(' ').next().unwrap_or("").to_string();
+        note(facts, format!("group config listed: {name}"), e);
+    }
+    for (label, key, value) in [
+        (
+            "session timeout within bounds",
+            "consumer.session.timeout.ms",
+            Some("50000"),
+        ),
+        (
+            "session timeout below the minimum",
+            "consumer.session.timeout.ms",
+            Some("1000"),
+        ),
+        (
+            "session timeout above the maximum",
+            "consumer.session.timeout.ms",
+            Some("70000"),
+        ),
+        (
+            "heartbeat interval within bounds",
+            "consumer.heartbeat.interval.ms",
+            Some("6000"),
+        ),
+        (
+            "heartbeat interval below the minimum",
+            "consumer.heartbeat.interval.ms",
+            Some("4000"),
+        ),
+        (
+            "heartbeat interval above the maximum",
+            "consumer.heartbeat.interval.ms",
+            Some("20000"),
+        ),
+        (
+            "heartbeat interval that is no number",
+            "consumer.heartbeat.interval.ms",
+            Some("often"),
+        ),
+        ("an unknown name", "consumer.no.such.config", Some("1")),
+        (
+            "a broker setting's name",
+            "group.consumer.session.timeout.ms",
+            Some("50000"),
+        ),
+        (
+            "an unset config deleted",
+            "streams.num.standby.replicas",
+            None,
+        ),
+    ] {
+        note(
+            facts,
+            format!("group config {label}"),
+            alter_group_config(c, g, key, value),
+        );
+    }
+    note(
+        facts,
+        "group config on an empty group name",
+        alter_group_config(c, "", "consumer.session.timeout.ms", Some("50000")),
+    );
+    note(
+        facts,
+        "group configs of an empty group name",
+        describe_group_configs(c, "", Some(&["consumer.session.timeout.ms"])),
+    );
+    note(
+        facts,
+        "group configs after the changes",
+        describe_group_configs(
+            c,
+            g,
+            Some(&[
+                "consumer.session.timeout.ms",
+                "consumer.heartbeat.interval.ms",
+            ]),
+        ),
+    );
+    // A member is told the group's own heartbeat interval (on a topic
+    // made long before: a topic made just now may not be in Kafka's
+    // coordinator's metadata yet).
+    let topics = Topics::read(c);
+    let sub: &[&str] = &["cg-b"];
+    let join = Join {
+        topics: Some(sub),
+        ..Join::default()
+    };
+    let mut m = Member::new("member-conf-0000000000");
+    note(
+        facts,
+        "a member of a group with its own heartbeat interval",
+        beat(c, &topics, g, &mut m, &join),
+    );
+    note(
+        facts,
+        "the member leaves",
+        leave(c, &topics, g, &m.id).error,
+    );
+    note(facts, "the group deleted", delete_group(c, g));
+    note(
+        facts,
+        "group configs after the group's deletion",
+        describe_group_configs(
+            c,
+            g,
+            Some(&[
+                "consumer.session.timeout.ms",
+                "consumer.heartbeat.interval.ms",
+            ]),
+        ),
+    );
+}
+
 #[test]
 fn consumer_groups_answer_as_kafka_does() {
     let kafka = KafkaDist::locate().expect("the reference Kafka");
@@ -814,6 +1007,7 @@ fn consumer_groups_answer_as_kafka_does() {
         let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
         let mut facts = Facts::new();
         consumer_groups(&mut c, &mut facts);
+        group_configs(&mut c, &mut facts);
         facts
     };
     let strand_facts = run(Server::Strand(strand_bin()));

@@ -1057,6 +1057,32 @@ pub fn reference_page() -> String {
             cell(d.doc)
         );
     }
+    out.push_str(
+        "\n## Group configs\n\n\
+         A consumer group's own settings (`GROUP_CONFIGS` in \
+         `metadata/src/configs/group.rs`), set without a restart by \
+         IncrementalAlterConfigs on a group (`kafka-configs --alter --entity-type groups \
+         --entity-name G`), whether or not the group exists; unset, each is its broker \
+         setting's value. Values outside the range the broker's `group.*.min.*` and \
+         `group.*.max.*` settings give are refused.\n\n\
+         | Group config | Broker setting | Type | Default | Acted on | Meaning |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for d in strand_metadata::configs::GROUP_CONFIGS {
+        let synonym = match d.broker_synonym {
+            Some(s) if s != d.name => format!("`{s}`"),
+            _ => "(none)".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {synonym} | {:?} | {} | {} | {} |",
+            d.name,
+            d.kind,
+            cell(&default(d.default)),
+            cell(&acted(d.support)),
+            cell(d.doc)
+        );
+    }
     out
 }
 

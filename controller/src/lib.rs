@@ -1002,6 +1002,26 @@ impl Controller {
                     .await;
                 ControllerReply::Each(r)
             }
+            ControllerRequest::AlterGroupConfigs {
+                groups,
+                incremental,
+                validate_only,
+            } => {
+                let bounds = self.config.group_bounds.clone();
+                let r = self
+                    .decide_each(groups, validate_only, |img, (name, ops)| {
+                        manager::configs::alter_group_configs(
+                            img,
+                            &name,
+                            &ops,
+                            incremental,
+                            &bounds,
+                        )
+                        .map(|rec| (rec, ()))
+                    })
+                    .await;
+                ControllerReply::Each(r)
+            }
             ControllerRequest::CreateAcls { bindings } => {
                 let r = self
                     .decide_each(bindings, false, |img, binding| {

@@ -708,6 +708,7 @@ fn settings(id: NodeId, seed: u64, clock: Arc<dyn Clock>) -> QuorumSettings {
             leader_balance_interval_ms: None,
             unclean_leader_election_enable: false,
             unclean_election_interval_ms: None,
+            group_bounds: Default::default(),
         },
         clock,
         seed: Some(seed),

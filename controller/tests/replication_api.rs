@@ -41,6 +41,7 @@ fn settings() -> QuorumSettings {
             leader_balance_interval_ms: None,
             unclean_leader_election_enable: false,
             unclean_election_interval_ms: None,
+            group_bounds: Default::default(),
         },
         clock: strand_types::SystemClock::shared(),
         seed: None,

@@ -59,6 +59,7 @@ fn settings(clock: Arc<JumpingClock>) -> QuorumSettings {
             leader_balance_interval_ms: None,
             unclean_leader_election_enable: false,
             unclean_election_interval_ms: None,
+            group_bounds: Default::default(),
         },
         clock,
         seed: None,

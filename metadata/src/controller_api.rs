@@ -302,6 +302,13 @@ pub enum ControllerRequest {
         incremental: bool,
         validate_only: bool,
     },
+    /// AlterConfigs / IncrementalAlterConfigs on GROUP resources: (group
+    /// id, operations).
+    AlterGroupConfigs {
+        groups: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    },
     /// `broker_epoch` None skips the registration check (in-process callers).
     AllocateProducerIds {
         broker_id: BrokerId,
@@ -522,6 +529,28 @@ impl ControllerClient {
         self.call_each(
             ControllerRequest::AlterBrokerConfigs {
                 brokers,
+                incremental,
+                validate_only,
+            },
+            n,
+        )
+        .await
+    }
+
+    /// AlterConfigs on GROUP resources: one result per resource, in order.
+    pub async fn alter_group_configs(
+        &self,
+        groups: Vec<TopicConfigOps>,
+        incremental: bool,
+        validate_only: bool,
+    ) -> Vec<Result<(), ApiError>> {
+        let n = groups.len();
+        if n == 0 {
+            return vec![];
+        }
+        self.call_each(
+            ControllerRequest::AlterGroupConfigs {
+                groups,
                 incremental,
                 validate_only,
             },

@@ -49,6 +49,9 @@ pub struct MetadataImage {
     /// feature to 0 is not a log from before features).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub features_recorded: bool,
+    /// Groups' own settings (GROUP config resources) by group id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, ConfigMap>,
 }
 
 /// A map with structured keys, serialised as a list of (key, value) pairs.
@@ -184,11 +187,23 @@ impl MetadataImage {
                         .broker_configs
                         .entry(resource_name.clone())
                         .or_default(),
+                    ConfigResource::Group => {
+                        self.group_configs.entry(resource_name.clone()).or_default()
+                    }
                 };
                 match value {
                     Some(v) => map.insert(name.clone(), v.clone()),
                     None => map.remove(name),
                 };
+                // A group with nothing set is no entry at all.
+                if *resource == ConfigResource::Group
+                    && self
+                        .group_configs
+                        .get(resource_name)
+                        .is_some_and(|m| m.is_empty())
+                {
+                    self.group_configs.remove(resource_name);
+                }
             }
             MetadataRecord::ProducerIds {
                 next_producer_id, ..

@@ -19,6 +19,9 @@ use uuid::Uuid;
 pub enum ConfigResource {
     Topic,
     Broker,
+    /// A consumer group's own settings (KIP-848's GROUP resource, 32 on
+    /// the wire), by group id; the group need not exist.
+    Group,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -363,6 +363,7 @@ impl Sim {
                 leader_balance_interval_ms: None,
                 unclean_leader_election_enable: false,
                 unclean_election_interval_ms: None,
+                group_bounds: Default::default(),
             },
             last_broadcast: 0,
         };

@@ -40,7 +40,7 @@ pub fn read_values(addr: &str, topic: &str, partition: i32) -> Vec<String> {
 }
 
 /// IncrementalAlterConfigs (v1) of one config of one resource (Kafka's
-/// resource type: 2 topic, 4 broker, 8 broker logger): `value` None
+/// resource type: 2 topic, 4 broker, 8 broker logger, 32 group): `value` None
 /// deletes it. The answer's (error code, message).
 pub fn alter_config(
     c: &mut Client,

@@ -295,6 +295,31 @@ impl GroupCoordinator {
         }
     }
 
+    /// `group.consumer.*` with a group's own settings over them (GROUP
+    /// config resources): its members' session timeout and heartbeat
+    /// interval. (After a coordinator load each member's first session
+    /// runs for the broker's session timeout; its next heartbeat applies
+    /// the group's.)
+    pub fn consumer_config_of(
+        &self,
+        image: &strand_metadata::image::MetadataImage,
+        group: &str,
+    ) -> ConsumerGroupConfig {
+        let mut cfg = self.consumer_config();
+        if let Some(own) = image.group_configs.get(group) {
+            let num = |k: &str| own.get(k).and_then(|v| v.trim().parse::<i64>().ok());
+            if let Some(v) = num("consumer.session.timeout.ms") {
+                cfg.session_timeout_ms = v;
+            }
+            if let Some(v) =
+                num("consumer.heartbeat.interval.ms").and_then(|v| i32::try_from(v).ok())
+            {
+                cfg.heartbeat_interval_ms = v;
+            }
+        }
+        cfg
+    }
+
     pub fn group_config(&self) -> GroupConfig {
         GroupConfig {
             min_session_timeout_ms: self.config.group_min_session_timeout_ms,
@@ -702,4 +727,44 @@ pub fn consumer_topics(image: &strand_metadata::image::MetadataImage) -> TopicIm
             .values()
             .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group's own session timeout and heartbeat interval (GROUP
+    /// configs) lie over the broker's `group.consumer.*`; other groups keep
+    /// the broker's.
+    #[test]
+    fn a_groups_own_settings_lie_over_the_brokers() {
+        let config = BrokerConfig::from_pairs(vec![(
+            "group.consumer.session.timeout.ms".into(),
+            "50000".into(),
+        )])
+        .unwrap();
+        let coordinator =
+            GroupCoordinator::new(Arc::new(config), strand_types::SystemClock::shared());
+        let mut image = strand_metadata::image::MetadataImage::default();
+        image.group_configs.insert(
+            "g".into(),
+            [
+                ("consumer.session.timeout.ms", "55000"),
+                ("consumer.heartbeat.interval.ms", "7000"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let own = coordinator.consumer_config_of(&image, "g");
+        assert_eq!(
+            (own.session_timeout_ms, own.heartbeat_interval_ms),
+            (55_000, 7_000)
+        );
+        let other = coordinator.consumer_config_of(&image, "h");
+        assert_eq!(
+            (other.session_timeout_ms, other.heartbeat_interval_ms),
+            (50_000, 5_000)
+        );
+    }
 }

@@ -25,6 +25,7 @@ use strand_protocol::ErrorCode;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
+const RESOURCE_GROUP: i8 = 32;
 /// DescribeConfigs' config type of a password (Kafka's `ConfigType.PASSWORD`).
 const PASSWORD_CONFIG_TYPE: i8 = 9;
 
@@ -218,6 +219,21 @@ pub async fn create_partitions(
     CreatePartitionsResponse::default().with_results(out)
 }
 
+/// A topic's or a group's config as DescribeConfigs lists it (changeable,
+/// so never read-only).
+fn config_entry(
+    d: &strand_metadata::configs::TopicConfigDef,
+    value: &str,
+    source: ConfigSource,
+) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult::default()
+        .with_name(s(d.name))
+        .with_value(Some(s(value)))
+        .with_config_source(source as i8)
+        .with_read_only(false)
+        .with_config_type(d.kind as i8)
+}
+
 fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
     DescribeConfigsSynonym::default()
         .with_name(s(name))
@@ -317,12 +333,7 @@ pub fn describe_configs(
                 Some(t) => {
                     for d in TOPIC_CONFIGS.iter().filter(|d| wanted(d.name)) {
                         let (value, source) = resolve_topic_config(d, &t.configs, &layers);
-                        let mut c = DescribeConfigsResourceResult::default()
-                            .with_name(s(d.name))
-                            .with_value(Some(s(value)))
-                            .with_config_source(source as i8)
-                            .with_read_only(false)
-                            .with_config_type(d.kind as i8);
+                        let mut c = config_entry(d, value, source);
                         if req.include_synonyms {
                             if let Some(v) = t.configs.get(d.name) {
                                 c.synonyms
@@ -434,6 +445,48 @@ pub fn describe_configs(
                     }
                 }
             },
+            // A group's own settings: set for it, or its broker's default.
+            RESOURCE_GROUP if name.is_empty() => {
+                r.error_code = ErrorCode::InvalidRequest.code();
+                r.error_message = Some(s("Group name must not be empty"));
+            }
+            RESOURCE_GROUP => {
+                r.error_message = Some(s(""));
+                let set = image.group_configs.get(&name);
+                for d in strand_metadata::configs::GROUP_CONFIGS
+                    .iter()
+                    .filter(|d| wanted(d.name))
+                {
+                    // The broker setting behind it: set in the broker's
+                    // properties (STATIC_BROKER_CONFIG) or its default.
+                    let synonym_name = d.broker_synonym.unwrap_or(d.name);
+                    let static_value = broker.config.static_props.get(synonym_name);
+                    let broker_value = static_value.map_or(d.default, String::as_str);
+                    let own = set.and_then(|m| m.get(d.name));
+                    let (value, source) = match (own, static_value) {
+                        (Some(v), _) => (v.as_str(), ConfigSource::DynamicGroup),
+                        (None, Some(v)) => (v.as_str(), ConfigSource::StaticBroker),
+                        (None, None) => (broker_value, ConfigSource::Default),
+                    };
+                    let mut c = config_entry(d, value, source);
+                    if req.include_synonyms {
+                        if let Some(v) = own {
+                            c.synonyms
+                                .push(synonym(d.name, v, ConfigSource::DynamicGroup));
+                        }
+                        if let Some(v) = static_value {
+                            c.synonyms
+                                .push(synonym(synonym_name, v, ConfigSource::StaticBroker));
+                        }
+                        c.synonyms
+                            .push(synonym(synonym_name, d.default, ConfigSource::Default));
+                    }
+                    if req.include_documentation {
+                        c.documentation = Some(s(d.doc));
+                    }
+                    r.configs.push(c);
+                }
+            }
             other => {
                 r.error_code = ErrorCode::InvalidRequest.code();
                 r.error_message = Some(s(&format!("Unsupported resource type {other}")));
@@ -475,8 +528,8 @@ fn logger_resource(broker: &ReplicaManager, name: &str, call: LoggerCall) -> Res
     }
 }
 
-/// Shared by AlterConfigs and IncrementalAlterConfigs: topic and broker
-/// configs go to the controller; log levels (BROKER_LOGGER, incremental
+/// Shared by AlterConfigs and IncrementalAlterConfigs: topic, broker and
+/// group configs go to the controller; log levels (BROKER_LOGGER, incremental
 /// only) are this broker's own.
 /// One resource of an AlterConfigs request: type, name, operations.
 type ResourceOps = (i8, String, Vec<(String, ConfigOp)>);
@@ -517,6 +570,11 @@ async fn alter(
         .alter_broker_configs(of_type(RESOURCE_BROKER), incremental, validate_only)
         .await
         .into_iter();
+    let mut group_results = broker
+        .controller
+        .alter_group_configs(of_type(RESOURCE_GROUP), incremental, validate_only)
+        .await
+        .into_iter();
     broker.reconcile();
     let missing = || {
         Err(ApiError::new(
@@ -532,6 +590,7 @@ async fn alter(
                 (_, Some(e)) => Err(e),
                 (RESOURCE_TOPIC, None) => topic_results.next().unwrap_or_else(missing),
                 (RESOURCE_BROKER, None) => broker_results.next().unwrap_or_else(missing),
+                (RESOURCE_GROUP, None) => group_results.next().unwrap_or_else(missing),
                 (RESOURCE_BROKER_LOGGER, None) if incremental => {
                     logger_resource(broker, &name, LoggerCall::Alter)
                         .and_then(|()| broker.loggers.alter(&ops, validate_only))

@@ -978,11 +978,13 @@ fn is_internal(name: &str) -> bool {
 }
 
 /// The code refusing a config resource, if refused: topics by the topic's
-/// ACLs (TOPIC_AUTHORIZATION_FAILED), brokers by the cluster's
+/// ACLs (TOPIC_AUTHORIZATION_FAILED), groups by the group's
+/// (GROUP_AUTHORIZATION_FAILED), brokers by the cluster's
 /// (CLUSTER_AUTHORIZATION_FAILED).
 fn config_check(c: &Check, resource_type: i8, name: &str, op: Operation) -> Option<i16> {
     match resource_type {
         2 => (!c.topic(op, name)).then_some(TOPIC_DENIED),
+        32 => (!c.group(op, name)).then_some(GROUP_DENIED),
         4 | 8 => (!c.cluster(op)).then_some(CLUSTER_DENIED),
         _ => None,
     }

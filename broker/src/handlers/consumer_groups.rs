@@ -62,7 +62,7 @@ pub async fn consumer_group_heartbeat(
         client_id: ctx.client_id.clone(),
         client_host: ctx.client_host.clone(),
     };
-    let cfg = node.groups.consumer_config();
+    let cfg = node.groups.consumer_config_of(&broker.image(), &group_id);
     if let Err(e) = kip848::validate(&group_id, &hb, version, &cfg) {
         return fail(e.code, Some(e.message));
     }

@@ -29,6 +29,9 @@ pub struct ControllerConfig {
     /// leaderless partitions whose topic allows it
     /// (`unclean.leader.election.interval.ms`); None: never.
     pub unclean_election_interval_ms: Option<u64>,
+    /// The ranges this node's `group.*.min/max.*` settings put on groups'
+    /// own settings (GROUP config resources).
+    pub group_bounds: strand_metadata::configs::GroupBounds,
 }
 
 /// Kafka's broker.session.timeout.ms default.

@@ -6,7 +6,8 @@
 
 use super::common::ApiError;
 use strand_metadata::configs::{
-    validate_dynamic_broker_config, validate_topic_config, TopicConfigDef,
+    validate_dynamic_broker_config, validate_group_configs, validate_topic_config, GroupBounds,
+    TopicConfigDef,
 };
 pub use strand_metadata::controller_api::ConfigOp;
 use strand_metadata::image::MetadataImage;
@@ -121,6 +122,44 @@ pub fn alter_broker_configs(
     // Kafka answers a bad broker config value INVALID_REQUEST.
     .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.message))?;
     Ok(changes(ConfigResource::Broker, name, &current, &next))
+}
+
+/// AlterConfigs and IncrementalAlterConfigs on a GROUP resource: a
+/// consumer group's own settings, whether or not the group exists (as in
+/// Kafka). The result as a whole is checked (`validate_group_configs`:
+/// names, types, and the ranges `bounds` holds from this node's
+/// `group.*.min/max.*` settings).
+pub fn alter_group_configs(
+    image: &MetadataImage,
+    name: &str,
+    ops: &[(String, ConfigOp)],
+    incremental: bool,
+    bounds: &GroupBounds,
+) -> Result<Vec<MetadataRecord>, ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "Default group resources are not allowed.",
+        ));
+    }
+    let current = image.group_configs.get(name).cloned().unwrap_or_default();
+    let next = apply_ops(
+        &current,
+        ops,
+        incremental,
+        |key| {
+            strand_metadata::configs::group_config(key).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Unknown group config name: {key}"),
+                )
+            })
+        },
+        |_, _| Ok(()),
+    )?;
+    validate_group_configs(&next, bounds)
+        .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+    Ok(changes(ConfigResource::Group, name, &current, &next))
 }
 
 /// The configs after `ops`, each resulting value checked by `validate`;
@@ -487,5 +526,48 @@ mod tests {
             img.broker_configs["1"].keys().collect::<Vec<_>>(),
             vec!["log.retention.bytes"]
         );
+    }
+    /// GROUP resources: a group's own settings, checked as a whole against
+    /// the node's bounds; the image keeps what was written, and a group
+    /// with nothing left set is no entry.
+    #[test]
+    fn group_configs() {
+        let mut img = image_with_brokers(&[1]);
+        let set = |k: &str, v: &str| (k.to_string(), ConfigOp::Set(v.into()));
+        let del = |k: &str| (k.to_string(), ConfigOp::Delete);
+        let bounds = GroupBounds::default();
+        let alter = |img: &MetadataImage, ops: &[(String, ConfigOp)]| {
+            alter_group_configs(img, "g", ops, true, &bounds).map_err(|e| (e.code, e.message))
+        };
+        let refused = |m: &str| Err((ErrorCode::InvalidConfig, m.to_string()));
+        #[rustfmt::skip]
+        let cases: Vec<(Vec<(String, ConfigOp)>, Result<usize, (ErrorCode, String)>)> = vec![
+            (vec![set("consumer.heartbeat.interval.ms", "4000")], refused("consumer.heartbeat.interval.ms must be in the range 5000 to 15000 inclusive.")),
+            (vec![set("no.such", "1")], refused("Unknown group config name: no.such")),
+            (vec![set("group.consumer.session.timeout.ms", "50000")], refused("Unknown group config name: group.consumer.session.timeout.ms")),
+            (vec![set("consumer.session.timeout.ms", "x")], refused("Invalid value x for configuration consumer.session.timeout.ms: Not a number of type INT")),
+            (vec![del("consumer.session.timeout.ms")], Ok(0)),
+            (vec![set("consumer.session.timeout.ms", "50000"), set("consumer.heartbeat.interval.ms", "6000")], Ok(2)),
+        ];
+        for (i, (ops, want)) in cases.iter().enumerate() {
+            assert_eq!(alter(&img, ops).map(|r| r.len()), *want, "case {i}");
+        }
+        let recs = alter(&img, &cases[5].0).unwrap();
+        apply_all(&mut img, &recs);
+        assert_eq!(
+            img.group_configs["g"]["consumer.heartbeat.interval.ms"],
+            "6000"
+        );
+        // A change is checked with what is already set: a heartbeat
+        // interval within bounds stays so with the session timeout set.
+        assert!(alter(&img, &[set("consumer.session.timeout.ms", "60000")]).is_ok());
+        for k in [
+            "consumer.session.timeout.ms",
+            "consumer.heartbeat.interval.ms",
+        ] {
+            let recs = alter(&img, &[del(k)]).unwrap();
+            apply_all(&mut img, &recs);
+        }
+        assert!(!img.group_configs.contains_key("g"));
     }
 }

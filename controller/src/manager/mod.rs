@@ -42,6 +42,7 @@ pub use replication::{
     ElectionResult, ElectionType,
 };
 pub use scram::alter_user_scram_credentials;
+pub use strand_metadata::configs::GroupBounds;
 pub use topics::{
     create_partitions, create_topic, delete_topic, validate_topic_name, CreatedTopic, NewTopic,
 };
@@ -88,6 +89,7 @@ pub(crate) mod testutil {
             leader_balance_interval_ms: None,
             unclean_leader_election_enable: false,
             unclean_election_interval_ms: None,
+            group_bounds: Default::default(),
         }
     }
 

@@ -403,6 +403,7 @@ mod tests {
             leader_balance_interval_ms: None,
             unclean_leader_election_enable: false,
             unclean_election_interval_ms: None,
+            group_bounds: Default::default(),
             ..cfg()
         };
         let t = |name: &str, rf: i16| NewTopic {
@@ -451,6 +452,7 @@ mod tests {
                 leader_balance_interval_ms: None,
                 unclean_leader_election_enable: false,
                 unclean_election_interval_ms: None,
+                group_bounds: Default::default(),
                 ..cfg()
             };
             let t = match requested {

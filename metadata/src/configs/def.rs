@@ -110,3 +110,116 @@ pub(super) const fn def(
         support: Support::ActedOn,
     }
 }
+
+use ConfigType::{Boolean, Class, Double, Int, List, Long, Password, Short};
+
+/// The levels a codec takes (KIP-390): (lowest, highest, the "codec's
+/// default" value outside the range, if any). gzip: 1-9 or -1 (zlib's
+/// default); lz4: 1-17; zstd: zstd's negative fast levels up to 22.
+fn compression_level_range(name: &str) -> Option<(i64, i64, Option<i64>)> {
+    match name {
+        "compression.gzip.level" => Some((1, 9, Some(-1))),
+        "compression.lz4.level" => Some((1, 17, None)),
+        "compression.zstd.level" => Some((-131_072, 22, None)),
+        _ => None,
+    }
+}
+
+fn check_compression_level(
+    (low, high, special): (i64, i64, Option<i64>),
+    v: i64,
+) -> Result<(), String> {
+    if (low..=high).contains(&v) || Some(v) == special {
+        return Ok(());
+    }
+    Err(match special {
+        Some(d) => format!("Value must be between {low} and {high} or equal to {d}"),
+        None => format!("Value must be between {low} and {high}"),
+    })
+}
+
+/// Checks `value` against `d`'s type, bounds and choices; the error reads
+/// as Kafka's ConfigException does.
+pub fn validate_value(d: &TopicConfigDef, value: &str) -> Result<(), String> {
+    let bad = || format!("Invalid value {value} for configuration {}", d.name);
+    if d.name.ends_with(".replication.throttled.replicas") {
+        return validate_throttled_replicas(d.name, value);
+    }
+    match d.kind {
+        Boolean => {
+            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
+                return Err(format!(
+                    "{}: Expected value to be either true or false",
+                    bad()
+                ));
+            }
+        }
+        Int | Long | Short => {
+            let v: i64 = value.trim().parse().map_err(|_| {
+                let kind = format!("{:?}", d.kind).to_uppercase();
+                format!("{}: Not a number of type {kind}", bad())
+            })?;
+            if d.kind == Int && (v < i32::MIN as i64 || v > i32::MAX as i64) {
+                return Err(format!("{}: Not a number of type INT", bad()));
+            }
+            if let Some(min) = d.min {
+                if v < min {
+                    return Err(format!("{}: Value must be at least {min}", bad()));
+                }
+            }
+            if let Some(range) = compression_level_range(d.name) {
+                check_compression_level(range, v).map_err(|m| format!("{}: {m}", bad()))?;
+            }
+        }
+        Double => {
+            value
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{}: Not a number of type DOUBLE", bad()))?;
+        }
+        List => {
+            if !d.one_of.is_empty() {
+                for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    if !d.one_of.contains(&item) {
+                        return Err(format!(
+                            "{}: String must be one of: {}",
+                            bad(),
+                            d.one_of.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        ConfigType::String | Class | Password => {
+            if !d.one_of.is_empty() && !d.one_of.contains(&value) {
+                return Err(format!(
+                    "{}: String must be one of: {}",
+                    bad(),
+                    d.one_of.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A throttled replica list (Kafka's ThrottledReplicaListValidator): `*`,
+/// or `partition:broker` entries (each trimmed; none at all is allowed).
+fn validate_throttled_replicas(name: &str, value: &str) -> Result<(), String> {
+    let entry = |e: &str| {
+        let e = e.trim();
+        e.is_empty()
+            || e.split_once(':').is_some_and(|(p, b)| {
+                !p.is_empty()
+                    && !b.is_empty()
+                    && p.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+    };
+    if value.trim() == "*" || value.split(',').all(entry) {
+        return Ok(());
+    }
+    Err(format!(
+        "Invalid value {value} for configuration {name}: {name} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    ))
+}

@@ -487,6 +487,7 @@ async fn start_quorum(
                     leader_balance_interval_ms: None,
                     unclean_leader_election_enable: false,
                     unclean_election_interval_ms: None,
+                    group_bounds: Default::default(),
                 },
                 clock: clock.clone(),
                 seed: Some(seed ^ (u64::from(id) << 32)),
