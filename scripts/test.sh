@@ -79,8 +79,18 @@ done
 # start Kafka's tools, a JVM each, within those limits, and 0119's 20 s at
 # 1.0 hold 15 s of consuming and four kafka-acls runs of 1.7 s each here,
 # and ran out in a clean run).
-phase "librdkafka test suite, SASL_SSL: the must-pass tests a cluster does not change, on one node"
 suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
+phase "librdkafka test suite, SASL_SSL: the must-pass tests a cluster does not change, on one node; beside it, the consumer group protocol's (KIP-848, TEST_CONSUMER_GROUP_PROTOCOL=consumer) group tests that pass against Kafka 4.4, on a 3-node SASL_SSL cluster"
+# Both passes wait on sessions and timeouts far more than on the CPU.
+TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --nodes 3 --jobs 4 \
+    --override default.replication.factor=3 \
+    --suite "$suite" \
+    --security sasl_ssl \
+    --must-pass compat-tests/librdkafka-must-pass-consumer.txt \
+    --out "$STRAND_CACHE/librdkafka-results-consumer-3node" &
+consumer3=$!
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
     --strand "$CARGO_TARGET_DIR/debug/strand" \
     --suite "$suite" \
@@ -90,6 +100,7 @@ suite="$(compat-tests/scripts/build-librdkafka.sh | tail -n 1)"
     --except compat-tests/librdkafka-kafka-tools-3.9.txt \
     --must-pass compat-tests/librdkafka-must-pass.txt \
     --out "$STRAND_CACHE/librdkafka-results"
+wait "$consumer3"
 
 phase "librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl. the 3-broker-only one) on a 3-node cluster (default replication factor 3)"
 "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
@@ -105,16 +116,6 @@ phase "librdkafka test suite, SASL_SSL: the rest of the must-pass lists (incl. t
     --except compat-tests/librdkafka-plaintext.txt \
     --except compat-tests/librdkafka-kafka-tools-3.9.txt \
     --out "$STRAND_CACHE/librdkafka-results-3node"
-
-phase "librdkafka test suite with the consumer group protocol (KIP-848, TEST_CONSUMER_GROUP_PROTOCOL=consumer), SASL_SSL, on a 3-node cluster: the group tests that pass against Kafka 4.4"
-TEST_CONSUMER_GROUP_PROTOCOL=consumer "$CARGO_TARGET_DIR/debug/librdkafka-suite" \
-    --strand "$CARGO_TARGET_DIR/debug/strand" \
-    --nodes 3 --jobs 4 \
-    --override default.replication.factor=3 \
-    --suite "$suite" \
-    --security sasl_ssl \
-    --must-pass compat-tests/librdkafka-must-pass-consumer.txt \
-    --out "$STRAND_CACHE/librdkafka-results-consumer-3node"
 
 phase "librdkafka test suite, PLAINTEXT with an authorizer: the tests upstream runs only without client security; beside it, the compaction test with Kafka 3.9's kafka-topics, and the consumer group protocol's tests on one SASL_SSL node"
 # The one-node consumer-protocol pass waits on sessions and heartbeats

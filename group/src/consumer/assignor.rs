@@ -82,8 +82,9 @@ fn uniform(
 }
 
 /// Every member subscribes to the same topics: each gets the total divided
-/// evenly (the first `total % members` one more), keeping what it had up to
-/// that quota; what is left goes to those under it, in order.
+/// evenly (`total % members` of them one more, those holding more than
+/// that first), keeping what it had up to that quota; what is left goes to
+/// those under it, in order.
 fn uniform_homogeneous(
     members: &BTreeMap<String, MemberSpec>,
     partitions: &BTreeMap<TopicId, i32>,
@@ -118,14 +119,29 @@ fn uniform_homogeneous(
     }
     let count = members.len();
     let min_quota = total / count;
+    // The `total % count` members that get one partition more: first those
+    // that already hold more than the least share (they keep it, so
+    // nothing moves that need not), then the others, in order.
+    let held = |m: &MemberSpec| -> usize {
+        m.target
+            .iter()
+            .filter(|(t, _)| topics.contains(t))
+            .map(|(t, ps)| ps.iter().filter(|p| **p < partitions[t]).count())
+            .sum()
+    };
     let mut extra = total % count;
+    let mut gets_extra: BTreeSet<&String> = BTreeSet::new();
+    for pass_holders in [true, false] {
+        for (id, m) in members {
+            if extra > 0 && !gets_extra.contains(id) && (held(m) > min_quota) == pass_holders {
+                gets_extra.insert(id);
+                extra -= 1;
+            }
+        }
+    }
     let mut unfilled: Vec<(String, usize)> = Vec::new();
     for (id, m) in members {
-        let mut quota = min_quota;
-        if extra > 0 {
-            quota += 1;
-            extra -= 1;
-        }
+        let mut quota = min_quota + usize::from(gets_extra.contains(id));
         let mine = out.get_mut(id).expect("every member has an entry");
         for (t, ps) in &m.target {
             if !topics.contains(t) {
@@ -347,6 +363,33 @@ mod tests {
             ("b".to_string(), spec(&[1], &[(1, &[3, 4, 5])])),
         ]);
         assert_eq!(Assignor::Uniform.assign(&again, &partitions), out);
+    }
+
+    /// The partitions that do not divide evenly stay with those holding
+    /// them: a member that sorts first takes none of them (librdkafka's
+    /// 0089 saw its one partition moved to a newcomer, its holder made to
+    /// revoke it).
+    #[test]
+    fn uniform_leaves_the_odd_partitions_with_their_holders() {
+        let partitions = BTreeMap::from([(topic(1), 1)]);
+        let members = BTreeMap::from([
+            ("a-newcomer".to_string(), spec(&[1], &[])),
+            ("b-holder".to_string(), spec(&[1], &[(1, &[0])])),
+        ]);
+        let out = Assignor::Uniform.assign(&members, &partitions);
+        assert_eq!(out["b-holder"][&topic(1)], BTreeSet::from([0]));
+        assert!(out["a-newcomer"].is_empty());
+        // 5 over 3 members: the holders of two keep them, the newcomer gets one.
+        let partitions = BTreeMap::from([(topic(1), 5)]);
+        let members = BTreeMap::from([
+            ("a".to_string(), spec(&[1], &[])),
+            ("b".to_string(), spec(&[1], &[(1, &[0, 1, 2])])),
+            ("c".to_string(), spec(&[1], &[(1, &[3, 4])])),
+        ]);
+        let out = Assignor::Uniform.assign(&members, &partitions);
+        assert_eq!(sizes(&out), [1, 2, 2]);
+        assert_eq!(out["c"][&topic(1)], BTreeSet::from([3, 4]));
+        assert_eq!(out["a"][&topic(1)], BTreeSet::from([2]));
     }
 
     #[test]
