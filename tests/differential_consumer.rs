@@ -395,7 +395,7 @@ fn fetch_committed(
 /// commits and fetches with good, stale and unknown epochs, bad requests,
 /// a static member, leaving.
 fn consumer_groups(c: &mut Client, facts: &mut Facts) {
-    for (topic, partitions) in [("cg-a", 4), ("cg-b", 2)] {
+    for (topic, partitions) in [("cg-a", 4), ("cg-b", 2), ("cg-one", 1)] {
         let code = create_topics(c, vec![creatable_topic(topic, partitions, 1, &[])])
             .expect("CreateTopics")
             .topics[0]
@@ -404,7 +404,7 @@ fn consumer_groups(c: &mut Client, facts: &mut Facts) {
     }
     let topics = eventually("the topics' ids", Duration::from_secs(30), || {
         let t = Topics::read(c);
-        (t.by_name.len() >= 2).then_some(t)
+        (t.by_name.len() >= 3).then_some(t)
     });
     let g = "cg";
     let sub: &[&str] = &["cg-a"];
@@ -999,6 +999,42 @@ fn group_configs(c: &mut Client, facts: &mut Facts) {
     );
 }
 
+/// The uniform assignor with partitions that do not divide evenly: one
+/// partition, held by a member, when a member whose id sorts first joins.
+fn odd_partitions(c: &mut Client, facts: &mut Facts) {
+    let topics = Topics::read(c);
+    let g = "cg-odd";
+    let sub: &[&str] = &["cg-one"];
+    let join = Join {
+        topics: Some(sub),
+        assignor: Some("uniform"),
+        ..Join::default()
+    };
+    let mut holder = Member::new("member-z-old-000000000");
+    note(
+        facts,
+        "odd: the first member joins",
+        beat(c, &topics, g, &mut holder, &join),
+    );
+    let mut newcomer = Member::new("member-a-new-000000000");
+    note(
+        facts,
+        "odd: a member that sorts first joins",
+        beat(c, &topics, g, &mut newcomer, &join),
+    );
+    note(
+        facts,
+        "odd: the first member's next heartbeat",
+        beat(c, &topics, g, &mut holder, &join),
+    );
+    note(
+        facts,
+        "odd: the newcomer's next heartbeat",
+        beat(c, &topics, g, &mut newcomer, &join),
+    );
+    note(facts, "odd: described", describe(c, &topics, &[g]));
+}
+
 #[test]
 fn consumer_groups_answer_as_kafka_does() {
     let kafka = KafkaDist::locate().expect("the reference Kafka");
@@ -1008,6 +1044,7 @@ fn consumer_groups_answer_as_kafka_does() {
         let mut facts = Facts::new();
         consumer_groups(&mut c, &mut facts);
         group_configs(&mut c, &mut facts);
+        odd_partitions(&mut c, &mut facts);
         facts
     };
     let strand_facts = run(Server::Strand(strand_bin()));
