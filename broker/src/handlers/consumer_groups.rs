@@ -62,7 +62,10 @@ pub async fn consumer_group_heartbeat(
         client_id: ctx.client_id.clone(),
         client_host: ctx.client_host.clone(),
     };
-    let cfg = node.groups.consumer_config_of(&broker.image(), &group_id);
+    // One metadata snapshot for the whole heartbeat: the group's settings
+    // and the topics it is assigned from agree.
+    let image = broker.image();
+    let cfg = node.groups.consumer_config_of(&image, &group_id);
     if let Err(e) = kip848::validate(&group_id, &hb, version, &cfg) {
         return fail(e.code, Some(e.message));
     }
@@ -109,7 +112,7 @@ pub async fn consumer_group_heartbeat(
         .consumer
         .clone()
         .unwrap_or_else(|| kip848::ConsumerGroup::new(group_id.clone()));
-    let topics = consumer_topics(&broker.image());
+    let topics = consumer_topics(&image);
     let now = node.groups.clock.now_ms();
     let (answer, records) = match group.heartbeat(&hb, &topics, &cfg, now) {
         Ok(done) => done,
