@@ -12,11 +12,15 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 fn run(bootstrap: &str, mode: &str) -> Vec<serde_json::Value> {
+    run_in(bootstrap, "kip848", "g-kip848", mode)
+}
+
+fn run_in(bootstrap: &str, topic: &str, group: &str, mode: &str) -> Vec<serde_json::Value> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("compat-tests/clients/kip848_group.py");
     let out = Command::new(common::python())
         .arg(script)
-        .args([bootstrap, "kip848", "g-kip848", mode])
+        .args([bootstrap, topic, group, mode])
         .output()
         .expect("python runs");
     assert!(
@@ -84,6 +88,44 @@ fn consumers_split_hand_over_and_resume_after_a_restart() {
         (60..120).collect::<Vec<_>>(),
         "after the restart, only the records after the commits"
     );
+}
+
+/// A rolling change of client, as a user upgrading from the classic
+/// protocol does (Kafka's online migration, the default policy
+/// `bidirectional`): a classic consumer holds a topic; a consumer-protocol
+/// consumer joins the same group, which becomes a consumer-protocol group,
+/// and they split the partitions without one ever being assigned to both;
+/// when it leaves, the group is a classic group again and the classic
+/// consumer holds everything.
+#[test]
+fn a_group_moves_between_the_protocols_with_its_members() {
+    let broker = strand_compat_tests::harness::Broker::start(
+        &common::strand_bin(),
+        &[("offsets.topic.num.partitions", "3")],
+    )
+    .expect("broker starts");
+    let events = run_in(&broker.addr(), "migrate", "g-migrate", "migrate");
+    let [classic, mixed, downgraded] = &events[..] else {
+        panic!("three steps: {events:?}");
+    };
+    let six: Vec<i64> = (0..6).collect();
+    assert_eq!(ints(&classic["k"]), six, "{classic}");
+    assert_eq!(classic["type"], "CLASSIC", "{classic}");
+    let (k, c) = (ints(&mixed["k"]), ints(&mixed["c"]));
+    assert!(
+        !k.is_empty() && !c.is_empty(),
+        "both hold partitions: {mixed}"
+    );
+    let all: BTreeSet<i64> = k.iter().chain(&c).copied().collect();
+    assert_eq!(all.len(), 6, "disjoint and complete: {mixed}");
+    assert_eq!(mixed["type"], "CONSUMER", "{mixed}");
+    assert_eq!(
+        mixed["overlap"],
+        serde_json::json!([]),
+        "never assigned to both: {mixed}"
+    );
+    assert_eq!(ints(&downgraded["k"]), six, "{downgraded}");
+    assert_eq!(downgraded["type"], "CLASSIC", "{downgraded}");
 }
 
 /// Without `consumer` in `group.coordinator.rebalance.protocols`, the

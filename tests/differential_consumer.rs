@@ -39,12 +39,7 @@ const SETTINGS: &[(&str, &str)] = &[
 ];
 
 /// Facts that differ on purpose: (fact, why). Each one is in COMPATIBILITY.md.
-const KNOWN: &[(&str, &str)] = &[(
-    "classic join into a group with members",
-    "Kafka takes a classic member into a consumer-protocol group (online migration, \
-     group.consumer.migration.policy=bidirectional); Strand has no mixed groups yet and \
-     answers INCONSISTENT_GROUP_PROTOCOL",
-)];
+const KNOWN: &[(&str, &str)] = &[];
 
 fn start(server: Server) -> Cluster {
     let name = server.name();
@@ -806,6 +801,326 @@ fn classic_join(c: &mut Client, group: &str) -> i16 {
     r.error_code
 }
 
+/// A ConsumerProtocolSubscription v1: topics, no user data, owned
+/// partitions.
+fn subscription(topics: &[&str], owned: &[(&str, Vec<i32>)]) -> bytes::Bytes {
+    use bytes::BufMut;
+    let mut b = bytes::BytesMut::new();
+    let put_str = |b: &mut bytes::BytesMut, v: &str| {
+        b.put_i16(v.len() as i16);
+        b.put_slice(v.as_bytes());
+    };
+    b.put_i16(1);
+    b.put_i32(topics.len() as i32);
+    for t in topics {
+        put_str(&mut b, t);
+    }
+    b.put_i32(-1);
+    b.put_i32(owned.len() as i32);
+    for (t, ps) in owned {
+        put_str(&mut b, t);
+        b.put_i32(ps.len() as i32);
+        for p in ps {
+            b.put_i32(*p);
+        }
+    }
+    b.freeze()
+}
+
+/// A ConsumerProtocolAssignment's partitions (version, then topics).
+fn assignment_of(mut b: &[u8]) -> Vec<(String, Vec<i32>)> {
+    use bytes::Buf;
+    let mut out = Vec::new();
+    if b.remaining() < 6 {
+        return out;
+    }
+    let _version = b.get_i16();
+    for _ in 0..b.get_i32() {
+        let len = b.get_i16() as usize;
+        let topic = String::from_utf8_lossy(&b[..len]).into_owned();
+        b.advance(len);
+        let mut ps: Vec<i32> = (0..b.get_i32()).map(|_| b.get_i32()).collect();
+        ps.sort();
+        out.push((topic, ps));
+    }
+    out.sort();
+    out
+}
+
+/// A classic member (JoinGroup v5, SyncGroup v3, Heartbeat v3), its id
+/// written as `name` in facts: ids are the server's choice.
+struct ClassicMember {
+    name: &'static str,
+    id: String,
+    generation: i32,
+    protocol: Option<String>,
+    owned: Vec<(String, Vec<i32>)>,
+}
+
+impl ClassicMember {
+    /// `text` with the member's id written as its name.
+    fn mask(&self, text: String) -> String {
+        if self.id.is_empty() {
+            text
+        } else {
+            text.replace(&self.id, self.name)
+        }
+    }
+
+    /// JoinGroup: (error, generation, protocol type, protocol, leader is
+    /// me, members listed).
+    fn join(&mut self, c: &mut Client, group: &str, topics: &[&str]) -> String {
+        use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+        use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+        let owned: Vec<(&str, Vec<i32>)> = self
+            .owned
+            .iter()
+            .map(|(t, p)| (t.as_str(), p.clone()))
+            .collect();
+        let r: JoinGroupResponse = c
+            .call(
+                ApiKey::JoinGroup,
+                5,
+                &JoinGroupRequest::default()
+                    .with_group_id(GroupId(s(group)))
+                    .with_member_id(s(&self.id))
+                    .with_session_timeout_ms(30_000)
+                    .with_rebalance_timeout_ms(30_000)
+                    .with_protocol_type(s("consumer"))
+                    .with_protocols(vec![
+                        JoinGroupRequestProtocol::default()
+                            .with_name(s("cooperative-sticky"))
+                            .with_metadata(subscription(topics, &owned)),
+                        JoinGroupRequestProtocol::default()
+                            .with_name(s("range"))
+                            .with_metadata(subscription(topics, &owned)),
+                    ]),
+            )
+            .expect("JoinGroup");
+        self.id = r.member_id.to_string();
+        if r.error_code == 0 {
+            self.generation = r.generation_id;
+            self.protocol = r.protocol_name.as_ref().map(|p| p.to_string());
+        }
+        self.mask(format!(
+            "error {} generation {} type {:?} protocol {:?} leader {} members {}",
+            r.error_code,
+            r.generation_id,
+            r.protocol_type.as_ref().map(|t| t.to_string()),
+            r.protocol_name.as_ref().map(|t| t.to_string()),
+            r.leader,
+            r.members.len()
+        ))
+    }
+
+    /// SyncGroup; as the leader, giving itself `assign`: (error, the
+    /// partitions it is given). It then owns them.
+    fn sync(&mut self, c: &mut Client, group: &str, assign: Option<&[(&str, Vec<i32>)]>) -> String {
+        use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+        use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+        let assignments = assign
+            .map(|a| {
+                use bytes::BufMut;
+                let mut b = bytes::BytesMut::new();
+                b.put_i16(1);
+                b.put_i32(a.len() as i32);
+                for (t, ps) in a {
+                    b.put_i16(t.len() as i16);
+                    b.put_slice(t.as_bytes());
+                    b.put_i32(ps.len() as i32);
+                    for p in ps {
+                        b.put_i32(*p);
+                    }
+                }
+                b.put_i32(-1);
+                vec![SyncGroupRequestAssignment::default()
+                    .with_member_id(s(&self.id))
+                    .with_assignment(b.freeze())]
+            })
+            .unwrap_or_default();
+        let r: SyncGroupResponse = c
+            .call(
+                ApiKey::SyncGroup,
+                5,
+                &SyncGroupRequest::default()
+                    .with_group_id(GroupId(s(group)))
+                    .with_member_id(s(&self.id))
+                    .with_generation_id(self.generation)
+                    .with_protocol_type(Some(s("consumer")))
+                    .with_protocol_name(self.protocol.as_deref().map(s))
+                    .with_assignments(assignments),
+            )
+            .expect("SyncGroup");
+        let got = assignment_of(&r.assignment);
+        if r.error_code == 0 {
+            self.owned = got.clone();
+        }
+        format!("error {} assignment {:?}", r.error_code, got)
+    }
+
+    fn heartbeat(&self, c: &mut Client, group: &str) -> i16 {
+        use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+        let r: HeartbeatResponse = c
+            .call(
+                ApiKey::Heartbeat,
+                4,
+                &HeartbeatRequest::default()
+                    .with_group_id(GroupId(s(group)))
+                    .with_member_id(s(&self.id))
+                    .with_generation_id(self.generation),
+            )
+            .expect("Heartbeat");
+        r.error_code
+    }
+}
+
+/// ListGroups' line for `group`, if listed.
+fn listed(c: &mut Client, group: &str) -> Vec<String> {
+    list(c, &[], &[])
+        .1
+        .into_iter()
+        .filter(|l| l.starts_with(group))
+        .collect()
+}
+
+/// Online migration (group.consumer.migration.policy=bidirectional): a
+/// classic group with a member taken over by a consumer-protocol member,
+/// its classic member served in the mixed group, and the group back to
+/// classic when the consumer-protocol member leaves.
+fn migration(c: &mut Client, facts: &mut Facts) {
+    let topics = Topics::read(c);
+    let g = "cg-migrate";
+    let mut k = ClassicMember {
+        name: "classic-k",
+        id: String::new(),
+        generation: -1,
+        protocol: None,
+        owned: Vec::new(),
+    };
+    note(
+        facts,
+        "migrate: classic first join",
+        k.join(c, g, &["cg-a"]),
+    );
+    let joined = k.join(c, g, &["cg-a"]);
+    note(facts, "migrate: classic join with its id", joined);
+    let all: &[(&str, Vec<i32>)] = &[("cg-a", vec![0, 1, 2, 3])];
+    note(
+        facts,
+        "migrate: classic leader syncs",
+        k.sync(c, g, Some(all)),
+    );
+    note(facts, "migrate: classic group listed", listed(c, g));
+    // The upgrade: a consumer-protocol member joins the classic group.
+    let sub: &[&str] = &["cg-a"];
+    let join = Join {
+        topics: Some(sub),
+        assignor: Some("uniform"),
+        ..Join::default()
+    };
+    let mut m = Member::new("member-mig-00000000000");
+    note(
+        facts,
+        "migrate: consumer joins the classic group",
+        beat(c, &topics, g, &mut m, &join),
+    );
+    note(facts, "migrate: mixed group listed", listed(c, g));
+    note(
+        facts,
+        "migrate: mixed group described",
+        k.mask(describe(c, &topics, &[g]).join("\n")),
+    );
+    note(
+        facts,
+        "migrate: DescribeGroups of the mixed group",
+        describe_classic(c, g, 5),
+    );
+    note(
+        facts,
+        "migrate: classic heartbeat after the upgrade",
+        k.heartbeat(c, g),
+    );
+    // The classic member rejoins owning what it holds (cooperative), then
+    // again having given up what it was told to.
+    note(
+        facts,
+        "migrate: classic rejoins owning all",
+        k.join(c, g, &["cg-a"]),
+    );
+    note(
+        facts,
+        "migrate: classic syncs in the mixed group",
+        k.sync(c, g, None),
+    );
+    note(
+        facts,
+        "migrate: classic heartbeat while revoking",
+        k.heartbeat(c, g),
+    );
+    note(
+        facts,
+        "migrate: classic rejoins having revoked",
+        k.join(c, g, &["cg-a"]),
+    );
+    note(facts, "migrate: classic syncs again", k.sync(c, g, None));
+    note(
+        facts,
+        "migrate: classic heartbeat when stable",
+        k.heartbeat(c, g),
+    );
+    note(
+        facts,
+        "migrate: consumer takes the released partitions",
+        beat(c, &topics, g, &mut m, &join),
+    );
+    note(
+        facts,
+        "migrate: classic heartbeat after that",
+        k.heartbeat(c, g),
+    );
+    note(
+        facts,
+        "migrate: mixed group described when stable",
+        k.mask(describe(c, &topics, &[g]).join("\n")),
+    );
+    // The downgrade: the consumer-protocol member leaves.
+    note(
+        facts,
+        "migrate: consumer leaves the mixed group",
+        leave(c, &topics, g, &m.id).error,
+    );
+    note(
+        facts,
+        "migrate: group listed after the downgrade",
+        listed(c, g),
+    );
+    note(
+        facts,
+        "migrate: ConsumerGroupDescribe after the downgrade",
+        describe(c, &topics, &[g]),
+    );
+    note(
+        facts,
+        "migrate: classic heartbeat after the downgrade",
+        k.heartbeat(c, g),
+    );
+    note(
+        facts,
+        "migrate: classic rejoins the classic group",
+        k.join(c, g, &["cg-a"]),
+    );
+    note(
+        facts,
+        "migrate: classic leader syncs after the downgrade",
+        k.sync(c, g, Some(all)),
+    );
+    note(
+        facts,
+        "migrate: classic group after the downgrade",
+        k.mask(describe_classic(c, g, 5)),
+    );
+}
+
 /// A GROUP config resource (type 32): DescribeConfigs and
 /// IncrementalAlterConfigs answers, as `(error, message)` and entries by
 /// name: `(name, value, source, read-only, type, synonyms)`.
@@ -1045,6 +1360,7 @@ fn consumer_groups_answer_as_kafka_does() {
         consumer_groups(&mut c, &mut facts);
         group_configs(&mut c, &mut facts);
         odd_partitions(&mut c, &mut facts);
+        migration(&mut c, &mut facts);
         facts
     };
     let strand_facts = run(Server::Strand(strand_bin()));

@@ -10,9 +10,10 @@ use std::process::Command;
 
 use strand_compat_tests::cluster::KafkaDist;
 use strand_group::consumer::codec;
+use strand_group::consumer::embedded::{encode_subscription, Subscription};
 use strand_group::consumer::{
-    Assignment, ConsumerGroup, ConsumerGroupConfig, Epoch, HeartbeatRequest, Record, TopicId,
-    TopicImage,
+    Assignment, ClassicJoin, ConsumerGroup, ConsumerGroupConfig, Epoch, HeartbeatRequest, Record,
+    TopicId, TopicImage,
 };
 
 const REENCODE_JAVA: &str = r#"
@@ -108,7 +109,33 @@ fn group_records() -> Vec<Record> {
     hb(&mut g, leave.clone(), 3);
     leave.member_epoch = Epoch::LEAVE.get();
     hb(&mut g, leave, 4);
-    log.extend(g.tick(1_000_000, &image));
+    // A classic member joins (its ClassicMemberMetadata).
+    let classic = ClassicJoin {
+        member_id: "k".into(),
+        rebalance_timeout_ms: 300_000,
+        session_timeout_ms: 45_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![
+            (
+                "cooperative-sticky".into(),
+                encode_subscription(&Subscription {
+                    version: 3,
+                    topics: vec!["orders".into()],
+                    rack_id: Some("rack-b".into()),
+                    ..Subscription::default()
+                }),
+            ),
+            ("range".into(), bytes::Bytes::from_static(&[0, 0])),
+        ],
+        client_id: "classic-1".into(),
+        client_host: "/127.0.0.1".into(),
+        ..ClassicJoin::default()
+    };
+    let (_, records) = g
+        .classic_join(&classic, &image, &cfg, 5)
+        .expect("classic join");
+    log.extend(records);
+    log.extend(g.tick(1_000_000, &image, &cfg));
     log
 }
 

@@ -9,6 +9,13 @@ split:  two consumers share TOPIC (6 partitions, 60 records written
         second's assignment after that is printed; it commits and leaves.
 resume: 60 more records are written; one consumer of GROUP reads until
         it has seen them, then prints every record it read.
+migrate: a classic consumer (cooperative-sticky) holds TOPIC (6
+        partitions); a consumer-protocol consumer joins its group (the
+        group moves to the consumer protocol) and they split the
+        partitions; then it leaves (the group moves back to classic) and
+        the classic consumer holds all six again. Prints the two
+        assignments and the group's type at each step, and whether a
+        partition was ever assigned to both at once.
 Each result is one JSON line on stdout.
 """
 import json
@@ -32,15 +39,18 @@ def produce(first):
     p.flush()
 
 
-def consumer(name):
-    c = Consumer({
+def consumer(name, protocol="consumer"):
+    conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.protocol": "consumer",
+        "group.protocol": protocol,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "client.id": name,
-    })
+    }
+    if protocol == "classic":
+        conf["partition.assignment.strategy"] = "cooperative-sticky"
+    c = Consumer(conf)
     c.subscribe([topic])
     return c
 
@@ -83,6 +93,42 @@ if mode == "split":
         if "No offset stored" not in str(e):
             raise
     c2.close()
+elif mode == "migrate":
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result()
+    produce(0)
+
+    def group_type():
+        for g in admin.list_consumer_groups().result().valid:
+            if g.group_id == group:
+                return str(g.type).split(".")[-1]
+        return None
+
+    overlap = []
+
+    def poll_until(consumers, done):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            for c in consumers:
+                c.poll(0.1)
+            sets = [set(assigned(c)) for c in consumers]
+            if len(sets) == 2 and sets[0] & sets[1]:
+                overlap.append(sorted(sets[0] & sets[1]))
+            if done(sets):
+                return
+
+    k = consumer("classic-k", "classic")
+    poll_until([k], lambda s: len(s[0]) == 6)
+    out(event="classic", k=assigned(k), type=group_type())
+    c = consumer("consumer-c")
+    poll_until([k, c], lambda s: s[0] and s[1] and len(s[0] | s[1]) == 6
+               and not s[0] & s[1])
+    out(event="mixed", k=assigned(k), c=assigned(c), type=group_type(),
+        overlap=overlap)
+    c.close()
+    poll_until([k], lambda s: len(s[0]) == 6)
+    out(event="downgraded", k=assigned(k), type=group_type())
+    k.close()
 elif mode == "resume":
     produce(60)
     c = consumer("c3")

@@ -599,6 +599,15 @@ impl Group {
         fx.into_outcome()
     }
 
+    /// A group just made from a consumer-protocol group's classic members
+    /// (the online downgrade): it starts a rebalance at once, so that its
+    /// members join it as a classic group.
+    pub fn rebalance_after_downgrade(&mut self, now_ms: i64) -> Outcome {
+        let mut fx = Effects::default();
+        self.prepare_rebalance(now_ms, &mut fx);
+        fx.into_outcome()
+    }
+
     /// The result of the metadata write `id` (an error is the log append's, as
     /// Kafka maps it: `NOT_ENOUGH_REPLICAS*` / `UNKNOWN_TOPIC_OR_PARTITION` ->
     /// `COORDINATOR_NOT_AVAILABLE`, `NOT_LEADER_OR_FOLLOWER` /

@@ -246,7 +246,7 @@ impl Sim {
         }
         self.now += ms;
         let image = self.image();
-        let records = self.group.tick(self.now, &image);
+        let records = self.group.tick(self.now, &image, &self.cfg);
         self.log.extend(records);
     }
 

@@ -292,6 +292,13 @@ impl GroupCoordinator {
             } else {
                 assignors
             },
+            migration: strand_group::consumer::MigrationPolicy::parse(
+                &self
+                    .config
+                    .setting("group.consumer.migration.policy")
+                    .unwrap_or_else(|| "bidirectional".to_string()),
+            ),
+            classic_max_size: self.config.group_max_size,
         }
     }
 
@@ -408,16 +415,14 @@ impl GroupCoordinator {
             return;
         }
         let before = group.clone();
-        let records = group.tick(now, &topics());
+        let cfg = self.consumer_config();
+        let records = group.tick(now, &topics(), &cfg);
         if records.is_empty() {
             return;
         }
-        let written = match partition_of(entry.partition) {
-            Some(p) => {
-                append_consumer_records(&p, &entry.id, &records, self.commit_timeout()).await
-            }
-            None => Err(ErrorCode::NotCoordinator),
-        };
+        let written = self
+            .write_consumer_change(entry, slot, &records, partition_of(entry.partition), vec![])
+            .await;
         match written {
             Ok(()) => tracing::info!(group = %entry.id, "consumer group members expired"),
             Err(e) => {
@@ -425,6 +430,55 @@ impl GroupCoordinator {
                 slot.consumer = Some(before);
             }
         }
+    }
+
+    /// Writes the records a change of `slot.consumer` made (acks=all). When
+    /// they end the group because only classic members are left (the
+    /// online downgrade), the classic group it becomes is written in the
+    /// same append, put in its place, and starts a rebalance. On an error
+    /// the caller puts the consumer group back as it was.
+    pub async fn write_consumer_change(
+        &self,
+        entry: &Arc<GroupEntry>,
+        slot: &mut GroupSlot,
+        records: &[strand_group::consumer::Record],
+        partition: Option<Arc<Partition>>,
+        mut kvs: Vec<(Bytes, Option<Bytes>)>,
+    ) -> Result<(), ErrorCode> {
+        let downgrade = slot.consumer.as_mut().and_then(|g| g.take_downgrade());
+        kvs.extend(consumer_record_kvs(&entry.id, records));
+        if let Some(snapshot) = &downgrade {
+            let json = serde_json::to_vec(snapshot).map_err(|_| ErrorCode::UnknownServerError)?;
+            kvs.push((
+                records::group_key(&entry.id),
+                Some(records::group_value(&json)),
+            ));
+        }
+        let Some(p) = partition.clone() else {
+            return Err(ErrorCode::NotCoordinator);
+        };
+        if !kvs.is_empty() {
+            append_committed(&p, &kvs, self.commit_timeout()).await?;
+        }
+        if let Some(snapshot) = downgrade {
+            let now = self.clock.now_ms();
+            match Group::from_snapshot(entry.id.clone(), snapshot, self.group_config(), now) {
+                Ok(mut classic) => {
+                    let outcome = classic.rebalance_after_downgrade(now);
+                    slot.consumer = None;
+                    slot.group = Some(classic);
+                    act(entry, slot, outcome, partition, self.commit_timeout());
+                    tracing::info!(group = %entry.id, "consumer group became a classic group (online downgrade)");
+                }
+                Err(e) => {
+                    // Not reachable: the snapshot is made with a leader
+                    // among its members and one protocol.
+                    tracing::error!(group = %entry.id, error = %e, "downgraded group unreadable; the group is left empty");
+                    slot.consumer = None;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -600,6 +654,17 @@ pub fn consumer_record_kvs(
         .collect()
 }
 
+/// Answers every held JoinGroup and SyncGroup with `code` (a classic group
+/// taken over by the consumer protocol).
+pub fn answer_held(slot: &mut GroupSlot, code: ErrorCode) {
+    for (member, tx) in slot.pending_joins.drain() {
+        let _ = tx.send(JoinResponse::error(member, code));
+    }
+    for (_, tx) in slot.pending_syncs.drain() {
+        let _ = tx.send(SyncResponse::error(code));
+    }
+}
+
 /// Answers the held JoinGroup/SyncGroup requests an outcome completed.
 fn deliver_answers(slot: &mut GroupSlot, outcome: &Outcome) {
     for (member, response) in &outcome.joins {
@@ -727,6 +792,17 @@ pub fn consumer_topics(image: &strand_metadata::image::MetadataImage) -> TopicIm
             .values()
             .map(|t| (t.name.clone(), t.topic_id, t.partitions.len() as i32)),
     )
+}
+
+/// A failed write's error as Kafka's coordinator answers it.
+pub fn written_error(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::UnknownTopicOrPartition
+        | ErrorCode::NotEnoughReplicas
+        | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
+        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        other => other,
+    }
 }
 
 #[cfg(test)]

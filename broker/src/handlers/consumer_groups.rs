@@ -3,7 +3,7 @@
 //! (`strand_group::consumer::ConsumerGroup`) decides; these handlers find
 //! the group, write its records and answer.
 
-use crate::group_coordinator::{consumer_topics, OFFSETS_TOPIC};
+use crate::group_coordinator::{consumer_topics, written_error, OFFSETS_TOPIC};
 use crate::handlers::context::RequestContext;
 use crate::handlers::groups::group_entry;
 use crate::node::Node;
@@ -87,11 +87,11 @@ pub async fn consumer_group_heartbeat(
     if slot.unloaded {
         return fail(ErrorCode::NotCoordinator, None);
     }
-    if slot
+    let classic_members = slot
         .group
         .as_ref()
-        .is_some_and(|g| g.state() != strand_group::GroupState::Empty)
-    {
+        .is_some_and(|g| g.state() != strand_group::GroupState::Empty);
+    if classic_members && !join {
         return fail(
             ErrorCode::GroupIdNotFound,
             Some(format!("Group {group_id} is not a consumer group.")),
@@ -103,44 +103,68 @@ pub async fn consumer_group_heartbeat(
             Some(format!("Consumer group {group_id} not found.")),
         );
     }
-    // An empty classic group becomes a consumer-protocol group, as Kafka
-    // does: its record is ended in the same write as the new group's first
-    // records, and only once the heartbeat has passed its checks (a
-    // refused one leaves the classic group as it was).
-    let ends_classic = slot.consumer.is_none() && slot.group.is_some();
-    let mut group = slot
-        .consumer
-        .clone()
-        .unwrap_or_else(|| kip848::ConsumerGroup::new(group_id.clone()));
     let topics = consumer_topics(&image);
     let now = node.groups.clock.now_ms();
+    // A classic group ends here when the consumer protocol takes it over:
+    // an empty one always (as Kafka does), one with members when the
+    // migration policy allows the upgrade (its members kept). Its record
+    // is ended in the same write as the new group's first records, and
+    // only once the heartbeat has passed its checks (a refused one leaves
+    // the classic group as it was).
+    let ends_classic = slot.consumer.is_none() && slot.group.is_some();
+    let mut upgrade_records = Vec::new();
+    let mut group = match (&slot.consumer, &slot.group) {
+        (Some(c), _) => c.clone(),
+        (None, Some(classic)) if classic_members => {
+            match kip848::ConsumerGroup::from_classic(classic, &topics, &cfg, now) {
+                Ok((g, records)) => {
+                    upgrade_records = records;
+                    g
+                }
+                Err(e) => return fail(e.code, Some(e.message)),
+            }
+        }
+        _ => kip848::ConsumerGroup::new(group_id.clone()),
+    };
     let (answer, records) = match group.heartbeat(&hb, &topics, &cfg, now) {
         Ok(done) => done,
         Err(e) => return fail(e.code, Some(e.message)),
     };
-    if !records.is_empty() || ends_classic {
-        let mut kvs = Vec::with_capacity(records.len() + 1);
-        if ends_classic {
-            kvs.push((strand_group::records::group_key(&group_id), None));
-        }
-        kvs.extend(crate::group_coordinator::consumer_record_kvs(
-            &group_id, &records,
-        ));
-        let written = match broker.partition(OFFSETS_TOPIC, entry.partition) {
-            Some(p) => {
-                crate::coordinator_runtime::append_committed(&p, &kvs, node.groups.commit_timeout())
-                    .await
-            }
-            None => Err(ErrorCode::NotCoordinator),
-        };
-        if let Err(code) = written {
-            return fail(written_error(code), None);
-        }
-    }
     if ends_classic {
-        slot.group = None;
+        // Held joins and syncs of the classic group are told to rejoin.
+        crate::group_coordinator::answer_held(&mut slot, ErrorCode::RebalanceInProgress);
     }
-    slot.consumer = Some(group);
+    let mut kvs = Vec::new();
+    if ends_classic {
+        kvs.push((strand_group::records::group_key(&group_id), None));
+    }
+    kvs.extend(crate::group_coordinator::consumer_record_kvs(
+        &group_id,
+        &upgrade_records,
+    ));
+    let before = slot.consumer.replace(group);
+    let classic = if ends_classic {
+        slot.group.take()
+    } else {
+        None
+    };
+    let written = node
+        .groups
+        .write_consumer_change(
+            &entry,
+            &mut slot,
+            &records,
+            broker.partition(OFFSETS_TOPIC, entry.partition),
+            kvs,
+        )
+        .await;
+    if let Err(code) = written {
+        slot.consumer = before;
+        if classic.is_some() {
+            slot.group = classic;
+        }
+        return fail(written_error(code), None);
+    }
     ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(StrBytes::from_string(answer.member_id)))
         .with_member_epoch(answer.member_epoch.get())
@@ -278,8 +302,8 @@ fn described(
                     .unwrap_or(""))))
                 .with_assignment(assignment(&m.assignment.assigned))
                 .with_target_assignment(assignment(group.target(id).unwrap_or(&empty)))
-                // A member of the consumer protocol (0 would be a classic one).
-                .with_member_type(1)
+                // 0: a classic member, 1: a consumer-protocol one.
+                .with_member_type(if m.meta.classic.is_some() { 0 } else { 1 })
         })
         .collect();
     d.with_group_state(s(group.state().as_str()))
@@ -287,15 +311,4 @@ fn described(
         .with_assignment_epoch(group.assignment_epoch().get())
         .with_assignor_name(s(assignor))
         .with_members(members)
-}
-
-/// A failed write's error as Kafka's coordinator answers it.
-fn written_error(code: ErrorCode) -> ErrorCode {
-    match code {
-        ErrorCode::UnknownTopicOrPartition
-        | ErrorCode::NotEnoughReplicas
-        | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
-        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
-        other => other,
-    }
 }

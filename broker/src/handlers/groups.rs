@@ -808,6 +808,20 @@ pub async fn join_group(
     ctx: &RequestContext,
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
+    let mut r = join_group_answer(node, ctx, req).await;
+    // ProtocolName is nullable from v7 only: before, Kafka writes an
+    // unknown protocol as the empty string (null would not parse).
+    if ctx.version < 7 && r.protocol_name.is_none() {
+        r.protocol_name = Some(StrBytes::default());
+    }
+    r
+}
+
+async fn join_group_answer(
+    node: &Node,
+    ctx: &RequestContext,
+    req: JoinGroupRequest,
+) -> JoinGroupResponse {
     let version = ctx.version;
     let group_id = req.group_id.0.to_string();
     let member_id = req.member_id.to_string();
@@ -849,10 +863,17 @@ pub async fn join_group(
         if slot.unloaded {
             return join_error(&member_id, ErrorCode::NotCoordinator);
         }
-        // A consumer-protocol group: an empty one becomes a classic group
-        // (its records ended first); one with members does not take
-        // classic members (Kafka's online migration is not built).
+        // A consumer-protocol group: one with members takes the classic
+        // member in (Kafka's online migration); an empty one becomes a
+        // classic group (its records ended first).
         if let Some(c) = &slot.consumer {
+            if !c.members().is_empty() {
+                let c = c.clone();
+                return classic_join_consumer_group(
+                    node, &entry, &mut slot, c, request, version, partition,
+                )
+                .await;
+            }
             let Ok(end) = c.end() else {
                 return join_error(&member_id, ErrorCode::InconsistentGroupProtocol);
             };
@@ -901,6 +922,80 @@ pub async fn join_group(
     }
 }
 
+/// A classic JoinGroup to a consumer-protocol group with members: the
+/// group's state machine takes the member in and reconciles it; its
+/// records are written before the answer (generation = member epoch; the
+/// broker assigns, so the member is not the leader).
+async fn classic_join_consumer_group(
+    node: &Node,
+    entry: &std::sync::Arc<crate::group_coordinator::GroupEntry>,
+    slot: &mut crate::group_coordinator::GroupSlot,
+    mut group: strand_group::consumer::ConsumerGroup,
+    request: strand_group::JoinRequest,
+    version: i16,
+    partition: Option<std::sync::Arc<strand_partition::Partition>>,
+) -> JoinGroupResponse {
+    use strand_group::consumer::{ClassicJoin, ClassicJoinAnswer};
+    let member_id = request.member_id.clone();
+    let bounds = node.groups.group_config();
+    let session = i64::from(request.session_timeout_ms);
+    if session < bounds.min_session_timeout_ms || session > bounds.max_session_timeout_ms {
+        return join_error(&member_id, ErrorCode::InvalidSessionTimeout);
+    }
+    let image = node.broker.image();
+    let cfg = node.groups.consumer_config_of(&image, &entry.id);
+    let topics = crate::group_coordinator::consumer_topics(&image);
+    let join = ClassicJoin {
+        member_id: request.member_id.clone(),
+        fresh_id: uuid::Uuid::new_v4().to_string(),
+        instance_id: request.group_instance_id.clone(),
+        requires_known_member_id: version >= 4,
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        session_timeout_ms: request.session_timeout_ms,
+        protocol_type: request.protocol_type.clone(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|p| (p.name.clone(), p.metadata.clone()))
+            .collect(),
+        client_id: request.client_id.clone(),
+        client_host: request.client_host.clone(),
+    };
+    let now = node.groups.clock.now_ms();
+    let (answer, records) = match group.classic_join(&join, &topics, &cfg, now) {
+        Ok(done) => done,
+        Err(e) => return join_error(&member_id, e.code),
+    };
+    let before = slot.consumer.replace(group);
+    if let Err(code) = node
+        .groups
+        .write_consumer_change(entry, slot, &records, partition, vec![])
+        .await
+    {
+        slot.consumer = before;
+        return join_error(&member_id, crate::group_coordinator::written_error(code));
+    }
+    match answer {
+        ClassicJoinAnswer::MemberIdRequired { member_id } => {
+            join_error(&member_id, ErrorCode::MemberIdRequired)
+        }
+        ClassicJoinAnswer::Joined {
+            member_id,
+            generation_id,
+            protocol_name,
+        } => join_response(JoinResponseOut {
+            error: None,
+            generation_id,
+            protocol_type: Some("consumer".to_string()),
+            protocol_name: Some(protocol_name),
+            leader: String::new(),
+            skip_assignment: false,
+            member_id,
+            members: Vec::new(),
+        }),
+    }
+}
+
 fn sync_response(r: SyncResponseOut) -> SyncGroupResponse {
     SyncGroupResponse::default()
         .with_error_code(strand_protocol::code(r.error))
@@ -938,10 +1033,34 @@ pub async fn sync_group(node: &Node, req: SyncGroupRequest) -> SyncGroupResponse
         if slot.unloaded {
             return error(ErrorCode::NotCoordinator);
         }
+        let now = node.groups.clock.now_ms();
+        if let Some(c) = slot.consumer.as_mut() {
+            if c.members().is_empty() {
+                return error(ErrorCode::UnknownMemberId);
+            }
+            let topics = crate::group_coordinator::consumer_topics(&node.broker.image());
+            return match c.classic_sync(
+                &request.member_id,
+                request.group_instance_id.as_deref(),
+                request.generation_id,
+                request.protocol_type.as_deref(),
+                request.protocol_name.as_deref(),
+                &topics,
+                now,
+            ) {
+                Ok(assignment) => sync_response(SyncResponseOut {
+                    error: None,
+                    protocol_type: request.protocol_type.clone(),
+                    protocol_name: request.protocol_name.clone(),
+                    assignment,
+                }),
+                Err(e) => error(e.code),
+            };
+        }
         let Some(group) = slot.group.as_mut() else {
             return error(ErrorCode::UnknownMemberId);
         };
-        let (reply, outcome) = group.sync(request, node.groups.clock.now_ms());
+        let (reply, outcome) = group.sync(request, now);
         act(&entry, &mut slot, outcome, partition, timeout);
         match reply {
             Reply::Now(r) => return sync_response(r),
@@ -966,6 +1085,16 @@ pub async fn heartbeat(node: &Node, req: HeartbeatRequest) -> HeartbeatResponse 
         let mut slot = entry.slot.lock().await;
         if slot.unloaded {
             return Err(ErrorCode::NotCoordinator);
+        }
+        if let Some(c) = slot.consumer.as_mut() {
+            return c
+                .classic_heartbeat(
+                    &req.member_id,
+                    req.group_instance_id.as_deref(),
+                    req.generation_id,
+                    node.groups.clock.now_ms(),
+                )
+                .map_err(|e| e.code);
         }
         let group = slot.group.as_mut().ok_or(ErrorCode::UnknownMemberId)?;
         group.heartbeat(
@@ -1010,6 +1139,27 @@ pub async fn leave_group(node: &Node, req: LeaveGroupRequest, version: i16) -> L
         let mut slot = entry.slot.lock().await;
         if slot.unloaded {
             return Err(ErrorCode::NotCoordinator);
+        }
+        if let Some(c) = slot.consumer.as_ref() {
+            let mut c = c.clone();
+            let image = node.broker.image();
+            let cfg = node.groups.consumer_config_of(&image, &entry.id);
+            let topics = crate::group_coordinator::consumer_topics(&image);
+            let named: Vec<(String, Option<String>)> = leaving
+                .iter()
+                .map(|m| (m.member_id.clone(), m.group_instance_id.clone()))
+                .collect();
+            let (result, records) = c.classic_leave(&named, &topics, &cfg);
+            let before = slot.consumer.replace(c);
+            if let Err(code) = node
+                .groups
+                .write_consumer_change(&entry, &mut slot, &records, partition, vec![])
+                .await
+            {
+                slot.consumer = before;
+                return Err(crate::group_coordinator::written_error(code));
+            }
+            return Ok(result);
         }
         let Some(group) = slot.group.as_mut() else {
             return Ok(vec![Err(ErrorCode::UnknownMemberId); leaving.len()]);

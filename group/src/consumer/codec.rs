@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::reconcile::MemberAssignment;
-use super::records::{MemberMetadata, Record};
+use super::records::{ClassicMetadata, MemberMetadata, Record};
 use super::types::{Assignment, Epoch, MemberState, TopicId};
 use crate::records::DecodeError;
 
@@ -135,7 +135,27 @@ pub fn encode(group: &str, record: &Record) -> (Bytes, Option<Bytes>) {
             put_compact_str(&mut value, m.subscribed_topic_regex.as_deref());
             value.put_i32(m.rebalance_timeout_ms);
             put_compact_str(&mut value, m.server_assignor.as_deref());
-            put_uvarint(&mut value, 0);
+            match &m.classic {
+                None => put_uvarint(&mut value, 0),
+                Some(c) => {
+                    // ClassicMemberMetadata, tag 0: a nullable struct.
+                    let mut field = BytesMut::new();
+                    field.put_i8(1);
+                    field.put_i32(c.session_timeout_ms);
+                    put_uvarint(&mut field, c.protocols.len() as u32 + 1);
+                    for (name, metadata) in &c.protocols {
+                        put_compact_str(&mut field, Some(name));
+                        put_uvarint(&mut field, metadata.len() as u32 + 1);
+                        field.put_slice(metadata);
+                        put_uvarint(&mut field, 0);
+                    }
+                    put_uvarint(&mut field, 0);
+                    put_uvarint(&mut value, 1);
+                    put_uvarint(&mut value, 0);
+                    put_uvarint(&mut value, field.len() as u32);
+                    value.put_slice(&field);
+                }
+            }
             false
         }
         Record::MemberMetadataTombstone { member_id } => {
@@ -400,8 +420,25 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
             let subscribed_topic_regex = v.compact_str()?;
             let rebalance_timeout_ms = v.i32()?;
             let server_assignor = v.compact_str()?;
-            // ClassicMemberMetadata (tag 0): classic members, not served yet.
-            v.tagged(|_, _| Ok(()))?;
+            let mut classic = None;
+            v.tagged(|tag, f| {
+                if tag == 0 && f.i8()? >= 0 {
+                    let session_timeout_ms = f.i32()?;
+                    let mut protocols = Vec::new();
+                    for _ in 0..f.count()? {
+                        let name = f.compact_str()?.unwrap_or_default();
+                        let len = f.count()?;
+                        let metadata = Bytes::copy_from_slice(f.take(len)?);
+                        f.tagged(|_, _| Ok(()))?;
+                        protocols.push((name, metadata));
+                    }
+                    classic = Some(ClassicMetadata {
+                        session_timeout_ms,
+                        protocols,
+                    });
+                }
+                Ok(())
+            })?;
             Record::MemberMetadata(Box::new(MemberMetadata {
                 member_id: member,
                 instance_id,
@@ -412,6 +449,7 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<Option<(String, Record
                 subscribed_topic_regex,
                 rebalance_timeout_ms,
                 server_assignor,
+                classic,
             }))
         }
         TARGET_ASSIGNMENT_METADATA => {
@@ -477,6 +515,23 @@ mod tests {
                 subscribed_topic_regex: Some("t.*".into()),
                 rebalance_timeout_ms: 300_000,
                 server_assignor: Some("uniform".into()),
+                classic: None,
+            })),
+            Record::MemberMetadata(Box::new(MemberMetadata {
+                member_id: "m-2".into(),
+                client_id: "c".into(),
+                subscribed_topic_names: vec!["a".into()],
+                classic: Some(ClassicMetadata {
+                    session_timeout_ms: 10_000,
+                    protocols: vec![
+                        (
+                            "cooperative-sticky".into(),
+                            Bytes::from_static(&[0, 3, 1, 2]),
+                        ),
+                        ("range".into(), Bytes::new()),
+                    ],
+                }),
+                ..MemberMetadata::default()
             })),
             Record::MemberMetadataTombstone {
                 member_id: "m-1".into(),

@@ -17,8 +17,12 @@ use strand_protocol::ErrorCode;
 
 use super::assignor::{Assignor, MemberSpec};
 use super::reconcile::{self, MemberAssignment, Step};
-use super::records::{MemberMetadata, Record};
+use super::records::{ClassicMetadata, MemberMetadata, Record};
 use super::types::{Assignment, Epoch, MemberState, TopicId};
+
+#[path = "classic.rs"]
+mod classic;
+pub use classic::{ClassicJoin, ClassicJoinAnswer};
 
 /// The topics a group may subscribe to: name -> (id, partition count).
 #[derive(Clone, Debug, Default)]
@@ -37,6 +41,14 @@ impl TopicImage {
         self.by_name.get(name).copied()
     }
 
+    /// A topic's name by id (a scan: for the classic paths only).
+    pub fn name_of(&self, id: TopicId) -> Option<&str> {
+        self.by_name
+            .iter()
+            .find(|(_, (t, _))| *t == id)
+            .map(|(n, _)| n.as_str())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, TopicId, i32)> {
         self.by_name
             .iter()
@@ -52,6 +64,47 @@ pub struct ConsumerGroupConfig {
     pub max_size: usize,
     /// `group.consumer.assignors`: the first is the default.
     pub assignors: Vec<Assignor>,
+    /// `group.consumer.migration.policy`.
+    pub migration: MigrationPolicy,
+    /// `group.classic.max.size`: a group larger than this stays a
+    /// consumer-protocol group.
+    pub classic_max_size: usize,
+}
+
+/// `group.consumer.migration.policy`: whether a group with members moves
+/// between the classic and the consumer protocol (empty groups always do).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    Disabled,
+    Upgrade,
+    Downgrade,
+    Bidirectional,
+}
+
+impl MigrationPolicy {
+    /// Kafka's parse: case ignored, anything else is `disabled`.
+    pub fn parse(v: &str) -> MigrationPolicy {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "upgrade" => MigrationPolicy::Upgrade,
+            "downgrade" => MigrationPolicy::Downgrade,
+            "bidirectional" => MigrationPolicy::Bidirectional,
+            _ => MigrationPolicy::Disabled,
+        }
+    }
+
+    pub fn upgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Upgrade | MigrationPolicy::Bidirectional
+        )
+    }
+
+    pub fn downgrades(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Downgrade | MigrationPolicy::Bidirectional
+        )
+    }
 }
 
 impl Default for ConsumerGroupConfig {
@@ -61,6 +114,8 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_ms: 5_000,
             max_size: i32::MAX as usize,
             assignors: vec![Assignor::Uniform, Assignor::Range],
+            migration: MigrationPolicy::Bidirectional,
+            classic_max_size: i32::MAX as usize,
         }
     }
 }
@@ -153,6 +208,12 @@ pub struct ConsumerGroup {
     /// nothing until the group's next heartbeat, as Kafka resolves a new
     /// regex off the heartbeat's path and applies the result later.
     unresolved: BTreeSet<String>,
+    /// Classic members' join or sync deadline (Kafka's classic join and
+    /// sync timeouts for members of a consumer group).
+    classic_timers: BTreeMap<String, i64>,
+    /// Set when fencing members left only classic members and the group
+    /// went back to the classic protocol: the classic group to install.
+    downgraded: Option<crate::snapshot::GroupMetadataSnapshot>,
 }
 
 /// The records and answer of one heartbeat.
@@ -221,6 +282,7 @@ impl ConsumerGroup {
         self.sessions
             .values()
             .chain(self.revocations.values().map(|(d, _)| d))
+            .chain(self.classic_timers.values())
             .min()
             .copied()
     }
@@ -310,7 +372,7 @@ impl ConsumerGroup {
         // Regexes brought by earlier heartbeats are resolved by now.
         self.unresolved.clear();
         if req.member_epoch < 0 {
-            return self.leave(req, topics);
+            return self.leave(req, topics, cfg);
         }
         let join = req.member_epoch == 0;
         let id = req.member_id.as_str();
@@ -363,21 +425,8 @@ impl ConsumerGroup {
                         } else {
                             // The new id takes over the member, its
                             // assignment and its target.
-                            let target = self.targets.get(&holder).cloned().unwrap_or_default();
-                            records.extend(tombstones(&holder));
-                            let mut m = existing;
-                            m.meta.member_id = id.to_string();
-                            m.assignment.epoch = Epoch::ZERO;
-                            m.assignment.previous_epoch = Epoch::ZERO;
-                            records.push(Record::MemberMetadata(Box::new(m.meta.clone())));
-                            records.push(Record::TargetAssignmentMember {
-                                member_id: id.to_string(),
-                                assignment: target.clone(),
-                            });
-                            records.push(Record::CurrentMemberAssignment {
-                                member_id: id.to_string(),
-                                assignment: m.assignment.clone(),
-                            });
+                            let (m, target, taken) = self.take_over(&holder, id);
+                            records.extend(taken);
                             (m, Some((holder, target)))
                         }
                     } else if holder != id {
@@ -431,6 +480,61 @@ impl ConsumerGroup {
         }
         meta.client_id = req.client_id.clone();
         meta.client_host = req.client_host.clone();
+        let (next, assignment_written, records) = self.update_member(
+            &old,
+            inherited,
+            meta,
+            req.owned.as_ref(),
+            records,
+            topics,
+            cfg,
+        )?;
+        self.sessions.insert(
+            id.to_string(),
+            now_ms.saturating_add(cfg.session_timeout_ms),
+        );
+        if assignment_written {
+            if next.state == MemberState::UnrevokedPartitions {
+                let timeout = i64::from(self.members[id].meta.rebalance_timeout_ms.max(0));
+                self.revocations
+                    .insert(id.to_string(), (now_ms.saturating_add(timeout), next.epoch));
+            } else {
+                self.revocations.remove(id);
+            }
+        }
+        let full = req.rebalance_timeout_ms != -1
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+            && req.owned.is_some();
+        let tell = join || full || next.assigned != old.assignment.assigned;
+        Ok((
+            HeartbeatAnswer {
+                member_id: id.to_string(),
+                member_epoch: next.epoch,
+                heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+                assignment: tell.then(|| next.assigned.clone()),
+            },
+            records,
+        ))
+    }
+
+    /// A member's new metadata applied: the group epoch bumped when its
+    /// subscription or the subscribed topics changed, the targets computed
+    /// when the epoch passed them, and the member reconciled towards its
+    /// target given what it says it owns. Returns its new assignment,
+    /// whether that was written, and every record (applied already).
+    #[allow(clippy::too_many_arguments)]
+    fn update_member(
+        &mut self,
+        old: &ConsumerMember,
+        inherited: Option<(String, Assignment)>,
+        meta: MemberMetadata,
+        owned: Option<&Assignment>,
+        mut records: Vec<Record>,
+        topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
+    ) -> Result<(MemberAssignment, bool, Vec<Record>), HeartbeatError> {
+        let id = meta.member_id.clone();
+        let id = id.as_str();
         let is_new = !self.members.contains_key(id) && inherited.is_none();
         let names_changed = meta.subscribed_topic_names != old.meta.subscribed_topic_names;
         let regex_changed = meta.subscribed_topic_regex != old.meta.subscribed_topic_regex;
@@ -512,7 +616,7 @@ impl ConsumerGroup {
             target_epoch,
             target: &target,
             subscribed: &subscribed,
-            owned: req.owned.as_ref(),
+            owned,
             subscription_changed,
             held_by_other: &held_by_other,
         };
@@ -535,33 +639,9 @@ impl ConsumerGroup {
         if let Some(h) = holder {
             self.sessions.remove(&h);
             self.revocations.remove(&h);
+            self.classic_timers.remove(&h);
         }
-        self.sessions.insert(
-            id.to_string(),
-            now_ms.saturating_add(cfg.session_timeout_ms),
-        );
-        if assignment_written {
-            if next.state == MemberState::UnrevokedPartitions {
-                let timeout = i64::from(meta.rebalance_timeout_ms.max(0));
-                self.revocations
-                    .insert(id.to_string(), (now_ms.saturating_add(timeout), next.epoch));
-            } else {
-                self.revocations.remove(id);
-            }
-        }
-        let full = req.rebalance_timeout_ms != -1
-            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
-            && req.owned.is_some();
-        let tell = join || full || next.assigned != old.assignment.assigned;
-        Ok((
-            HeartbeatAnswer {
-                member_id: id.to_string(),
-                member_epoch: next.epoch,
-                heartbeat_interval_ms: cfg.heartbeat_interval_ms,
-                assignment: tell.then(|| next.assigned.clone()),
-            },
-            records,
-        ))
+        Ok((next, assignment_written, records))
     }
 
     /// The assignor's targets for every member, `meta` standing for the
@@ -633,6 +713,7 @@ impl ConsumerGroup {
         &mut self,
         req: &HeartbeatRequest,
         topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
     ) -> Result<Heartbeat, HeartbeatError> {
         let id = req.member_id.as_str();
         let member = match &req.instance_id {
@@ -669,15 +750,17 @@ impl ConsumerGroup {
                 assignment: a,
             }]
         } else {
-            self.fence_records(&[id.to_string()], topics)
+            self.fence(&[id.to_string()], topics, cfg)
         };
-        for r in &records {
-            self.replay(r);
-        }
-        if req.member_epoch != Epoch::STATIC_LEAVE.get() {
+        if req.member_epoch == Epoch::STATIC_LEAVE.get() && req.instance_id.is_some() {
+            for r in &records {
+                self.replay(r);
+            }
+        } else {
             self.sessions.remove(id);
         }
         self.revocations.remove(id);
+        self.classic_timers.remove(id);
         Ok((
             HeartbeatAnswer {
                 member_id: id.to_string(),
@@ -689,10 +772,34 @@ impl ConsumerGroup {
         ))
     }
 
-    /// The records removing `ids` and bumping the epoch, with the hash of
-    /// the topics the others subscribe to. The target is recomputed at the
-    /// next heartbeat (ASSIGNING until then).
-    fn fence_records(&mut self, ids: &[String], topics: &TopicImage) -> Vec<Record> {
+    /// Removes `ids` (their records written and applied). The epoch is
+    /// bumped, with the hash of the topics the others subscribe to, and the
+    /// target is recomputed at the next heartbeat (ASSIGNING until then).
+    /// When only classic members would be left and the policy allows, the
+    /// group ends instead and [`ConsumerGroup::take_downgrade`] holds the
+    /// classic group it becomes (Kafka's online downgrade).
+    fn fence(
+        &mut self,
+        ids: &[String],
+        topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
+    ) -> Vec<Record> {
+        if let Some(snapshot) = self.downgrade_to(ids, topics, cfg) {
+            let mut records = Vec::new();
+            for id in self.members.keys() {
+                records.extend(tombstones(id));
+            }
+            records.push(Record::TargetAssignmentMetadataTombstone);
+            records.push(Record::MetadataTombstone);
+            for r in &records {
+                self.replay(r);
+            }
+            self.sessions.clear();
+            self.revocations.clear();
+            self.classic_timers.clear();
+            self.downgraded = Some(snapshot);
+            return records;
+        }
         let mut records = Vec::new();
         for id in ids {
             records.extend(tombstones(id));
@@ -702,11 +809,20 @@ impl ConsumerGroup {
             epoch: self.epoch.next(),
             metadata_hash,
         });
+        for r in &records {
+            self.replay(r);
+        }
         records
     }
 
-    /// Members whose session or revocation time ran out are removed.
-    pub fn tick(&mut self, now_ms: i64, topics: &TopicImage) -> Vec<Record> {
+    /// Members whose session, revocation, or classic join or sync time ran
+    /// out are removed.
+    pub fn tick(
+        &mut self,
+        now_ms: i64,
+        topics: &TopicImage,
+        cfg: &ConsumerGroupConfig,
+    ) -> Vec<Record> {
         let mut expired: Vec<String> = self
             .sessions
             .iter()
@@ -722,21 +838,24 @@ impl ConsumerGroup {
                 expired.push(id.clone());
             }
         }
+        for (id, d) in &self.classic_timers {
+            if *d <= now_ms && !expired.contains(id) {
+                expired.push(id.clone());
+            }
+        }
         expired.retain(|id| self.members.contains_key(id));
         for id in &expired {
             self.sessions.remove(id);
             self.revocations.remove(id);
+            self.classic_timers.remove(id);
         }
         // Timers of members gone already.
         self.revocations.retain(|_, (d, _)| *d > now_ms);
+        self.classic_timers.retain(|_, d| *d > now_ms);
         if expired.is_empty() {
             return Vec::new();
         }
-        let records = self.fence_records(&expired, topics);
-        for r in &records {
-            self.replay(r);
-        }
-        records
+        self.fence(&expired, topics, cfg)
     }
 
     /// Applies one record: the only way the group changes.
@@ -844,6 +963,10 @@ impl ConsumerGroup {
         let current = m.assignment.epoch;
         if received == current {
             return Ok(());
+        }
+        // A classic member commits at its generation, its member epoch.
+        if m.meta.classic.is_some() {
+            return Err(ErrorCode::IllegalGeneration);
         }
         if received > current {
             return Err(ErrorCode::StaleMemberEpoch);

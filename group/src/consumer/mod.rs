@@ -16,14 +16,16 @@
 
 pub mod assignor;
 pub mod codec;
+pub mod embedded;
 mod group;
 pub mod reconcile;
 mod records;
 mod types;
 
 pub use group::{
-    validate, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember,
-    HeartbeatAnswer, HeartbeatError, HeartbeatRequest, TopicImage,
+    validate, ClassicJoin, ClassicJoinAnswer, ConsumerGroup, ConsumerGroupConfig,
+    ConsumerGroupState, ConsumerMember, HeartbeatAnswer, HeartbeatError, HeartbeatRequest,
+    MigrationPolicy, TopicImage,
 };
-pub use records::{MemberMetadata, Record};
+pub use records::{ClassicMetadata, MemberMetadata, Record};
 pub use types::{partition_count, Assignment, Epoch, MemberState, TopicId};

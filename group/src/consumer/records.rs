@@ -2,6 +2,8 @@
 //! types 3, 5, 6, 7 and 8), as values: the group writes them and changes
 //! only by replaying them.
 
+use bytes::Bytes;
+
 use super::reconcile::MemberAssignment;
 use super::types::{Assignment, Epoch};
 
@@ -18,6 +20,17 @@ pub struct MemberMetadata {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol (JoinGroup and
+    /// SyncGroup) inside a consumer-protocol group.
+    pub classic: Option<ClassicMetadata>,
+}
+
+/// A classic member's JoinGroup settings (ClassicMemberMetadata).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ClassicMetadata {
+    pub session_timeout_ms: i32,
+    /// Its protocols in its order of preference: (name, metadata).
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,7 +26,6 @@ const ONE_RUNTIME: &str =
     "requests and connections are served by the async runtime's workers, one per core";
 
 /// Why the consumer protocol's settings do nothing yet.
-const NO_KIP_848: &str = "not read yet by Strand's consumer group protocol (KIP-848)";
 const EVERY_HEARTBEAT: &str =
     "Strand computes a new target assignment in the heartbeat that needs it, on the coordinator's task (an interval of 0, no offload)";
 
@@ -64,7 +63,7 @@ pub const BROKER_CONFIGS: &[Def] = &[
     key("group.consumer.max.heartbeat.interval.ms", Int, "15000", "The largest heartbeat interval a consumer group may set for itself (`consumer.heartbeat.interval.ms`, a GROUP config).").at_least(1),
     key("group.consumer.max.session.timeout.ms", Int, "60000", "The largest session timeout a consumer group may set for itself (`consumer.session.timeout.ms`, a GROUP config).").at_least(1),
     key("group.consumer.max.size", Int, IMAX, "The most members a consumer-protocol group admits.").at_least(1),
-    key("group.consumer.migration.policy", STR, "bidirectional", "Whether groups move between the classic and the consumer protocol while they have members.").one_of(&["disabled", "upgrade", "downgrade", "bidirectional"]).inert(NO_KIP_848),
+    key("group.consumer.migration.policy", STR, "bidirectional", "Whether groups move between the classic and the consumer protocol while they have members.").one_of(&["disabled", "upgrade", "downgrade", "bidirectional"]),
     key("group.consumer.min.assignment.interval.ms", Int, "0", "The smallest assignment interval a consumer-protocol group may set.").at_least(0).inert(EVERY_HEARTBEAT),
     key("group.consumer.min.heartbeat.interval.ms", Int, "5000", "The smallest heartbeat interval a consumer group may set for itself (`consumer.heartbeat.interval.ms`, a GROUP config).").at_least(1),
     key("group.consumer.min.session.timeout.ms", Int, "45000", "The smallest session timeout a consumer group may set for itself (`consumer.session.timeout.ms`, a GROUP config).").at_least(1),
