@@ -1,6 +1,8 @@
 //! KIP-848 groups under random joins, leaves, crashes, subscription
 //! changes, partition growth and coordinator moves, with clients that
-//! revoke late. Checked throughout: no partition is handed to a member
+//! revoke late; two of the six clients speak the classic protocol
+//! (JoinGroup with what they own, SyncGroup, Heartbeat, LeaveGroup) inside
+//! the consumer-protocol group. Checked throughout: no partition is handed to a member
 //! while another client still owns it, no live client is fenced, and a
 //! coordinator loading the records holds what the live one holds. Checked
 //! at the end: once clients only heartbeat, every subscribed partition is
@@ -9,9 +11,10 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use strand_group::consumer::embedded::{decode_assignment, encode_subscription, Subscription};
 use strand_group::consumer::{
-    Assignment, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, Epoch, HeartbeatRequest,
-    Record, TopicId, TopicImage,
+    Assignment, ClassicJoin, ClassicJoinAnswer, ConsumerGroup, ConsumerGroupConfig,
+    ConsumerGroupState, Epoch, HeartbeatRequest, MigrationPolicy, Record, TopicId, TopicImage,
 };
 use strand_protocol::ErrorCode;
 
@@ -59,6 +62,10 @@ struct Client {
     owned: Assignment,
     pending: Option<Assignment>,
     incarnation: u32,
+    /// Speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat).
+    classic: bool,
+    /// A classic client told to join again (REBALANCE_IN_PROGRESS).
+    rejoin: bool,
 }
 
 struct Sim {
@@ -80,7 +87,12 @@ impl Sim {
         Sim {
             group: ConsumerGroup::new("g"),
             log: Vec::new(),
-            cfg: ConsumerGroupConfig::default(),
+            // The group stays a consumer-protocol group when only classic
+            // members are left (the downgrade is tested on its own).
+            cfg: ConsumerGroupConfig {
+                migration: MigrationPolicy::Upgrade,
+                ..ConsumerGroupConfig::default()
+            },
             topics: vec![
                 ("t1".into(), TopicId::from_bytes([1; 16]), p1),
                 ("t2".into(), TopicId::from_bytes([2; 16]), p2),
@@ -88,6 +100,7 @@ impl Sim {
             clients: (0..6)
                 .map(|i| Client {
                     instance_id: (i % 2 == 0).then(|| format!("instance-{i}")),
+                    classic: i == 1 || i == 5,
                     ..Client::default()
                 })
                 .collect(),
@@ -113,8 +126,108 @@ impl Sim {
         }
     }
 
+    /// A classic client's turn: JoinGroup (with what it owns) and
+    /// SyncGroup when it has to join, else a Heartbeat.
+    fn classic_turn(&mut self, c: usize) {
+        let image = self.image();
+        let cl = &self.clients[c];
+        if cl.epoch != 0 && !cl.rejoin {
+            match self
+                .group
+                .classic_heartbeat(&cl.member_id, None, cl.epoch, self.now)
+            {
+                Ok(()) => {}
+                Err(e) if e.code == ErrorCode::RebalanceInProgress => self.clients[c].rejoin = true,
+                Err(e) => panic!("classic client {c} (generation {}): {e:?}", cl.epoch),
+            }
+            return;
+        }
+        let name = |id: &TopicId| {
+            self.topics
+                .iter()
+                .find(|(_, t, _)| t == id)
+                .map(|(n, _, _)| n.clone())
+                .unwrap_or_default()
+        };
+        let topics: Vec<String> = match cl.subscription {
+            3 => vec!["t1".into(), "t2".into()],
+            s => SUBSCRIPTIONS[s].iter().map(|n| n.to_string()).collect(),
+        };
+        let metadata = encode_subscription(&Subscription {
+            version: 1,
+            topics,
+            owned: cl
+                .owned
+                .iter()
+                .map(|(t, ps)| (name(t), ps.iter().copied().collect()))
+                .collect(),
+            ..Subscription::default()
+        });
+        let join = ClassicJoin {
+            member_id: if cl.epoch == 0 {
+                String::new()
+            } else {
+                cl.member_id.clone()
+            },
+            fresh_id: cl.member_id.clone(),
+            rebalance_timeout_ms: 60_000,
+            session_timeout_ms: 45_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("cooperative-sticky".into(), metadata)],
+            client_id: format!("client-{c}"),
+            client_host: "/127.0.0.1".into(),
+            ..ClassicJoin::default()
+        };
+        let (answer, records) = self
+            .group
+            .classic_join(&join, &image, &self.cfg, self.now)
+            .unwrap_or_else(|e| panic!("classic client {c} joins: {e:?}"));
+        self.log.extend(records);
+        let ClassicJoinAnswer::Joined {
+            member_id,
+            generation_id,
+            protocol_name,
+        } = answer
+        else {
+            panic!("classic client {c}: {answer:?}");
+        };
+        let synced = self.group.classic_sync(
+            &member_id,
+            None,
+            generation_id,
+            Some("consumer"),
+            Some(&protocol_name),
+            &image,
+            self.now,
+        );
+        let cl = &mut self.clients[c];
+        cl.member_id = member_id;
+        cl.epoch = generation_id;
+        cl.subscription_sent = true;
+        match synced {
+            Ok(bytes) => {
+                let mut a = Assignment::new();
+                for (topic, ps) in decode_assignment(&bytes).expect("an assignment").partitions {
+                    if let Some((_, id, _)) = self.topics.iter().find(|(n, _, _)| *n == topic) {
+                        a.entry(*id).or_default().extend(ps);
+                    }
+                }
+                cl.rejoin = false;
+                // Revoked and taken up later, at Apply, as a client's
+                // callbacks take time.
+                cl.pending = Some(a);
+            }
+            Err(e) if e.code == ErrorCode::RebalanceInProgress => cl.rejoin = true,
+            Err(e) => panic!("classic client {c} syncs: {e:?}"),
+        }
+    }
+
     fn heartbeat(&mut self, c: usize) {
         if !self.clients[c].joined {
+            return;
+        }
+        if self.clients[c].classic {
+            self.classic_turn(c);
             return;
         }
         let cl = &self.clients[c];
@@ -188,7 +301,9 @@ impl Sim {
     }
 
     fn join(&mut self, c: usize, subscription: usize) {
-        if self.clients[c].joined {
+        // A classic client joins a consumer-protocol group only while it
+        // has members (an empty one would become a classic group).
+        if self.clients[c].joined || (self.clients[c].classic && self.group.members().is_empty()) {
             return;
         }
         let cl = &mut self.clients[c];
@@ -200,11 +315,21 @@ impl Sim {
         cl.subscription_sent = false;
         cl.owned.clear();
         cl.pending = None;
+        cl.rejoin = false;
         self.heartbeat(c);
     }
 
     fn leave(&mut self, c: usize) {
         if !self.clients[c].joined {
+            return;
+        }
+        if self.clients[c].classic {
+            let image = self.image();
+            let id = self.clients[c].member_id.clone();
+            let (results, records) = self.group.classic_leave(&[(id, None)], &image, &self.cfg);
+            assert_eq!(results, vec![Ok(())], "classic client {c} leaves");
+            self.log.extend(records);
+            self.crash(c);
             return;
         }
         let cl = &self.clients[c];
@@ -271,11 +396,26 @@ impl Sim {
                 if self.clients[c].joined && self.clients[c].subscription != s {
                     self.clients[c].subscription = s;
                     self.clients[c].subscription_sent = false;
+                    self.clients[c].rejoin = true;
                     self.heartbeat(c);
                 }
             }
             Op::Advance(ms) => self.advance(i64::from(ms)),
-            Op::AddPartition(t) => self.topics[t].2 += 1,
+            Op::AddPartition(t) => {
+                self.topics[t].2 += 1;
+                // A classic client sees the count change in its metadata
+                // and joins again (as the Java client and librdkafka do);
+                // the coordinator learns of it from consumer-protocol
+                // heartbeats and from joins.
+                let name = self.topics[t].0.clone();
+                for cl in self.clients.iter_mut().filter(|c| c.joined && c.classic) {
+                    if cl.subscription == 3
+                        || SUBSCRIPTIONS[cl.subscription].contains(&name.as_str())
+                    {
+                        cl.rejoin = true;
+                    }
+                }
+            }
             Op::CoordinatorMove => {
                 let mut g = self.reload();
                 g.on_loaded(&self.cfg, self.now);

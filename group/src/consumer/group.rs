@@ -1021,9 +1021,14 @@ impl ConsumerGroup {
     /// now, and revocations under way get their full time again.
     pub fn on_loaded(&mut self, cfg: &ConsumerGroupConfig, now_ms: i64) {
         for (id, m) in &self.members {
+            // A classic member's session is its own (JoinGroup's); it is
+            // told to rejoin by its heartbeats, not timed while revoking.
+            let session = m.meta.classic.as_ref().map_or(cfg.session_timeout_ms, |c| {
+                i64::from(c.session_timeout_ms.max(0))
+            });
             self.sessions
-                .insert(id.clone(), now_ms.saturating_add(cfg.session_timeout_ms));
-            if m.assignment.state == MemberState::UnrevokedPartitions {
+                .insert(id.clone(), now_ms.saturating_add(session));
+            if m.assignment.state == MemberState::UnrevokedPartitions && m.meta.classic.is_none() {
                 let timeout = i64::from(m.meta.rebalance_timeout_ms.max(0));
                 self.revocations.insert(
                     id.clone(),
