@@ -42,9 +42,13 @@ const SETTINGS: &[(&str, &str)] = &[
 const KNOWN: &[(&str, &str)] = &[];
 
 fn start(server: Server) -> Cluster {
+    start_with(server, SETTINGS)
+}
+
+fn start_with(server: Server, settings: &[(&str, &str)]) -> Cluster {
     let name = server.name();
     let mut spec = ClusterSpec::combined(1);
-    for (k, v) in SETTINGS {
+    for (k, v) in settings {
         spec = spec.with_override(*k, *v);
     }
     Cluster::start_server(server, spec).unwrap_or_else(|e| panic!("starting {name}: {e}"))
@@ -409,23 +413,7 @@ fn consumer_groups(c: &mut Client, facts: &mut Facts) {
         ..Join::default()
     };
     let mut a = Member::new("member-a-0000000000000");
-    // The first heartbeat is retried while the coordinator loads (the
-    // offsets topic is made by the first FindCoordinator).
-    let first = eventually(
-        "a loaded group coordinator",
-        Duration::from_secs(60),
-        || {
-            let _: FindCoordinatorResponse = c
-                .call(
-                    ApiKey::FindCoordinator,
-                    3,
-                    &FindCoordinatorRequest::default().with_key(s(g)),
-                )
-                .ok()?;
-            let b = beat(c, &topics, g, &mut a, &join);
-            (![14, 15, 16].contains(&b.error)).then_some(b)
-        },
-    );
+    let first = first_beat(c, &topics, g, &mut a, &join);
     note(facts, "a joins", &first);
     note(facts, "a confirms", beat(c, &topics, g, &mut a, &join));
     let mut b = Member::new("member-b-0000000000000");
@@ -1348,6 +1336,167 @@ fn odd_partitions(c: &mut Client, facts: &mut Facts) {
         beat(c, &topics, g, &mut newcomer, &join),
     );
     note(facts, "odd: described", describe(c, &topics, &[g]));
+}
+
+/// A member's first heartbeat, retried while the coordinator loads (the
+/// offsets topic is made by the first FindCoordinator).
+fn first_beat(c: &mut Client, topics: &Topics, g: &str, m: &mut Member, join: &Join<'_>) -> Beat {
+    eventually(
+        "a loaded group coordinator",
+        Duration::from_secs(60),
+        || {
+            let _: FindCoordinatorResponse = c
+                .call(
+                    ApiKey::FindCoordinator,
+                    3,
+                    &FindCoordinatorRequest::default().with_key(s(g)),
+                )
+                .ok()?;
+            let b = beat(c, topics, g, m, join);
+            (![14, 15, 16].contains(&b.error)).then_some(b)
+        },
+    )
+}
+
+/// KIP-1263 with its default interval (1 s): a target is computed at most
+/// once per interval; a join within it is answered from the old target,
+/// and the new one comes when the interval is over, without a heartbeat.
+fn assignment_interval(c: &mut Client, facts: &mut Facts) {
+    for (topic, partitions) in [("ai", 4), ("ai-more", 2)] {
+        let code = create_topics(c, vec![creatable_topic(topic, partitions, 1, &[])])
+            .expect("CreateTopics")
+            .topics[0]
+            .error_code;
+        assert_eq!(code, 0, "CreateTopics {topic}");
+    }
+    let topics = eventually("the topics' ids", Duration::from_secs(30), || {
+        let t = Topics::read(c);
+        (t.by_name.contains_key("ai") && t.by_name.contains_key("ai-more")).then_some(t)
+    });
+    let g = "cg-interval";
+    let sub: &[&str] = &["ai"];
+    let join = Join {
+        topics: Some(sub),
+        ..Join::default()
+    };
+    let mut a = Member::new("member-ia-000000000000");
+    let first = first_beat(c, &topics, g, &mut a, &join);
+    note(facts, "interval: the first member joins", first);
+    let mut b = Member::new("member-ib-000000000000");
+    note(
+        facts,
+        "interval: a second member joins at once",
+        beat(c, &topics, g, &mut b, &join),
+    );
+    note(
+        facts,
+        "interval: described at once",
+        describe(c, &topics, &[g]),
+    );
+    // Described (not a heartbeat) until the target's epoch is the group's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let computed = loop {
+        let d = describe(c, &topics, &[g]).join("");
+        if d.contains("state Reconciling") || d.contains("state Stable") {
+            break true;
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    note(
+        facts,
+        "interval: the target comes without a heartbeat",
+        computed,
+    );
+    note(
+        facts,
+        "interval: described after",
+        describe(c, &topics, &[g]),
+    );
+    note(
+        facts,
+        "interval: the first member's next heartbeat",
+        beat(c, &topics, g, &mut a, &join),
+    );
+    // A group left empty, then joined again at once (as librdkafka's 0045
+    // unsubscribes and subscribes again).
+    let g2 = "cg-interval-rejoin";
+    let mut r = Member::new("member-ir-000000000000");
+    note(
+        facts,
+        "interval: a lone member joins",
+        beat(c, &topics, g2, &mut r, &join),
+    );
+    note(
+        facts,
+        "interval: the lone member leaves",
+        leave(c, &topics, g2, &r.id),
+    );
+    let mut r = Member::new("member-ir-000000000000");
+    note(
+        facts,
+        "interval: it joins again at once",
+        beat(c, &topics, g2, &mut r, &join),
+    );
+    let mut r2 = Member::new("member-ir2-00000000000");
+    note(
+        facts,
+        "interval: a second member joins the rejoined group at once",
+        beat(c, &topics, g2, &mut r2, &join),
+    );
+    // A lone member changing its subscription within the interval (as
+    // librdkafka's 0045 subscribes many times in a row).
+    let g3 = "cg-interval-resubscribe";
+    let mut l = Member::new("member-il-000000000000");
+    note(
+        facts,
+        "interval: a member joins a new group",
+        beat(c, &topics, g3, &mut l, &join),
+    );
+    let more: &[&str] = &["ai", "ai-more"];
+    let req = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s(g3)))
+        .with_member_id(s(&l.id))
+        .with_member_epoch(l.epoch)
+        .with_subscribed_topic_names(Some(more.iter().map(|n| TopicName(s(n))).collect()))
+        .with_topic_partitions(Some(
+            l.owned
+                .iter()
+                .map(|(t, p)| {
+                    TopicPartitions::default()
+                        .with_topic_id(topics.by_name[t])
+                        .with_partitions(p.clone())
+                })
+                .collect(),
+        ));
+    note(
+        facts,
+        "interval: the lone member subscribes to more at once",
+        beat_of(heartbeat_raw(c, &req), &topics),
+    );
+}
+
+/// The assignment interval at its default (1 s) on both.
+#[test]
+fn the_assignment_interval_is_kept_as_kafka_keeps_it() {
+    let kafka = KafkaDist::locate().expect("the reference Kafka");
+    let settings: Vec<(&str, &str)> = SETTINGS
+        .iter()
+        .copied()
+        .filter(|(k, _)| !k.contains("assignment.interval"))
+        .collect();
+    let run = |server: Server| {
+        let cluster = start_with(server, &settings);
+        let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
+        let mut facts = Facts::new();
+        assignment_interval(&mut c, &mut facts);
+        facts
+    };
+    let strand_facts = run(Server::Strand(strand_bin()));
+    let kafka_facts = run(Server::Kafka(kafka));
+    compare(&strand_facts, &kafka_facts, &[]);
 }
 
 #[test]

@@ -299,14 +299,15 @@ impl GroupCoordinator {
                     .unwrap_or_else(|| "bidirectional".to_string()),
             ),
             classic_max_size: self.config.group_max_size,
+            assignment_interval_ms: num("group.consumer.assignment.interval.ms", 1000).max(0),
         }
     }
 
     /// `group.consumer.*` with a group's own settings over them (GROUP
     /// config resources): its members' session timeout and heartbeat
-    /// interval. (After a coordinator load each member's first session
-    /// runs for the broker's session timeout; its next heartbeat applies
-    /// the group's.)
+    /// interval, and its assignment interval. (After a coordinator load
+    /// each member's first session runs for the broker's session timeout;
+    /// its next heartbeat applies the group's.)
     pub fn consumer_config_of(
         &self,
         image: &strand_metadata::image::MetadataImage,
@@ -322,6 +323,9 @@ impl GroupCoordinator {
                 num("consumer.heartbeat.interval.ms").and_then(|v| i32::try_from(v).ok())
             {
                 cfg.heartbeat_interval_ms = v;
+            }
+            if let Some(v) = num("consumer.assignment.interval.ms") {
+                cfg.assignment_interval_ms = v.max(0);
             }
         }
         cfg

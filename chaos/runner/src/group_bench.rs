@@ -10,9 +10,9 @@
 //! an assignment it is given at once (revoking and taking up partitions
 //! without delay). "Stable" is ConsumerGroupDescribe's group state, checked
 //! after each round: every member at the assignment epoch with its whole
-//! target. Each server keeps its defaults (Kafka 4.4 computes a target at
-//! most once per `group.consumer.assignment.interval.ms`, 1 s; Strand in
-//! the heartbeat that needs it) unless `--kafka-interval-zero`.
+//! target. Both keep the default assignment interval (a target at most
+//! once per `group.consumer.assignment.interval.ms`, 1 s, KIP-1263) unless
+//! `--interval-zero`.
 //! A benchmark, not a test: run it with a release build of Strand.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -49,10 +49,11 @@ struct Args {
     /// Repetitions on each server (a fresh node each).
     #[arg(long, default_value_t = 3)]
     reps: usize,
-    /// Give Kafka `group.consumer.assignment.interval.ms=0` (as Strand
-    /// computes), instead of its default.
+    /// Give both `group.consumer.assignment.interval.ms=0` (a target
+    /// computed in the heartbeat that needs it) instead of the default,
+    /// 1 s (KIP-1263).
     #[arg(long)]
-    kafka_interval_zero: bool,
+    interval_zero: bool,
 }
 
 const TOPIC: &str = "group-bench";
@@ -164,7 +165,7 @@ fn one_rep(server: Server, args: &Args) -> Result<Sample, String> {
         .with_override("offsets.topic.replication.factor", "1")
         .with_override("group.consumer.max.size", "100000")
         .with_start_timeout(Duration::from_secs(90));
-    if args.kafka_interval_zero && matches!(server, Server::Kafka(_)) {
+    if args.interval_zero {
         spec = spec
             .with_override("group.consumer.min.assignment.interval.ms", "0")
             .with_override("group.consumer.assignment.interval.ms", "0");

@@ -413,8 +413,16 @@ impl ConsumerGroup {
             protocols: req.protocols.clone(),
         });
         let owned = by_id(&sub.owned, topics);
-        let (next, _, records) =
-            self.update_member(&old, inherited, meta, Some(&owned), records, topics, cfg)?;
+        let (next, _, records) = self.update_member(
+            &old,
+            inherited,
+            meta,
+            Some(&owned),
+            records,
+            topics,
+            cfg,
+            now_ms,
+        )?;
         self.revocations.remove(&id);
         self.sessions.insert(
             id.clone(),

@@ -69,6 +69,12 @@ pub struct ConsumerGroupConfig {
     /// `group.classic.max.size`: a group larger than this stays a
     /// consumer-protocol group.
     pub classic_max_size: usize,
+    /// `group.consumer.assignment.interval.ms` (KIP-1263): the least time
+    /// between two target assignments; a heartbeat that would compute one
+    /// sooner leaves it to the first heartbeat after the interval. The broker's default is
+    /// Kafka's, 1000; this type's default is 0 (every change assigned at
+    /// once, as the tables of this crate's tests expect).
+    pub assignment_interval_ms: i64,
 }
 
 /// `group.consumer.migration.policy`: whether a group with members moves
@@ -116,6 +122,7 @@ impl Default for ConsumerGroupConfig {
             assignors: vec![Assignor::Uniform, Assignor::Range],
             migration: MigrationPolicy::Bidirectional,
             classic_max_size: i32::MAX as usize,
+            assignment_interval_ms: 0,
         }
     }
 }
@@ -211,6 +218,9 @@ pub struct ConsumerGroup {
     /// Classic members' join or sync deadline (Kafka's classic join and
     /// sync timeouts for members of a consumer group).
     classic_timers: BTreeMap<String, i64>,
+    /// When the last target was computed (soft: a loaded group computes at
+    /// its first heartbeat).
+    last_assigned_ms: Option<i64>,
     /// Set when fencing members left only classic members and the group
     /// went back to the classic protocol: the classic group to install.
     downgraded: Option<crate::snapshot::GroupMetadataSnapshot>,
@@ -285,6 +295,12 @@ impl ConsumerGroup {
             .chain(self.classic_timers.values())
             .min()
             .copied()
+    }
+
+    /// Whether a target may be computed now (KIP-1263's interval).
+    fn may_assign(&self, now_ms: i64, cfg: &ConsumerGroupConfig) -> bool {
+        self.last_assigned_ms
+            .is_none_or(|t| now_ms.saturating_sub(t) >= cfg.assignment_interval_ms)
     }
 
     /// The topics `meta` subscribes to that exist, by id.
@@ -488,6 +504,7 @@ impl ConsumerGroup {
             records,
             topics,
             cfg,
+            now_ms,
         )?;
         self.sessions.insert(
             id.to_string(),
@@ -532,6 +549,7 @@ impl ConsumerGroup {
         mut records: Vec<Record>,
         topics: &TopicImage,
         cfg: &ConsumerGroupConfig,
+        now_ms: i64,
     ) -> Result<(MemberAssignment, bool, Vec<Record>), HeartbeatError> {
         let id = meta.member_id.clone();
         let id = id.as_str();
@@ -578,7 +596,15 @@ impl ConsumerGroup {
             });
         }
         let subscribed = self.subscribed(&meta, topics);
-        let target = if epoch > self.assignment_epoch {
+        // At most one target per interval (KIP-1263): within it, the
+        // member reconciles towards the target it has, and the heartbeat
+        // that comes after it computes the new one (as Kafka 4.4: no timer
+        // computes it).
+        let compute = epoch > self.assignment_epoch && self.may_assign(now_ms, cfg);
+        if compute {
+            self.last_assigned_ms = Some(now_ms);
+        }
+        let target = if compute {
             let assignments =
                 self.compute_targets(&meta, &subscribed, inherited.as_ref(), topics, cfg);
             for (member_id, a) in &assignments {
@@ -602,7 +628,7 @@ impl ConsumerGroup {
                 .or_else(|| self.targets.get(id).cloned())
                 .unwrap_or_default()
         };
-        let target_epoch = if epoch > self.assignment_epoch {
+        let target_epoch = if compute {
             epoch
         } else {
             self.assignment_epoch
@@ -811,6 +837,11 @@ impl ConsumerGroup {
         });
         for r in &records {
             self.replay(r);
+        }
+        // A group left empty assigns its next member at once, whatever
+        // the interval (as Kafka 4.4 does: a side-by-side fact).
+        if self.members.is_empty() {
+            self.last_assigned_ms = None;
         }
         records
     }
@@ -1219,7 +1250,58 @@ fn check_epoch(m: &ConsumerMember, req: &HeartbeatRequest) -> Result<(), Heartbe
 
 #[cfg(test)]
 mod tests {
+    use super::super::types::partition_count;
     use super::*;
+
+    #[test]
+    fn a_target_is_computed_at_most_once_per_interval() {
+        let cfg = ConsumerGroupConfig {
+            assignment_interval_ms: 1_000,
+            ..ConsumerGroupConfig::default()
+        };
+        let image = TopicImage::new([("t".to_string(), TopicId::from_u128(7), 4)]);
+        let join = |id: &str| HeartbeatRequest {
+            member_id: id.into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".into()]),
+            owned: Some(Assignment::new()),
+            ..HeartbeatRequest::default()
+        };
+        let mut g = ConsumerGroup::new("g");
+        let (a, _) = g.heartbeat(&join("a"), &image, &cfg, 0).unwrap();
+        assert_eq!(partition_count(&a.assignment.clone().unwrap()), 4);
+        // Within the interval: the epoch moves, the target does not.
+        let (b, _) = g.heartbeat(&join("b"), &image, &cfg, 100).unwrap();
+        assert_eq!(b.assignment, Some(Assignment::new()));
+        assert_eq!(g.state(), ConsumerGroupState::Assigning);
+        let beat = |epoch: Epoch, owned: &Option<Assignment>| HeartbeatRequest {
+            member_id: "a".into(),
+            member_epoch: epoch.get(),
+            rebalance_timeout_ms: -1,
+            owned: owned.clone(),
+            ..HeartbeatRequest::default()
+        };
+        g.heartbeat(&beat(a.member_epoch, &a.assignment), &image, &cfg, 999)
+            .unwrap();
+        assert_eq!(g.state(), ConsumerGroupState::Assigning);
+        // The first heartbeat after it computes the target.
+        g.heartbeat(&beat(a.member_epoch, &a.assignment), &image, &cfg, 1_000)
+            .unwrap();
+        assert_eq!(g.state(), ConsumerGroupState::Reconciling);
+        assert_eq!(g.assignment_epoch(), g.epoch());
+        // A group left empty assigns its next member at once.
+        for id in ["a", "b"] {
+            let leave = HeartbeatRequest {
+                member_id: id.into(),
+                member_epoch: -1,
+                ..HeartbeatRequest::default()
+            };
+            g.heartbeat(&leave, &image, &cfg, 1_001).unwrap();
+        }
+        let (c, _) = g.heartbeat(&join("c"), &image, &cfg, 1_002).unwrap();
+        assert_eq!(partition_count(&c.assignment.unwrap()), 4);
+    }
 
     #[test]
     fn an_ended_group_is_gone_when_its_records_are_replayed() {

@@ -25,9 +25,9 @@ const IMAX: &str = "2147483647";
 const ONE_RUNTIME: &str =
     "requests and connections are served by the async runtime's workers, one per core";
 
-/// Why the consumer protocol's settings do nothing yet.
-const EVERY_HEARTBEAT: &str =
-    "Strand computes a new target assignment in the heartbeat that needs it, on the coordinator's task (an interval of 0, no offload)";
+/// Why the offload setting does nothing.
+const ON_THE_COORDINATOR: &str =
+    "Strand computes target assignments on the group coordinator's task";
 
 /// Every broker setting Strand knows besides the topic configs' synonyms,
 /// sorted by name. An empty default is Kafka's null: the value then comes
@@ -55,16 +55,16 @@ pub const BROKER_CONFIGS: &[Def] = &[
     key("delete.topic.enable", Boolean, "true", "Whether topics can be deleted.")
         .inert("topics can always be deleted"),
     key("follower.replication.throttled.rate", Long, LMAX, "Bytes per second a broker fetches for its throttled follower replicas (follower.replication.throttled.replicas), summed over them.").at_least(0).dynamic(DynamicOnly),
-    key("group.consumer.assignment.interval.ms", Int, "1000", "The least time between two target assignments of a consumer-protocol group (KIP-1263).").at_least(0).inert(EVERY_HEARTBEAT),
-    key("group.consumer.assignor.offload.enable", Boolean, "true", "Whether target assignments are computed off the coordinator's thread.").inert(EVERY_HEARTBEAT),
+    key("group.consumer.assignment.interval.ms", Int, "1000", "The least time between two target assignments of a consumer-protocol group (KIP-1263).").at_least(0),
+    key("group.consumer.assignor.offload.enable", Boolean, "true", "Whether target assignments are computed off the coordinator's thread.").inert(ON_THE_COORDINATOR),
     key("group.consumer.assignors", List, "uniform,range", "The server-side assignors of consumer-protocol groups (KIP-848); the first is the default.").one_of(&["uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]),
     key("group.consumer.heartbeat.interval.ms", Int, "5000", "The heartbeat interval consumer-protocol members are given.").at_least(1),
-    key("group.consumer.max.assignment.interval.ms", Int, "15000", "The largest assignment interval a consumer-protocol group may set.").at_least(0).inert(EVERY_HEARTBEAT),
+    key("group.consumer.max.assignment.interval.ms", Int, "15000", "The largest assignment interval a consumer-protocol group may set.").at_least(0),
     key("group.consumer.max.heartbeat.interval.ms", Int, "15000", "The largest heartbeat interval a consumer group may set for itself (`consumer.heartbeat.interval.ms`, a GROUP config).").at_least(1),
     key("group.consumer.max.session.timeout.ms", Int, "60000", "The largest session timeout a consumer group may set for itself (`consumer.session.timeout.ms`, a GROUP config).").at_least(1),
     key("group.consumer.max.size", Int, IMAX, "The most members a consumer-protocol group admits.").at_least(1),
     key("group.consumer.migration.policy", STR, "bidirectional", "Whether groups move between the classic and the consumer protocol while they have members.").one_of(&["disabled", "upgrade", "downgrade", "bidirectional"]),
-    key("group.consumer.min.assignment.interval.ms", Int, "0", "The smallest assignment interval a consumer-protocol group may set.").at_least(0).inert(EVERY_HEARTBEAT),
+    key("group.consumer.min.assignment.interval.ms", Int, "0", "The smallest assignment interval a consumer-protocol group may set.").at_least(0),
     key("group.consumer.min.heartbeat.interval.ms", Int, "5000", "The smallest heartbeat interval a consumer group may set for itself (`consumer.heartbeat.interval.ms`, a GROUP config).").at_least(1),
     key("group.consumer.min.session.timeout.ms", Int, "45000", "The smallest session timeout a consumer group may set for itself (`consumer.session.timeout.ms`, a GROUP config).").at_least(1),
     key("group.consumer.regex.refresh.interval.ms", Int, "600000", "How often the topics matching a consumer-protocol group's regexes are looked up again.").at_least(1).inert("Strand matches a group's regexes against the topics in every heartbeat that needs them"),

@@ -13,9 +13,9 @@ const STR: ConfigType = ConfigType::String;
 
 /// Why the share and streams groups' settings do nothing.
 const NO_SUCH_GROUPS: &str = "Strand has no share groups (KIP-932) or streams groups (KIP-1071)";
-/// Why the assignment interval does nothing.
-const EVERY_HEARTBEAT: &str =
-    "Strand computes a new target assignment in the heartbeat that needs it";
+/// Why the offload setting does nothing.
+const ON_THE_COORDINATOR: &str =
+    "Strand computes target assignments on the group coordinator's task";
 
 const fn group(
     name: &'static str,
@@ -39,8 +39,8 @@ const fn inert(d: TopicConfigDef, why: &'static str) -> TopicConfigDef {
 /// its default under its own name).
 #[rustfmt::skip]
 pub const GROUP_CONFIGS: &[TopicConfigDef] = &[
-    inert(group("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms", "1000", Int, "The least time between two target assignments of this consumer group."), EVERY_HEARTBEAT),
-    inert(group("consumer.assignor.offload.enable", "group.consumer.assignor.offload.enable", "true", Boolean, "Whether this consumer group's target assignments are computed off the coordinator's thread."), EVERY_HEARTBEAT),
+    group("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms", "1000", Int, "The least time between two target assignments of this consumer group."),
+    inert(group("consumer.assignor.offload.enable", "group.consumer.assignor.offload.enable", "true", Boolean, "Whether this consumer group's target assignments are computed off the coordinator's thread."), ON_THE_COORDINATOR),
     group("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms", "5000", Int, "The heartbeat interval this consumer group's members are given."),
     group("consumer.session.timeout.ms", "group.consumer.session.timeout.ms", "45000", Int, "How long a member of this consumer group that stops heartbeating stays in it."),
     inert(group("errors.deadletterqueue.copy.record.enable", "errors.deadletterqueue.copy.record.enable", "false", Boolean, "Whether a streams group copies a failed record to its dead letter queue."), NO_SUCH_GROUPS),
