@@ -23,6 +23,13 @@
 //! | `aborted_offset_commit` | OffsetFetch returned an offset that only an aborted transaction had committed |
 //! | `duplicate_processing` | one input value is among the inputs of two committed transactions (exactly-once broken) |
 //! | `unprocessed_input` | a value below the offset a committed transaction committed for its group is the input of no committed transaction |
+//!
+//! A transaction whose end the client did not learn (a failover, a
+//! timeout) is settled from the reads before the checks: committed if
+//! read_committed read any of its writes (then all must be there: a missing
+//! one is `unseen` or `lost_write`), not committed if the final reads of
+//! all its partitions hold none of them (then its inputs count as not
+//! processed). One the reads cannot settle stays unknown.
 
 use crate::history::{self, Completed, Event, HistoryError, Isolation, Kind, Op, Tp};
 use serde::Serialize;
@@ -82,6 +89,11 @@ pub struct Stats {
     pub transactions_committed: usize,
     pub transactions_aborted: usize,
     pub transactions_unknown: usize,
+    /// Of the unknown ones, settled from the reads: committed (a write of
+    /// it read by read_committed) or not (the final reads of all its
+    /// partitions hold none of its writes).
+    pub transactions_settled_committed: usize,
+    pub transactions_settled_aborted: usize,
     pub polls: usize,
     pub records_read: usize,
     pub final_reads: usize,
@@ -157,6 +169,7 @@ pub fn check(events: &[Event]) -> Result<Report, HistoryError> {
     c.stats.operations = ops.len();
     c.collect_writes(&ops);
     c.collect_reads(&ops);
+    c.settle_unknown_transactions();
     c.check_reads();
     c.check_lost_and_unseen(&ops);
     c.check_transactions();
@@ -176,6 +189,11 @@ struct Checker {
     /// Writes in invocation order per process (for send order).
     by_process: BTreeMap<u64, Vec<u64>>,
     txns: BTreeMap<u64, Vec<u64>>,
+    /// Transactions whose end the client did not learn, settled from the
+    /// reads: Acknowledged (committed) or Aborted.
+    settled: BTreeMap<u64, Fate>,
+    /// Partitions with a completed final read.
+    finally_read: BTreeSet<Tp>,
     reads: Vec<Read>,
     /// Per partition, offset -> the first value known there.
     order: BTreeMap<Tp, BTreeMap<i64, u64>>,
@@ -279,8 +297,9 @@ impl Checker {
                     self.stats.polls += 1;
                     (records, *isolation)
                 }
-                Op::FinalRead { records, .. } => {
+                Op::FinalRead { tp, records } => {
                     self.stats.final_reads += 1;
+                    self.finally_read.insert(tp.clone());
                     (records, Isolation::ReadCommitted)
                 }
                 _ => continue,
@@ -301,6 +320,53 @@ impl Checker {
                 });
             }
         }
+    }
+
+    /// A transaction whose end the client did not learn (a failover, a
+    /// timeout) is settled from the reads, so that the checks of committed
+    /// transactions cover it: committed if read_committed read any of its
+    /// writes; not committed if every partition it wrote has a final read
+    /// (the whole log, read_committed) and none of its writes is in them.
+    fn settle_unknown_transactions(&mut self) {
+        let seen_rc: BTreeSet<u64> = self
+            .reads
+            .iter()
+            .filter(|r| r.isolation == Isolation::ReadCommitted)
+            .map(|r| r.value)
+            .collect();
+        let mut settled = BTreeMap::new();
+        for (id, values) in &self.txns {
+            let unknown = values
+                .iter()
+                .any(|v| self.writes.get(v).is_some_and(|w| w.fate == Fate::Unknown));
+            if !unknown || values.is_empty() {
+                continue;
+            }
+            let fate = if values.iter().any(|v| seen_rc.contains(v)) {
+                Fate::Acknowledged
+            } else if values.iter().all(|v| {
+                self.writes
+                    .get(v)
+                    .is_some_and(|w| self.finally_read.contains(&w.tp))
+            }) {
+                Fate::Aborted
+            } else {
+                continue;
+            };
+            settled.insert(*id, fate);
+        }
+        for (id, fate) in &settled {
+            for v in &self.txns[id] {
+                if let Some(w) = self.writes.get_mut(v) {
+                    w.fate = *fate;
+                }
+            }
+            match fate {
+                Fate::Acknowledged => self.stats.transactions_settled_committed += 1,
+                _ => self.stats.transactions_settled_aborted += 1,
+            }
+        }
+        self.settled = settled;
     }
 
     /// Garbage, duplicates, inconsistent offsets, aborted reads.
@@ -669,10 +735,17 @@ impl Checker {
             else {
                 continue;
             };
-            if op.kind() == Kind::Info {
-                maybe.extend(inputs);
-            }
-            if op.kind() != Kind::Ok {
+            // An unknown end settled from the reads counts as that end.
+            let committed = match (op.kind(), self.settled.get(id)) {
+                (Kind::Ok, _) | (Kind::Info, Some(Fate::Acknowledged)) => true,
+                (Kind::Info, Some(Fate::Aborted)) => false,
+                (Kind::Info, _) => {
+                    maybe.extend(inputs);
+                    false
+                }
+                _ => false,
+            };
+            if !committed {
                 continue;
             }
             saw_pipeline |= !inputs.is_empty();

@@ -638,3 +638,98 @@ fn an_input_below_the_committed_offset_must_have_been_processed() {
     assert_only(&report, &[AnomalyKind::UnprocessedInput]);
     assert_eq!(report.anomalies[0].value, Some(2));
 }
+
+#[test]
+fn an_unknown_transaction_read_in_part_is_settled_committed_and_its_missing_write_unseen() {
+    // Its end unknown to the client: one of its writes is read, the other
+    // is not in the final read.
+    let r = Recorder::new();
+    r.invoke(1, txn(1, vec![w(0, 1, None), w(1, 2, None)], false));
+    r.info(
+        1,
+        txn(1, vec![w(0, 1, None), w(1, 2, None)], false),
+        "timed out",
+    );
+    ok(&r, 2, final_read(0, &[]), final_read(0, &[(0, 0, 1)]));
+    ok(&r, 2, final_read(1, &[]), final_read(1, &[]));
+    let rep = report(&r);
+    assert_only(&rep, &[AnomalyKind::Unseen]);
+    assert_eq!(rep.anomalies[0].value, Some(2));
+    assert_eq!(rep.stats.transactions_settled_committed, 1);
+    // Its twin: both writes read, nothing to report.
+    let r = Recorder::new();
+    r.invoke(1, txn(1, vec![w(0, 1, None), w(1, 2, None)], false));
+    r.info(
+        1,
+        txn(1, vec![w(0, 1, None), w(1, 2, None)], false),
+        "timed out",
+    );
+    ok(&r, 2, final_read(0, &[]), final_read(0, &[(0, 0, 1)]));
+    ok(&r, 2, final_read(1, &[]), final_read(1, &[(1, 0, 2)]));
+    assert_only(&report(&r), &[]);
+}
+
+#[test]
+fn an_unknown_pipeline_transaction_settled_from_the_reads_counts_as_that_end() {
+    let inputs = |r: &Recorder| {
+        for (v, o) in [(1, 0), (2, 1), (3, 2)] {
+            ok(r, 1, send(0, v), sent(0, v, o));
+        }
+    };
+    let unknown = |r: &Recorder| {
+        let op = pipeline(1, &[1, 2], vec![w(1, 10, None)], 2, false);
+        r.invoke(2, op.clone());
+        r.info(2, op, "coordinator moved");
+    };
+    let finals = |r: &Recorder, out: &[(i32, i64, u64)]| {
+        ok(
+            r,
+            4,
+            final_read(0, &[]),
+            final_read(0, &[(0, 0, 1), (0, 1, 2), (0, 2, 3)]),
+        );
+        ok(r, 4, final_read(1, &[]), final_read(1, out));
+    };
+    // Settled not committed (its output is in no final read): a later
+    // transaction that commits past 1 and 2 without processing them
+    // leaves them unprocessed.
+    let r = Recorder::new();
+    inputs(&r);
+    unknown(&r);
+    ok(
+        &r,
+        3,
+        pipeline(2, &[3], vec![w(1, 11, None)], 3, false),
+        pipeline(2, &[3], vec![w(1, 11, Some(2))], 3, false),
+    );
+    finals(&r, &[(1, 2, 11)]);
+    let rep = report(&r);
+    assert_only(&rep, &[AnomalyKind::UnprocessedInput]);
+    assert_eq!(rep.stats.transactions_settled_aborted, 1);
+    // Its twin: the unknown one committed (its output read), so 1 and 2
+    // were processed once.
+    let r = Recorder::new();
+    inputs(&r);
+    unknown(&r);
+    ok(
+        &r,
+        3,
+        pipeline(2, &[3], vec![w(1, 11, None)], 3, false),
+        pipeline(2, &[3], vec![w(1, 11, Some(2))], 3, false),
+    );
+    finals(&r, &[(1, 0, 10), (1, 2, 11)]);
+    assert_only(&report(&r), &[]);
+    // Settled committed, and another committed transaction processed 2
+    // again: not exactly once.
+    let r = Recorder::new();
+    inputs(&r);
+    unknown(&r);
+    ok(
+        &r,
+        3,
+        pipeline(2, &[2, 3], vec![w(1, 11, None)], 3, false),
+        pipeline(2, &[2, 3], vec![w(1, 11, Some(2))], 3, false),
+    );
+    finals(&r, &[(1, 0, 10), (1, 2, 11)]);
+    assert_only(&report(&r), &[AnomalyKind::DuplicateProcessing]);
+}
