@@ -322,18 +322,22 @@ impl Checker {
         }
     }
 
+    /// Every value some read_committed read (or final read) returned.
+    fn seen_read_committed(&self) -> BTreeSet<u64> {
+        self.reads
+            .iter()
+            .filter(|r| r.isolation == Isolation::ReadCommitted)
+            .map(|r| r.value)
+            .collect()
+    }
+
     /// A transaction whose end the client did not learn (a failover, a
     /// timeout) is settled from the reads, so that the checks of committed
     /// transactions cover it: committed if read_committed read any of its
     /// writes; not committed if every partition it wrote has a final read
     /// (the whole log, read_committed) and none of its writes is in them.
     fn settle_unknown_transactions(&mut self) {
-        let seen_rc: BTreeSet<u64> = self
-            .reads
-            .iter()
-            .filter(|r| r.isolation == Isolation::ReadCommitted)
-            .map(|r| r.value)
-            .collect();
+        let seen_rc = self.seen_read_committed();
         let mut settled = BTreeMap::new();
         for (id, values) in &self.txns {
             let unknown = values
@@ -601,12 +605,7 @@ impl Checker {
     /// Per consumer session and partition: offsets only grow, and nothing
     /// visible is skipped, until a new assignment or a seek.
     fn check_sessions(&mut self, ops: &[Completed<'_>]) {
-        let seen_rc: BTreeSet<u64> = self
-            .reads
-            .iter()
-            .filter(|r| r.isolation == Isolation::ReadCommitted)
-            .map(|r| r.value)
-            .collect();
+        let seen_rc = self.seen_read_committed();
         // (session, tp) -> (last offset read, its event)
         let mut last: BTreeMap<(u64, Tp), (i64, usize)> = BTreeMap::new();
         let mut found: Vec<Anomaly> = Vec::new();
@@ -764,12 +763,7 @@ impl Checker {
         if !saw_pipeline {
             return;
         }
-        let seen_rc: BTreeSet<u64> = self
-            .reads
-            .iter()
-            .filter(|r| r.isolation == Isolation::ReadCommitted)
-            .map(|r| r.value)
-            .collect();
+        let seen_rc = self.seen_read_committed();
         let mut found = Vec::new();
         for (v, txns) in &by_input {
             if txns.len() > 1 {
