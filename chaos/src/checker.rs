@@ -15,8 +15,8 @@
 //! | `garbage_read` | a value read that no operation wrote |
 //! | `aborted_read` | read_committed (or the final read) returned a write of a transaction that did not commit (G1a) |
 //! | `partial_transaction` | some of a transaction's writes were read, another never was although reads of its partition passed its offset |
-//! | `nonmonotonic_poll` | one consumer, without a new assignment or seek, read an offset at or below one it read before |
-//! | `poll_skip` | one consumer, without a new assignment or seek, read past a value it should have seen (for read_committed: one that committed or was not transactional) |
+//! | `nonmonotonic_poll` | one consumer, without a new assignment or seek, read an offset at or below one it read before (or, after a seek, below the offset it sought) |
+//! | `poll_skip` | one consumer, without a new assignment, read past a value it should have seen (for read_committed: one that committed or was not transactional), since its last read or the offset it sought |
 //! | `nonmonotonic_send` | one producer's acknowledged writes to a partition got offsets out of the order it sent them |
 //! | `offset_backwards` | OffsetFetch returned an offset no live commit wrote: one a later commit superseded before the fetch began, or one never committed |
 //! | `offset_vanished` | OffsetFetch returned no offset where a commit had completed before the fetch began |
@@ -617,8 +617,20 @@ impl Checker {
                 Op::Assign { session, .. } => {
                     last.retain(|(s, _), _| s != session);
                 }
-                Op::Seek { session, tp, .. } => {
-                    last.remove(&(*session, tp.clone()));
+                // A seek sets where reading resumes: the next read of the
+                // partition starts at the offset (nothing visible skipped,
+                // nothing below it). A negative one (no position) is not
+                // known.
+                Op::Seek {
+                    session,
+                    tp,
+                    offset,
+                } => {
+                    if *offset >= 0 {
+                        last.insert((*session, tp.clone()), (*offset - 1, done.index));
+                    } else {
+                        last.remove(&(*session, tp.clone()));
+                    }
                 }
                 Op::Poll {
                     session,

@@ -733,3 +733,53 @@ fn an_unknown_pipeline_transaction_settled_from_the_reads_counts_as_that_end() {
     finals(&r, &[(1, 0, 10), (1, 2, 11)]);
     assert_only(&report(&r), &[AnomalyKind::DuplicateProcessing]);
 }
+
+fn seek(session: u64, p: i32, offset: i64) -> Op {
+    Op::Seek {
+        session,
+        tp: tp(p),
+        offset,
+    }
+}
+
+#[test]
+fn the_first_read_after_a_seek_starts_at_the_offset_sought() {
+    let history = |first_read: &[(i32, i64, u64)]| {
+        let r = Recorder::new();
+        for (v, o) in [(1, 0), (2, 1), (3, 2)] {
+            ok(&r, 1, send(0, v), sent(0, v, o));
+        }
+        // Another consumer reads everything (nothing is lost).
+        ok(
+            &r,
+            3,
+            poll(2, RU, &[]),
+            poll(2, RU, &[(0, 0, 1), (0, 1, 2), (0, 2, 3)]),
+        );
+        ok(&r, 2, seek(1, 0, 1), seek(1, 0, 1));
+        ok(&r, 2, poll(1, RU, &[]), poll(1, RU, first_read));
+        report(&r)
+    };
+    // From the offset sought: nothing to report.
+    assert_only(&history(&[(0, 1, 2), (0, 2, 3)]), &[]);
+    // Past it: the value at the offset sought was skipped.
+    let rep = history(&[(0, 2, 3)]);
+    assert_only(&rep, &[AnomalyKind::PollSkip]);
+    assert_eq!(rep.anomalies[0].value, Some(3));
+    // Below it: the consumer did not move.
+    assert_only(&history(&[(0, 0, 1)]), &[AnomalyKind::NonmonotonicPoll]);
+    // A seek with no position known (negative) checks nothing.
+    let r = Recorder::new();
+    for (v, o) in [(1, 0), (2, 1)] {
+        ok(&r, 1, send(0, v), sent(0, v, o));
+    }
+    ok(
+        &r,
+        3,
+        poll(2, RU, &[]),
+        poll(2, RU, &[(0, 0, 1), (0, 1, 2)]),
+    );
+    ok(&r, 2, seek(1, 0, -1), seek(1, 0, -1));
+    ok(&r, 2, poll(1, RU, &[]), poll(1, RU, &[(0, 1, 2)]));
+    assert_only(&report(&r), &[]);
+}
