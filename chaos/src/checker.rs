@@ -127,6 +127,67 @@ impl Report {
     }
 }
 
+/// The least a run must have done for its verdict to count: a run that
+/// did almost nothing, or whose final reads did not all complete, proves
+/// nothing, however clean its history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Floor {
+    pub acknowledged_writes: usize,
+    pub transactions_committed: usize,
+    pub transactions_aborted: usize,
+    pub offset_commits: usize,
+    /// Every partition's final read completed.
+    pub final_reads: usize,
+}
+
+impl Floor {
+    /// The floor for a run of `secs` seconds reading `partitions`
+    /// partitions at the end: about a twentieth of what the CI profile
+    /// does per second (2026-12-07: 405 acknowledged writes, 18 committed
+    /// and 2.8 aborted transactions and 1.2 offset commits a second).
+    pub fn for_run(secs: u64, partitions: usize) -> Floor {
+        let per = |rate: f64| (rate * secs as f64).ceil() as usize;
+        Floor {
+            acknowledged_writes: per(20.0),
+            transactions_committed: per(1.0),
+            transactions_aborted: per(0.1),
+            offset_commits: per(0.05),
+            final_reads: partitions,
+        }
+    }
+}
+
+impl Report {
+    /// What the run fell short of (empty: its verdict counts).
+    pub fn shortfalls(&self, floor: &Floor) -> Vec<String> {
+        let s = &self.stats;
+        let mut out = Vec::new();
+        let mut short = |what: &str, got: usize, want: usize| {
+            if got < want {
+                out.push(format!("{what}: {got}, fewer than {want}"));
+            }
+        };
+        short(
+            "acknowledged writes",
+            s.acknowledged_writes,
+            floor.acknowledged_writes,
+        );
+        short(
+            "committed transactions",
+            s.transactions_committed,
+            floor.transactions_committed,
+        );
+        short(
+            "aborted transactions",
+            s.transactions_aborted,
+            floor.transactions_aborted,
+        );
+        short("offset commits", s.offset_commits, floor.offset_commits);
+        short("completed final reads", s.final_reads, floor.final_reads);
+        out
+    }
+}
+
 /// What became of a write, as far as the history tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {

@@ -14,5 +14,5 @@
 pub mod checker;
 pub mod history;
 
-pub use checker::{check, Anomaly, AnomalyKind, Report, Stats};
+pub use checker::{check, Anomaly, AnomalyKind, Floor, Report, Stats};
 pub use history::{Event, Isolation, Kind, Op, Record, Recorder, Tp, Write};

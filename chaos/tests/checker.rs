@@ -4,7 +4,7 @@
 //! exercises every operation with no anomaly at all.
 
 use strand_chaos::history::{self, HistoryError};
-use strand_chaos::{check, AnomalyKind, Isolation, Op, Record, Recorder, Report, Tp, Write};
+use strand_chaos::{check, AnomalyKind, Floor, Isolation, Op, Record, Recorder, Report, Tp, Write};
 
 const RC: Isolation = Isolation::ReadCommitted;
 const RU: Isolation = Isolation::ReadUncommitted;
@@ -782,4 +782,54 @@ fn the_first_read_after_a_seek_starts_at_the_offset_sought() {
     ok(&r, 2, seek(1, 0, -1), seek(1, 0, -1));
     ok(&r, 2, poll(1, RU, &[]), poll(1, RU, &[(0, 1, 2)]));
     assert_only(&report(&r), &[]);
+}
+
+#[test]
+fn a_run_that_did_too_little_proves_nothing() {
+    let rep = report(&clean());
+    // What the clean history did, exactly: its verdict counts.
+    let enough = Floor {
+        acknowledged_writes: 6,
+        transactions_committed: 1,
+        transactions_aborted: 1,
+        offset_commits: 2,
+        final_reads: 2,
+    };
+    assert_eq!(rep.shortfalls(&enough), Vec::<String>::new());
+    // One more of anything, or a final read that did not complete: short.
+    let more = [
+        Floor {
+            acknowledged_writes: 7,
+            ..enough.clone()
+        },
+        Floor {
+            transactions_committed: 2,
+            ..enough.clone()
+        },
+        Floor {
+            transactions_aborted: 2,
+            ..enough.clone()
+        },
+        Floor {
+            offset_commits: 3,
+            ..enough.clone()
+        },
+        Floor {
+            final_reads: 3,
+            ..enough.clone()
+        },
+    ];
+    for floor in more {
+        assert_eq!(rep.shortfalls(&floor).len(), 1, "{floor:?}");
+    }
+    // The CI profile's floor (120 s, 8 partitions read at the end).
+    let ci = Floor::for_run(120, 8);
+    assert_eq!(
+        (
+            ci.acknowledged_writes,
+            ci.transactions_committed,
+            ci.final_reads
+        ),
+        (2400, 120, 8)
+    );
 }

@@ -105,15 +105,33 @@ const TXN: &str = "chaos-txn";
 const TRANSACTIONAL_IDS: usize = 2;
 const PIPELINES: usize = 2;
 
+/// A run's verdict, and its exit code.
+enum Verdict {
+    /// No anomaly, and the run did what it had to (exit 0).
+    Valid,
+    /// An anomaly, or a node panicked (exit 1).
+    Anomalies,
+    /// No anomaly, but the run did too little, a planned fault did not
+    /// start, or a final read did not complete: it proves nothing (exit 3).
+    Inconclusive,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match &args.check {
-        Some(history) => judge(history),
+        Some(history) => judge(history).map(|valid| {
+            if valid {
+                Verdict::Valid
+            } else {
+                Verdict::Anomalies
+            }
+        }),
         None => run(args),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Verdict::Valid) => ExitCode::SUCCESS,
+        Ok(Verdict::Anomalies) => ExitCode::from(1),
+        Ok(Verdict::Inconclusive) => ExitCode::from(3),
         Err(e) => {
             eprintln!("strand-chaos: {e}");
             ExitCode::from(2)
@@ -151,7 +169,7 @@ fn judge(history: &std::path::Path) -> Result<bool, String> {
     Ok(report.valid())
 }
 
-fn run(mut args: Args) -> Result<bool, String> {
+fn run(mut args: Args) -> Result<Verdict, String> {
     if args.faults.is_empty() {
         args.faults = FaultKind::ALL.to_vec();
     }
@@ -306,6 +324,7 @@ fn run(mut args: Args) -> Result<bool, String> {
     // Fault windows on the history's clock, for throughput during and between faults.
     let mut windows = Vec::new();
     let mut kinds_run = std::collections::BTreeMap::new();
+    let mut not_started = 0usize;
     for step in &plan {
         sleep_until(started + step.at);
         restart_late_exits(&mut cluster, &mut log)?;
@@ -325,7 +344,10 @@ fn run(mut args: Args) -> Result<bool, String> {
                 log.line(&format!("fault: {what} for {:?}", step.lasts));
                 *kinds_run.entry(format!("{:?}", step.kind)).or_insert(0) += 1;
             }
-            Err(e) => log.line(&format!("fault {:?} could not start: {e}", step.kind)),
+            Err(e) => {
+                not_started += 1;
+                log.line(&format!("fault {:?} could not start: {e}", step.kind));
+            }
         }
         sleep_until(started + step.at + step.lasts);
         match faults::heal(&mut world) {
@@ -418,7 +440,21 @@ fn run(mut args: Args) -> Result<bool, String> {
     }
     drop(cluster);
     drop(net);
-    Ok(report.valid() && panicked.is_empty())
+    if !report.valid() || !panicked.is_empty() {
+        return Ok(Verdict::Anomalies);
+    }
+    let partitions: usize = topics_read.iter().map(|(_, n)| *n as usize).sum();
+    let mut shortfalls = report.shortfalls(&strand_chaos::Floor::for_run(args.secs, partitions));
+    if not_started > 0 {
+        shortfalls.push(format!("{not_started} planned fault(s) did not start"));
+    }
+    if shortfalls.is_empty() {
+        return Ok(Verdict::Valid);
+    }
+    for s in &shortfalls {
+        log.line(&format!("INCONCLUSIVE: {s}"));
+    }
+    Ok(Verdict::Inconclusive)
 }
 
 /// Two consumers of every partition of `topic` by assign, one per
