@@ -485,7 +485,11 @@ impl Checker {
                 Some(&tp),
                 Some(v),
                 vec![e],
-                format!("read {v} at {tp}@{o}, which no operation wrote"),
+                if v == history::UNREADABLE {
+                    format!("read a record at {tp}@{o} whose value is not a number")
+                } else {
+                    format!("read {v} at {tp}@{o}, which no operation wrote")
+                },
             );
         }
         for (v, tp, o, e) in aborted {

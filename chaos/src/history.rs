@@ -63,6 +63,10 @@ pub struct Record {
     pub value: u64,
 }
 
+/// The value recorded for a record that is not a number (no workload wrote
+/// it): the checker reports it as a garbage read.
+pub const UNREADABLE: u64 = u64::MAX;
+
 /// One write: where it was sent and, once acknowledged, the offset the
 /// delivery report gave.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -833,3 +833,20 @@ fn a_run_that_did_too_little_proves_nothing() {
         (2400, 120, 8)
     );
 }
+
+#[test]
+fn a_record_that_is_not_a_number_is_a_garbage_read() {
+    let r = Recorder::new();
+    ok(&r, 1, send(0, 1), sent(0, 1, 0));
+    ok(&r, 2, poll(1, RU, &[]), poll(1, RU, &[(0, 0, 1)]));
+    assert_only(&report(&r), &[]);
+    ok(
+        &r,
+        2,
+        poll(1, RU, &[]),
+        poll(1, RU, &[(0, 1, history::UNREADABLE)]),
+    );
+    let rep = report(&r);
+    assert_only(&rep, &[AnomalyKind::GarbageRead]);
+    assert!(rep.anomalies[0].explanation.contains("not a number"));
+}

@@ -86,6 +86,16 @@ impl ProducerContext for Reports {
     }
 }
 
+/// A record's value: the number a workload wrote, or
+/// [`strand_chaos::history::UNREADABLE`] (a garbage read to the checker).
+fn value_of(m: &rdkafka::message::BorrowedMessage<'_>) -> u64 {
+    use rdkafka::Message;
+    m.payload()
+        .and_then(|p| std::str::from_utf8(p).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(strand_chaos::history::UNREADABLE)
+}
+
 fn tp(topic: &str, partition: i32) -> Tp {
     Tp::new(topic, partition)
 }
@@ -440,23 +450,11 @@ pub fn consumer(
                 shared.history.invoke(process, poll(vec![]));
             }
             if let Some(Ok(m)) = msg {
-                let value = m
-                    .payload()
-                    .and_then(|p| std::str::from_utf8(p).ok())
-                    .and_then(|s| s.parse().ok());
-                match value {
-                    Some(value) => records.push(Record {
-                        tp: tp(m.topic(), m.partition()),
-                        offset: m.offset(),
-                        value,
-                    }),
-                    None => eprintln!(
-                        "strand-chaos: consumer {session}: a record with no value at {}-{}@{}",
-                        m.topic(),
-                        m.partition(),
-                        m.offset()
-                    ),
-                }
+                records.push(Record {
+                    tp: tp(m.topic(), m.partition()),
+                    offset: m.offset(),
+                    value: value_of(&m),
+                });
             }
         }
         shared.history.ok(process, poll(records));
@@ -601,21 +599,22 @@ fn final_read(
             .position()
             .ok()
             .and_then(|l| l.elements().first().map(|e| e.offset()));
-        if matches!(at, Some(Offset::Offset(o)) if o >= high) || Instant::now() >= deadline {
+        if matches!(at, Some(Offset::Offset(o)) if o >= high) {
             return Ok(records);
         }
+        // A final read that does not reach the end proves nothing: it
+        // fails, and the run is inconclusive.
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the final read of {topic}-{partition} reached {at:?}, not {high}, in time"
+            ));
+        }
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            if let Some(value) = m
-                .payload()
-                .and_then(|p| std::str::from_utf8(p).ok())
-                .and_then(|s| s.parse().ok())
-            {
-                records.push(Record {
-                    tp: tp(topic, partition),
-                    offset: m.offset(),
-                    value,
-                });
-            }
+            records.push(Record {
+                tp: tp(topic, partition),
+                offset: m.offset(),
+                value: value_of(&m),
+            });
         }
     }
 }
@@ -691,17 +690,11 @@ pub fn pipeline(
                 shared.history.invoke(reader, poll(vec![]));
             }
             if let Some(Ok(m)) = msg {
-                if let Some(value) = m
-                    .payload()
-                    .and_then(|p| std::str::from_utf8(p).ok())
-                    .and_then(|s| s.parse().ok())
-                {
-                    records.push(Record {
-                        tp: tp(m.topic(), m.partition()),
-                        offset: m.offset(),
-                        value,
-                    });
-                }
+                records.push(Record {
+                    tp: tp(m.topic(), m.partition()),
+                    offset: m.offset(),
+                    value: value_of(&m),
+                });
             }
         }
         shared.history.ok(reader, poll(records.clone()));
