@@ -23,6 +23,7 @@
 //! | `aborted_offset_commit` | OffsetFetch returned an offset that only an aborted transaction had committed |
 //! | `duplicate_processing` | one input value is among the inputs of two committed transactions (exactly-once broken) |
 //! | `unprocessed_input` | a value below the offset a committed transaction committed for its group is the input of no committed transaction |
+//! | `realtime_order` | a write acknowledged before another write to its partition was invoked (by any client) has the higher offset |
 //!
 //! A transaction whose end the client did not learn (a failover, a
 //! timeout) is settled from the reads before the checks: committed if
@@ -54,6 +55,7 @@ pub enum AnomalyKind {
     AbortedOffsetCommit,
     DuplicateProcessing,
     UnprocessedInput,
+    RealtimeOrder,
 }
 
 impl fmt::Display for AnomalyKind {
@@ -236,6 +238,7 @@ pub fn check(events: &[Event]) -> Result<Report, HistoryError> {
     c.check_transactions();
     c.check_sessions(&ops);
     c.check_sends();
+    c.check_realtime_order();
     c.check_offsets(&ops);
     c.check_processing(&ops);
     Ok(Report {
@@ -745,6 +748,58 @@ impl Checker {
                     }
                 }
                 _ => {}
+            }
+        }
+        self.anomalies.extend(found);
+    }
+
+    /// Real time: a write acknowledged before another write to the same
+    /// partition was invoked was appended first, whatever the clients, so
+    /// its offset is the lower one.
+    fn check_realtime_order(&mut self) {
+        // (event index, is a completion, value), in history order.
+        let mut points: Vec<(usize, bool, u64)> = Vec::new();
+        for (v, w) in &self.writes {
+            // A transaction settled from the reads has no known moment of
+            // its commit.
+            let settled = w.txn.is_some_and(|id| self.settled.contains_key(&id));
+            if w.fate != Fate::Acknowledged || w.offset.is_none() || settled {
+                continue;
+            }
+            if let Some(&invoked) = w.events.first() {
+                points.push((invoked, false, *v));
+            }
+            if let Some(&done) = w.events.get(1) {
+                points.push((done, true, *v));
+            }
+        }
+        points.sort_unstable();
+        // Per partition: the highest offset acknowledged so far, its value.
+        let mut done: BTreeMap<Tp, (i64, u64)> = BTreeMap::new();
+        let mut found = Vec::new();
+        for (_, completion, v) in points {
+            let w = &self.writes[&v];
+            let Some(o) = w.offset else { continue };
+            if completion {
+                let e = done.entry(w.tp.clone()).or_insert((o, v));
+                if o > e.0 {
+                    *e = (o, v);
+                }
+            } else if let Some(&(before, bv)) = done.get(&w.tp) {
+                if o <= before {
+                    let mut events = self.writes[&bv].events.clone();
+                    events.extend(&w.events);
+                    found.push(Anomaly {
+                        kind: AnomalyKind::RealtimeOrder,
+                        tp: Some(w.tp.clone()),
+                        value: Some(v),
+                        events,
+                        explanation: format!(
+                            "{bv} was acknowledged at {}@{before} before {v} was sent, yet {v} is at @{o}",
+                            w.tp
+                        ),
+                    });
+                }
             }
         }
         self.anomalies.extend(found);
