@@ -999,6 +999,7 @@ impl Checker {
                 }
                 (
                     Op::Txn {
+                        id,
                         group: Some(group),
                         offsets,
                         abort,
@@ -1007,7 +1008,10 @@ impl Checker {
                     kind,
                 ) => {
                     let committed = kind == Kind::Ok && !abort;
-                    let unknown = kind == Kind::Info;
+                    // An unknown end the reads settled as not committed:
+                    // its offsets are an aborted transaction's.
+                    let unknown =
+                        kind == Kind::Info && self.settled.get(id) != Some(&Fate::Aborted);
                     for (tp, o) in offsets {
                         let key = (group.clone(), tp.clone());
                         if committed || unknown {

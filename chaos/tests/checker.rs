@@ -889,3 +889,39 @@ fn a_write_acknowledged_before_another_was_sent_has_the_lower_offset() {
     );
     assert_only(&report(&r), &[]);
 }
+
+#[test]
+fn an_unknown_transaction_settled_as_aborted_never_commits_its_offsets() {
+    let history = |answer: i64| {
+        let r = Recorder::new();
+        for (v, o) in [(1, 0), (2, 1)] {
+            ok(&r, 1, send(0, v), sent(0, v, o));
+        }
+        ok(
+            &r,
+            2,
+            pipeline(1, &[1], vec![w(1, 10, None)], 1, false),
+            pipeline(1, &[1], vec![w(1, 10, Some(0))], 1, false),
+        );
+        // Its end unknown to the client; its output is in no final read.
+        let op = pipeline(2, &[2], vec![w(1, 11, None)], 2, false);
+        r.invoke(2, op.clone());
+        r.info(2, op, "timed out");
+        ok(
+            &r,
+            4,
+            final_read(0, &[]),
+            final_read(0, &[(0, 0, 1), (0, 1, 2)]),
+        );
+        ok(&r, 4, final_read(1, &[]), final_read(1, &[(1, 0, 10)]));
+        ok(&r, 3, fetch("etl", 0, None), fetch("etl", 0, Some(answer)));
+        report(&r)
+    };
+    assert_only(&history(1), &[]);
+    let rep = history(2);
+    assert!(
+        rep.count(AnomalyKind::AbortedOffsetCommit) == 1,
+        "{:#?}",
+        rep.anomalies
+    );
+}

@@ -400,6 +400,12 @@ fn run(mut args: Args) -> Result<Verdict, String> {
     )?;
     log.line("final reads");
     workload::final_reads(&shared, &topics_read, Duration::from_secs(30));
+    workload::final_fetches(
+        &shared,
+        &["chaos-group".to_string(), "chaos-etl".to_string()],
+        QUEUE,
+        PARTITIONS,
+    );
 
     let events = shared.history.events();
     let mut out = fs::File::create(args.out.join("history.jsonl")).map_err(|e| e.to_string())?;

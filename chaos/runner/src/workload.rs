@@ -528,21 +528,61 @@ fn commit_and_fetch(shared: &Shared, c: &BaseConsumer<Rebalances>, group: &str) 
     }
     match c.committed_offsets(list, Duration::from_secs(10)) {
         Ok(got) => {
-            let offsets = got
-                .elements()
-                .iter()
-                .map(|e| {
-                    let o = match e.offset() {
-                        Offset::Offset(o) => Some(o),
-                        _ => None,
-                    };
-                    (tp(e.topic(), e.partition()), o)
-                })
-                .collect();
-            shared.history.ok(process, fetch(offsets));
+            shared.history.ok(process, fetch(fetched(&got)));
         }
         Err(e) => {
             shared.history.fail(process, fetch(vec![]), e.to_string());
+        }
+    }
+}
+
+/// A group's committed offsets as the history records them (None: none).
+fn fetched(list: &TopicPartitionList) -> Vec<(Tp, Option<i64>)> {
+    list.elements()
+        .iter()
+        .map(|e| {
+            let o = match e.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            };
+            (tp(e.topic(), e.partition()), o)
+        })
+        .collect()
+}
+
+/// After healing: each group's committed offsets for every partition of
+/// `topic`, fetched once (read_committed: stable offsets only), so the
+/// last commits are checked too.
+pub fn final_fetches(shared: &Shared, groups: &[String], topic: &str, partitions: i32) {
+    for group in groups {
+        let process = shared.process();
+        let fetch = |offsets: Vec<(Tp, Option<i64>)>| Op::FetchOffsets {
+            group: group.clone(),
+            offsets,
+        };
+        let asked = (0..partitions).map(|p| (tp(topic, p), None)).collect();
+        shared.history.invoke(process, fetch(asked));
+        let result = shared
+            .config()
+            .set("group.id", group)
+            .set("isolation.level", "read_committed")
+            .create::<BaseConsumer>()
+            .map_err(|e| e.to_string())
+            .and_then(|c| {
+                let mut list = TopicPartitionList::new();
+                for p in 0..partitions {
+                    list.add_partition(topic, p);
+                }
+                c.committed_offsets(list, Duration::from_secs(30))
+                    .map_err(|e| e.to_string())
+            });
+        match result {
+            Ok(got) => {
+                shared.history.ok(process, fetch(fetched(&got)));
+            }
+            Err(e) => {
+                shared.history.fail(process, fetch(vec![]), e);
+            }
         }
     }
 }
@@ -709,7 +749,7 @@ pub fn pipeline(
                     eprintln!("strand-chaos: {transactional_id}: init: {e}");
                     // The batch is not processed: read it again from the
                     // group's offsets.
-                    rewind(&shared, &c, control, session);
+                    rewind(&shared, &c, control, session, &group);
                     continue;
                 }
             },
@@ -746,7 +786,7 @@ pub fn pipeline(
         shared.history.invoke(process, op(writes.clone()));
         if let Err(e) = p.begin_transaction() {
             shared.history.fail(process, op(writes), e.to_string());
-            rewind(&shared, &c, control, session);
+            rewind(&shared, &c, control, session, &group);
             continue;
         }
         let mut done = writes.clone();
@@ -777,17 +817,17 @@ pub fn pipeline(
             (Ok(()), Some(e)) => {
                 shared.history.fail(process, op(done), e);
                 producer = Some(p);
-                rewind(&shared, &c, control, session);
+                rewind(&shared, &c, control, session, &group);
             }
             (Err(e), Some(_)) => {
                 shared.history.fail(process, op(done), e.to_string());
-                rewind(&shared, &c, control, session);
+                rewind(&shared, &c, control, session, &group);
             }
             (Err(e), None) => {
                 // Committed or not: the next instance's InitProducerId
                 // settles it, and the group's offsets say where to resume.
                 shared.history.info(process, op(done), e.to_string());
-                rewind(&shared, &c, control, session);
+                rewind(&shared, &c, control, session, &group);
             }
         }
     }
@@ -800,12 +840,28 @@ pub fn pipeline(
 /// seek is done, nothing is processed: a rewind that gave up (the
 /// coordinator away during a kill) let the next batch start past the
 /// aborted one's records, and the long run's seed 316 caught them missing.
-fn rewind(shared: &Shared, c: &BaseConsumer<Rebalances>, control: u64, session: u64) {
+fn rewind(shared: &Shared, c: &BaseConsumer<Rebalances>, control: u64, session: u64, group: &str) {
     while !shared.stopped() {
         let Ok(assigned) = c.assignment() else { return };
+        // The group's offsets as OffsetFetch answers them: checked as a
+        // register against the transactions' offset commits.
+        let fetch = |offsets: Vec<(Tp, Option<i64>)>| Op::FetchOffsets {
+            group: group.to_string(),
+            offsets,
+        };
+        let asked: Vec<(Tp, Option<i64>)> = assigned
+            .elements()
+            .iter()
+            .map(|e| (tp(e.topic(), e.partition()), None))
+            .collect();
+        shared.history.invoke(control, fetch(asked));
         let committed = match c.committed_offsets(assigned, Duration::from_secs(10)) {
-            Ok(committed) => committed,
+            Ok(committed) => {
+                shared.history.ok(control, fetch(fetched(&committed)));
+                committed
+            }
             Err(e) => {
+                shared.history.fail(control, fetch(vec![]), e.to_string());
                 eprintln!("strand-chaos: rewind: the group's offsets: {e}; again");
                 // A retry, not a wait for a condition: the coordinator
                 // answers again once the fault heals or a new one is elected.
