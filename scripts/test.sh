@@ -51,6 +51,15 @@ phase "chaos: a 3-node cluster on network namespaces, 120 s of concurrent client
     --faultfs "$CARGO_TARGET_DIR/debug/libstrand_faultfs.so" \
     --seed 1 --secs 120 \
     --out "$STRAND_CACHE/chaos"
+# A second seed that changes with every commit, so that CI explores
+# beyond seed 1; printed, to replay a failure with --seed.
+rotating=$(( $(printf '%d' "0x$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0)") % 1000000 + 2 ))
+phase "chaos: the same with the commit's rotating seed $rotating"
+"$CARGO_TARGET_DIR/debug/strand-chaos" \
+    --strand "$CARGO_TARGET_DIR/debug/strand" \
+    --faultfs "$CARGO_TARGET_DIR/debug/libstrand_faultfs.so" \
+    --seed "$rotating" --secs 120 \
+    --out "$STRAND_CACHE/chaos-rotating"
 
 phase "write leases: a partition leader cut off from the cluster takes acks=1 writes for at most one lease, and acks=all loses nothing (needs root)"
 # The leader both with the active controller (cutting it off moves the
