@@ -24,6 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use strand_compat_tests::cluster::{Cluster, ClusterSpec, KafkaDist, Server};
+use strand_group::consumer::embedded;
 
 /// Both servers get these, so that what differs is the implementation.
 const SETTINGS: &[(&str, &str)] = &[
@@ -40,10 +41,6 @@ const SETTINGS: &[(&str, &str)] = &[
 
 /// Facts that differ on purpose: (fact, why). Each one is in COMPATIBILITY.md.
 const KNOWN: &[(&str, &str)] = &[];
-
-fn start(server: Server) -> Cluster {
-    start_with(server, SETTINGS)
-}
 
 fn start_with(server: Server, settings: &[(&str, &str)]) -> Cluster {
     let name = server.name();
@@ -790,46 +787,26 @@ fn classic_join(c: &mut Client, group: &str) -> i16 {
 }
 
 /// A ConsumerProtocolSubscription v1: topics, no user data, owned
-/// partitions.
+/// partitions (Strand's codec; Kafka decodes the same bytes).
 fn subscription(topics: &[&str], owned: &[(&str, Vec<i32>)]) -> bytes::Bytes {
-    use bytes::BufMut;
-    let mut b = bytes::BytesMut::new();
-    let put_str = |b: &mut bytes::BytesMut, v: &str| {
-        b.put_i16(v.len() as i16);
-        b.put_slice(v.as_bytes());
-    };
-    b.put_i16(1);
-    b.put_i32(topics.len() as i32);
-    for t in topics {
-        put_str(&mut b, t);
-    }
-    b.put_i32(-1);
-    b.put_i32(owned.len() as i32);
-    for (t, ps) in owned {
-        put_str(&mut b, t);
-        b.put_i32(ps.len() as i32);
-        for p in ps {
-            b.put_i32(*p);
-        }
-    }
-    b.freeze()
+    embedded::encode_subscription(&embedded::Subscription {
+        version: 1,
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        owned: owned
+            .iter()
+            .map(|(t, p)| (t.to_string(), p.clone()))
+            .collect(),
+        ..embedded::Subscription::default()
+    })
 }
 
-/// A ConsumerProtocolAssignment's partitions (version, then topics).
-fn assignment_of(mut b: &[u8]) -> Vec<(String, Vec<i32>)> {
-    use bytes::Buf;
-    let mut out = Vec::new();
-    if b.remaining() < 6 {
-        return out;
-    }
-    let _version = b.get_i16();
-    for _ in 0..b.get_i32() {
-        let len = b.get_i16() as usize;
-        let topic = String::from_utf8_lossy(&b[..len]).into_owned();
-        b.advance(len);
-        let mut ps: Vec<i32> = (0..b.get_i32()).map(|_| b.get_i32()).collect();
+/// A ConsumerProtocolAssignment's partitions, sorted (none if unreadable).
+fn assignment_of(b: &[u8]) -> Vec<(String, Vec<i32>)> {
+    let mut out = embedded::decode_assignment(b)
+        .map(|a| a.partitions)
+        .unwrap_or_default();
+    for (_, ps) in &mut out {
         ps.sort();
-        out.push((topic, ps));
     }
     out.sort();
     out
@@ -908,22 +885,11 @@ impl ClassicMember {
         use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
         let assignments = assign
             .map(|a| {
-                use bytes::BufMut;
-                let mut b = bytes::BytesMut::new();
-                b.put_i16(1);
-                b.put_i32(a.len() as i32);
-                for (t, ps) in a {
-                    b.put_i16(t.len() as i16);
-                    b.put_slice(t.as_bytes());
-                    b.put_i32(ps.len() as i32);
-                    for p in ps {
-                        b.put_i32(*p);
-                    }
-                }
-                b.put_i32(-1);
+                let named: Vec<(String, Vec<i32>)> =
+                    a.iter().map(|(t, p)| (t.to_string(), p.clone())).collect();
                 vec![SyncGroupRequestAssignment::default()
                     .with_member_id(s(&self.id))
-                    .with_assignment(b.freeze())]
+                    .with_assignment(embedded::encode_assignment(1, &named))]
             })
             .unwrap_or_default();
         let r: SyncGroupResponse = c
@@ -1478,41 +1444,44 @@ fn assignment_interval(c: &mut Client, facts: &mut Facts) {
     );
 }
 
+/// One node of each server with `settings`, `steps` run against each, and
+/// their facts compared (`known`: the listed differences).
+fn side_by_side(
+    settings: &[(&str, &str)],
+    steps: &[fn(&mut Client, &mut Facts)],
+    known: &[(&str, &str)],
+) {
+    let kafka = KafkaDist::locate().expect("the reference Kafka");
+    let run = |server: Server| {
+        let cluster = start_with(server, settings);
+        let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
+        let mut facts = Facts::new();
+        for step in steps {
+            step(&mut c, &mut facts);
+        }
+        facts
+    };
+    let strand_facts = run(Server::Strand(strand_bin()));
+    let kafka_facts = run(Server::Kafka(kafka));
+    compare(&strand_facts, &kafka_facts, known);
+}
+
 /// The assignment interval at its default (1 s) on both.
 #[test]
 fn the_assignment_interval_is_kept_as_kafka_keeps_it() {
-    let kafka = KafkaDist::locate().expect("the reference Kafka");
     let settings: Vec<(&str, &str)> = SETTINGS
         .iter()
         .copied()
         .filter(|(k, _)| !k.contains("assignment.interval"))
         .collect();
-    let run = |server: Server| {
-        let cluster = start_with(server, &settings);
-        let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
-        let mut facts = Facts::new();
-        assignment_interval(&mut c, &mut facts);
-        facts
-    };
-    let strand_facts = run(Server::Strand(strand_bin()));
-    let kafka_facts = run(Server::Kafka(kafka));
-    compare(&strand_facts, &kafka_facts, &[]);
+    side_by_side(&settings, &[assignment_interval], &[]);
 }
 
 #[test]
 fn consumer_groups_answer_as_kafka_does() {
-    let kafka = KafkaDist::locate().expect("the reference Kafka");
-    let run = |server: Server| {
-        let cluster = start(server);
-        let mut c = Client::connect(&cluster.bootstrap()).expect("connect");
-        let mut facts = Facts::new();
-        consumer_groups(&mut c, &mut facts);
-        group_configs(&mut c, &mut facts);
-        odd_partitions(&mut c, &mut facts);
-        migration(&mut c, &mut facts);
-        facts
-    };
-    let strand_facts = run(Server::Strand(strand_bin()));
-    let kafka_facts = run(Server::Kafka(kafka));
-    compare(&strand_facts, &kafka_facts, KNOWN);
+    side_by_side(
+        SETTINGS,
+        &[consumer_groups, group_configs, odd_partitions, migration],
+        KNOWN,
+    );
 }
